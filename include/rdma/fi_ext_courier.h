@@ -1,0 +1,50 @@
+/*
+ * courier's extensions to the libfabric API. Include after <rdma/fabric.h>.
+ */
+#ifndef FI_EXT_COURIER_H
+#define FI_EXT_COURIER_H
+
+#include <stdint.h>
+#include <rdma/fabric.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Name for fi_open_ops on an endpoint fid: returns struct fi_courier_ops_ep. */
+#define FI_COURIER_EP_OPS "courier_ep_ops_v1"
+
+/* Endpoint statistics: every counter since the endpoint was enabled, summed over its peers. */
+struct fi_courier_stats {
+	uint64_t tx_pkts, rx_pkts;          /* packets handed to / taken from the wire */
+	uint64_t tx_bytes, rx_bytes;        /* payload bytes */
+	uint64_t tx_msgs, rx_msgs;          /* messages completed */
+	uint64_t acks_sent, acks_rcvd;      /* explicit ACK packets (piggy-backed ones not counted) */
+	uint64_t retrans_timeout;           /* packets resent after the retransmit timer fired */
+	uint64_t retrans_fast;              /* packets resent on duplicate ACKs or SACK holes */
+	uint64_t dup_rcvd;                  /* packets already delivered, dropped */
+	uint64_t ooo_rcvd;                  /* packets held for reordering */
+	uint64_t drop_window;               /* dropped: beyond the receive window */
+	uint64_t drop_bad_hdr;              /* dropped: version, type, length or checksum */
+	uint64_t drop_stale_session;        /* dropped: for an earlier incarnation of either side */
+	uint64_t drop_no_buf;               /* dropped: no receive buffer (will be resent) */
+	uint64_t credit_stalls;             /* sends that waited for receiver credits */
+	uint64_t window_stalls;             /* sends that waited for the send window */
+	uint64_t unexpected_msgs;           /* messages that arrived before their receive */
+	uint64_t peers_unreachable;         /* peers declared unreachable */
+	uint64_t peers_reset;               /* peers seen restarting */
+	uint64_t rtt_srtt_us;               /* smoothed RTT of the last peer measured */
+	uint64_t fault_drops, fault_dups, fault_corrupts, fault_reorders; /* injected faults */
+};
+
+struct fi_courier_ops_ep {
+	size_t size;                        /* sizeof(struct fi_courier_ops_ep) */
+	/* Copy the endpoint's statistics; returns 0 or a negative FI_* code. */
+	int (*get_stats)(struct fid_ep *ep, struct fi_courier_stats *stats);
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FI_EXT_COURIER_H */

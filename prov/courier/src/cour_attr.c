@@ -1,0 +1,977 @@
+/*
+ * fi_getinfo: what courier offers (one template per endpoint type), how hints narrow it, and
+ * which addresses node, service and flags name. The rules are summarised in cour_attr.h.
+ */
+#include "cour.h"
+#include "cour_attr.h"
+
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- the offer ---- */
+
+#define COUR_COMM_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+/* Offering RMA or atomics means adding their capability and directions to these two lines. */
+#define COUR_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | COUR_COMM_CAPS)
+#define COUR_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | \
+		      FI_SOURCE | COUR_COMM_CAPS)
+#define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS)
+
+/* fi_getinfo(3) capability classes; they decide what a hint of some capabilities returns. */
+#define COUR_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST | \
+			   FI_NAMED_RX_CTX | FI_DIRECTED_RECV | FI_VARIABLE_MSG | FI_HMEM | \
+			   FI_COLLECTIVE)
+#define COUR_MSG_DIR_CAPS (FI_SEND | FI_RECV)
+#define COUR_RMA_DIR_CAPS (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+/* Sizes left 0 come from parameters when an offer is made (cour_attr_apply_params). */
+static const struct fi_tx_attr cour_rdm_tx_attr = {
+	.caps = COUR_TX_CAPS,
+	.msg_order = FI_ORDER_SAS,
+	.comp_order = FI_ORDER_NONE,
+	.iov_limit = COUR_IOV_LIMIT,
+};
+
+static const struct fi_rx_attr cour_rdm_rx_attr = {
+	.caps = COUR_RX_CAPS,
+	.msg_order = FI_ORDER_SAS,
+	.comp_order = FI_ORDER_NONE,
+	.iov_limit = COUR_IOV_LIMIT,
+};
+
+/* Datagrams are neither retransmitted nor reordered back: no ordering to promise. */
+static const struct fi_tx_attr cour_dgram_tx_attr = {
+	.caps = COUR_TX_CAPS,
+	.msg_order = FI_ORDER_NONE,
+	.comp_order = FI_ORDER_NONE,
+	.iov_limit = COUR_IOV_LIMIT,
+};
+
+static const struct fi_rx_attr cour_dgram_rx_attr = {
+	.caps = COUR_RX_CAPS,
+	.msg_order = FI_ORDER_NONE,
+	.comp_order = FI_ORDER_NONE,
+	.iov_limit = COUR_IOV_LIMIT,
+};
+
+static const struct fi_ep_attr cour_rdm_ep_attr = {
+	.type = FI_EP_RDM,
+	.protocol = FI_PROTO_UDP,
+	.protocol_version = COUR_PROTO_VERSION,
+	.max_msg_size = COUR_MAX_MSG_SIZE,
+	.mem_tag_format = COUR_TAG_FORMAT,
+	.tx_ctx_cnt = 1,
+	.rx_ctx_cnt = 1,
+};
+
+static const struct fi_ep_attr cour_dgram_ep_attr = {
+	.type = FI_EP_DGRAM,
+	.protocol = FI_PROTO_UDP,
+	.protocol_version = COUR_PROTO_VERSION,
+	.max_msg_size = COUR_DGRAM_MAX_MSG,
+	.mem_tag_format = COUR_TAG_FORMAT,
+	.tx_ctx_cnt = 1,
+	.rx_ctx_cnt = 1,
+};
+
+static const struct fi_domain_attr cour_domain_attr = {
+	.name = COUR_DOMAIN_NAME,
+	.threading = FI_THREAD_SAFE,
+	.control_progress = FI_PROGRESS_AUTO,
+	.data_progress = FI_PROGRESS_AUTO,
+	.resource_mgmt = FI_RM_ENABLED,
+	.av_type = FI_AV_UNSPEC,
+	.mr_mode = 0,
+	.mr_key_size = COUR_MR_KEY_SIZE,
+	.cq_data_size = COUR_CQ_DATA_SIZE,
+	.cq_cnt = 256,
+	.ep_cnt = 1024,
+	.tx_ctx_cnt = 1024,
+	.rx_ctx_cnt = 1024,
+	.max_ep_tx_ctx = 1,
+	.max_ep_rx_ctx = 1,
+	.cntr_cnt = 256,
+	.mr_iov_limit = 1,
+	.caps = COUR_COMM_CAPS,
+	.mr_cnt = 65536,
+};
+
+/* prov_name stays NULL: libfabric's core fills it in, and appends to one a provider sets. */
+static const struct fi_fabric_attr cour_fabric_attr = {
+	.name = COUR_FABRIC_NAME,
+	.prov_version = COUR_PROV_VERSION,
+};
+
+/* The casts drop const only to fit struct fi_info; templates are read through fi_dupinfo. */
+static const struct fi_info cour_rdm_info = {
+	.caps = COUR_CAPS,
+	.addr_format = FI_SOCKADDR_IN,
+	.tx_attr = (struct fi_tx_attr *)&cour_rdm_tx_attr,
+	.rx_attr = (struct fi_rx_attr *)&cour_rdm_rx_attr,
+	.ep_attr = (struct fi_ep_attr *)&cour_rdm_ep_attr,
+	.domain_attr = (struct fi_domain_attr *)&cour_domain_attr,
+	.fabric_attr = (struct fi_fabric_attr *)&cour_fabric_attr,
+};
+
+static const struct fi_info cour_dgram_info = {
+	.caps = COUR_CAPS,
+	.addr_format = FI_SOCKADDR_IN,
+	.tx_attr = (struct fi_tx_attr *)&cour_dgram_tx_attr,
+	.rx_attr = (struct fi_rx_attr *)&cour_dgram_rx_attr,
+	.ep_attr = (struct fi_ep_attr *)&cour_dgram_ep_attr,
+	.domain_attr = (struct fi_domain_attr *)&cour_domain_attr,
+	.fabric_attr = (struct fi_fabric_attr *)&cour_fabric_attr,
+};
+
+const struct fi_info *const cour_info_templates[] = {
+	&cour_rdm_info,
+	&cour_dgram_info,
+	NULL,
+};
+
+static void cour_attr_apply_params(struct fi_info *fi)
+{
+	fi->tx_attr->inject_size = COUR_MIN(cour_params.inject_size, fi->ep_attr->max_msg_size);
+	fi->tx_attr->size = cour_params.tx_size;
+	fi->rx_attr->size = cour_params.rx_size;
+}
+
+static const char *cour_ep_type_name(enum fi_ep_type type)
+{
+	/* fi_tostr shares one buffer among threads; fi_getinfo must be thread safe. */
+	return type == FI_EP_RDM ? "FI_EP_RDM" : type == FI_EP_DGRAM ? "FI_EP_DGRAM" : "other";
+}
+
+static struct fi_info *cour_attr_offer_dup(const struct fi_info *tmpl)
+{
+	struct fi_info *fi = fi_dupinfo(tmpl);
+
+	if (!fi) {
+		COUR_WARN(FI_LOG_CORE, "fi_dupinfo of the %s template failed: out of memory\n",
+			  cour_ep_type_name(tmpl->ep_attr->type));
+		return NULL;
+	}
+	cour_attr_apply_params(fi);
+	return fi;
+}
+
+struct fi_info *cour_attr_offer(enum fi_ep_type type)
+{
+	size_t i;
+
+	for (i = 0; cour_info_templates[i]; i++)
+		if (cour_info_templates[i]->ep_attr->type == type)
+			return cour_attr_offer_dup(cour_info_templates[i]);
+	return NULL;
+}
+
+size_t cour_attr_max_inject(void)
+{
+	return COUR_MIN(cour_params.inject_size, COUR_MAX_MSG_SIZE);
+}
+
+uint64_t cour_attr_mr_mode(const struct fi_info *info)
+{
+	int mode = info->domain_attr->mr_mode;
+
+	if (mode == FI_MR_BASIC)
+		return FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	if (mode == FI_MR_SCALABLE)
+		return 0;
+	return (uint64_t)mode & ~(uint64_t)(FI_MR_BASIC | FI_MR_SCALABLE);
+}
+
+/* ---- matching hints against one offer ---- */
+
+struct cour_match {
+	const struct fi_info *offer;
+	uint32_t              version;
+	enum fi_log_level     level;	/* INFO while negotiating, WARN when checking an info */
+};
+
+/* Logs why an offer does not fit and returns false, for "return COUR_NOMATCH(...)". */
+#define COUR_NOMATCH(m, ...) cour_nomatch((m), __func__, __LINE__, __VA_ARGS__)
+
+static bool __attribute__((format(printf, 4, 5)))
+cour_nomatch(const struct cour_match *m, const char *func, int line, const char *fmt, ...)
+{
+	char why[200];
+	va_list ap;
+
+	if (!fi_log_enabled(&cour_prov, m->level, FI_LOG_CORE))
+		return false;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	fi_log(&cour_prov, m->level, FI_LOG_CORE, func, line, "%s does not fit: %s\n",
+	       cour_ep_type_name(m->offer->ep_attr->type), why);
+	return false;
+}
+
+/* prov_name may list providers ("ofi_rxm;courier"); libfabric's core has already decided
+ * that courier is wanted, we only refuse a list that does not name us at all. */
+static bool cour_attr_names_us(const char *list)
+{
+	const char *tok = list, *end;
+	size_t len = strlen(COUR_PROV_NAME);
+
+	while (*tok) {
+		end = strchr(tok, ';');
+		if (!end)
+			end = tok + strlen(tok);
+		if ((size_t)(end - tok) == len && !strncasecmp(tok, COUR_PROV_NAME, len))
+			return true;
+		tok = *end ? end + 1 : end;
+	}
+	return false;
+}
+
+static bool cour_match_ep(const struct cour_match *m, const struct fi_info *hints)
+{
+	const struct fi_ep_attr *h = hints->ep_attr, *o = m->offer->ep_attr;
+
+	if (!h)
+		return true;
+	if (h->type != FI_EP_UNSPEC && h->type != o->type)
+		return COUR_NOMATCH(m, "ep_attr->type %d asked", (int)h->type);
+	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != o->protocol)
+		return COUR_NOMATCH(m, "ep_attr->protocol %u asked, ours is FI_PROTO_UDP",
+				    h->protocol);
+	if (h->protocol_version > o->protocol_version)
+		return COUR_NOMATCH(m, "ep_attr->protocol_version %u > %u", h->protocol_version,
+				    o->protocol_version);
+	if (h->max_msg_size > o->max_msg_size)
+		return COUR_NOMATCH(m, "ep_attr->max_msg_size %zu > %zu", h->max_msg_size,
+				    o->max_msg_size);
+	/* FI_SHARED_CONTEXT is SIZE_MAX, so this also refuses shared contexts */
+	if (h->tx_ctx_cnt > o->tx_ctx_cnt)
+		return COUR_NOMATCH(m, "ep_attr->tx_ctx_cnt %zu: one unshared context only",
+				    h->tx_ctx_cnt);
+	if (h->rx_ctx_cnt > o->rx_ctx_cnt)
+		return COUR_NOMATCH(m, "ep_attr->rx_ctx_cnt %zu: one unshared context only",
+				    h->rx_ctx_cnt);
+	if (h->auth_key_size || h->auth_key)
+		return COUR_NOMATCH(m, "ep_attr->auth_key: no authentication keys");
+	/* Data ordering sizes only mean something for RMA and atomics. */
+	if ((m->offer->caps & (FI_RMA | FI_ATOMIC)) &&
+	    (h->max_order_raw_size > o->max_order_raw_size ||
+	     h->max_order_war_size > o->max_order_war_size ||
+	     h->max_order_waw_size > o->max_order_waw_size))
+		return COUR_NOMATCH(m, "ep_attr->max_order_*_size larger than offered");
+	/* mem_tag_format: any layout fits in our 64 bits with arbitrary masks */
+	return true;
+}
+
+static bool cour_match_caps(const struct cour_match *m, const struct fi_info *hints)
+{
+	const struct fi_info *o = m->offer;
+	uint64_t extra;
+
+	/* The whole endpoint's caps are the bound for tx/rx caps too: applications commonly
+	 * copy info->caps into both. */
+	extra = hints->caps & ~o->caps;
+	if (extra)
+		return COUR_NOMATCH(m, "caps 0x%" PRIx64 " not offered", extra);
+	extra = hints->tx_attr ? hints->tx_attr->caps & ~o->caps : 0;
+	if (extra)
+		return COUR_NOMATCH(m, "tx_attr->caps 0x%" PRIx64 " not offered", extra);
+	extra = hints->rx_attr ? hints->rx_attr->caps & ~o->caps : 0;
+	if (extra)
+		return COUR_NOMATCH(m, "rx_attr->caps 0x%" PRIx64 " not offered", extra);
+	extra = hints->domain_attr ? hints->domain_attr->caps & ~o->domain_attr->caps : 0;
+	if (extra)
+		return COUR_NOMATCH(m, "domain_attr->caps 0x%" PRIx64 " not offered", extra);
+	/* hints->mode: we need no mode bit, so whatever the application supports is enough */
+	return true;
+}
+
+static bool cour_match_addr_format(const struct cour_match *m, const struct fi_info *hints)
+{
+	switch (hints->addr_format) {
+	case FI_FORMAT_UNSPEC:
+	case FI_SOCKADDR:
+	case FI_SOCKADDR_IN:
+	case FI_SOCKADDR_IN6:
+		return true;
+	default:
+		return COUR_NOMATCH(m, "addr_format %u: only socket addresses",
+				    hints->addr_format);
+	}
+}
+
+static bool cour_match_fabric(const struct cour_match *m, const struct fi_info *hints)
+{
+	const struct fi_fabric_attr *h = hints->fabric_attr;
+
+	if (!h)
+		return true;
+	if (h->name && strcmp(h->name, COUR_FABRIC_NAME))
+		return COUR_NOMATCH(m, "fabric name \"%s\" asked", h->name);
+	if (h->prov_name && !cour_attr_names_us(h->prov_name))
+		return COUR_NOMATCH(m, "provider \"%s\" asked", h->prov_name);
+	if (h->prov_version > COUR_PROV_VERSION)
+		return COUR_NOMATCH(m, "provider version 0x%x asked, ours is 0x%x",
+				    h->prov_version, COUR_PROV_VERSION);
+	return true;
+}
+
+/*
+ * The mr_mode to report for these hints, or -1 when the application's registration modes
+ * cannot be met (see cour_attr.h for why legacy values come back as legacy values).
+ */
+static int cour_attr_pick_mr_mode(uint32_t version, const struct fi_info *hints)
+{
+	int want = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;
+
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+		switch (want) {
+		case FI_MR_UNSPEC:
+			return FI_MR_SCALABLE;	/* "basic or scalable": scalable asks nothing */
+		case FI_MR_BASIC:
+		case FI_MR_SCALABLE:
+			return want;
+		default:
+			return -1;
+		}
+	}
+	if (want & (FI_MR_BASIC | FI_MR_SCALABLE))
+		return (want == FI_MR_BASIC || want == FI_MR_SCALABLE) ? want : -1;
+	return want & COUR_MR_MODE_SUPPORTED;
+}
+
+static bool cour_match_domain(const struct cour_match *m, const struct fi_info *hints)
+{
+	const struct fi_domain_attr *h = hints->domain_attr, *o = m->offer->domain_attr;
+
+	if (!h)
+		return true;
+	if (h->name && strcmp(h->name, o->name))
+		return COUR_NOMATCH(m, "domain \"%s\" asked, ours is \"%s\"", h->name, o->name);
+	if ((unsigned)h->threading > FI_THREAD_ENDPOINT)
+		return COUR_NOMATCH(m, "threading %d unknown", (int)h->threading);
+	if ((unsigned)h->control_progress > FI_PROGRESS_MANUAL ||
+	    (unsigned)h->data_progress > FI_PROGRESS_MANUAL)
+		return COUR_NOMATCH(m, "progress %d/%d unknown", (int)h->control_progress,
+				    (int)h->data_progress);
+	if ((unsigned)h->resource_mgmt > FI_RM_ENABLED)
+		return COUR_NOMATCH(m, "resource_mgmt %d unknown", (int)h->resource_mgmt);
+	if ((unsigned)h->av_type > FI_AV_TABLE)
+		return COUR_NOMATCH(m, "av_type %d unknown", (int)h->av_type);
+	if (cour_attr_pick_mr_mode(m->version, hints) < 0)
+		return COUR_NOMATCH(m, "mr_mode 0x%x invalid for API %u.%u", h->mr_mode,
+				    FI_MAJOR(m->version), FI_MINOR(m->version));
+	if (h->mr_key_size > o->mr_key_size)
+		return COUR_NOMATCH(m, "mr_key_size %zu > %zu", h->mr_key_size, o->mr_key_size);
+	if (h->cq_data_size > o->cq_data_size)
+		return COUR_NOMATCH(m, "cq_data_size %zu > %zu", h->cq_data_size,
+				    o->cq_data_size);
+	if (h->mr_iov_limit > o->mr_iov_limit)
+		return COUR_NOMATCH(m, "mr_iov_limit %zu > %zu", h->mr_iov_limit,
+				    o->mr_iov_limit);
+	if (h->max_ep_tx_ctx > o->max_ep_tx_ctx || h->max_ep_rx_ctx > o->max_ep_rx_ctx ||
+	    h->max_ep_stx_ctx > o->max_ep_stx_ctx || h->max_ep_srx_ctx > o->max_ep_srx_ctx)
+		return COUR_NOMATCH(m, "more than one, or shared, tx/rx contexts per endpoint");
+	if (h->auth_key_size || h->auth_key)
+		return COUR_NOMATCH(m, "domain_attr->auth_key: no authentication keys");
+	if (h->max_err_data > o->max_err_data)
+		return COUR_NOMATCH(m, "max_err_data %zu: no provider error data",
+				    h->max_err_data);
+	/* cq_cnt, ep_cnt, cntr_cnt, mr_cnt, tx/rx_ctx_cnt are "optimal" counts, not limits:
+	 * larger wishes still work, so they do not exclude us. */
+	return true;
+}
+
+static bool cour_match_tx(const struct cour_match *m, const struct fi_info *hints)
+{
+	const struct fi_tx_attr *h = hints->tx_attr, *o = m->offer->tx_attr;
+
+	if (!h)
+		return true;
+	if (h->op_flags & ~(uint64_t)COUR_TX_OP_FLAGS)
+		return COUR_NOMATCH(m, "tx_attr->op_flags 0x%" PRIx64 " not supported",
+				    h->op_flags & ~(uint64_t)COUR_TX_OP_FLAGS);
+	if (h->msg_order & ~o->msg_order)
+		return COUR_NOMATCH(m, "tx_attr->msg_order 0x%" PRIx64 " not kept",
+				    h->msg_order & ~o->msg_order);
+	if (h->comp_order & ~o->comp_order)
+		return COUR_NOMATCH(m, "tx_attr->comp_order 0x%" PRIx64 " not kept",
+				    h->comp_order & ~o->comp_order);
+	if (h->inject_size > o->inject_size)
+		return COUR_NOMATCH(m, "tx_attr->inject_size %zu > %zu", h->inject_size,
+				    o->inject_size);
+	if (h->size > o->size)
+		return COUR_NOMATCH(m, "tx_attr->size %zu > %zu", h->size, o->size);
+	if (h->iov_limit > o->iov_limit)
+		return COUR_NOMATCH(m, "tx_attr->iov_limit %zu > %zu", h->iov_limit,
+				    o->iov_limit);
+	if (h->rma_iov_limit > o->rma_iov_limit)
+		return COUR_NOMATCH(m, "tx_attr->rma_iov_limit %zu > %zu", h->rma_iov_limit,
+				    o->rma_iov_limit);
+	return true;
+}
+
+static bool cour_match_rx(const struct cour_match *m, const struct fi_info *hints)
+{
+	const struct fi_rx_attr *h = hints->rx_attr, *o = m->offer->rx_attr;
+
+	if (!h)
+		return true;
+	if (h->op_flags & ~(uint64_t)COUR_RX_OP_FLAGS)
+		return COUR_NOMATCH(m, "rx_attr->op_flags 0x%" PRIx64 " not supported",
+				    h->op_flags & ~(uint64_t)COUR_RX_OP_FLAGS);
+	if (h->msg_order & ~o->msg_order)
+		return COUR_NOMATCH(m, "rx_attr->msg_order 0x%" PRIx64 " not kept",
+				    h->msg_order & ~o->msg_order);
+	if (h->comp_order & ~o->comp_order)
+		return COUR_NOMATCH(m, "rx_attr->comp_order 0x%" PRIx64 " not kept",
+				    h->comp_order & ~o->comp_order);
+	if (h->size > o->size)
+		return COUR_NOMATCH(m, "rx_attr->size %zu > %zu", h->size, o->size);
+	if (h->iov_limit > o->iov_limit)
+		return COUR_NOMATCH(m, "rx_attr->iov_limit %zu > %zu", h->iov_limit,
+				    o->iov_limit);
+	/* total_buffered_recv is a sizing hint for unexpected data (fi_endpoint(3)) */
+	return true;
+}
+
+static bool cour_match(const struct cour_match *m, const struct fi_info *hints)
+{
+	return cour_match_ep(m, hints) && cour_match_caps(m, hints) &&
+	       cour_match_addr_format(m, hints) && cour_match_fabric(m, hints) &&
+	       cour_match_domain(m, hints) && cour_match_tx(m, hints) && cour_match_rx(m, hints);
+}
+
+/* ---- shaping an offer to the hints ---- */
+
+static uint64_t cour_attr_pick_caps(uint64_t offer, const struct fi_info *hints)
+{
+	uint64_t want = hints->caps, caps, dir, comm;
+
+	if (!want)
+		want = (hints->tx_attr ? hints->tx_attr->caps : 0) |
+		       (hints->rx_attr ? hints->rx_attr->caps : 0);
+	if (!want)
+		return offer;
+
+	/* An endpoint without any primary capability is useless: none selected means all. */
+	caps = want & COUR_PRIMARY_CAPS;
+	if (!caps)
+		caps = offer & COUR_PRIMARY_CAPS;
+	if (caps & (FI_MSG | FI_TAGGED)) {
+		dir = want & COUR_MSG_DIR_CAPS;
+		caps |= dir ? dir : offer & COUR_MSG_DIR_CAPS;
+	}
+	if (caps & (FI_RMA | FI_ATOMIC)) {
+		dir = want & COUR_RMA_DIR_CAPS;
+		caps |= dir ? dir : offer & COUR_RMA_DIR_CAPS;
+	}
+	caps |= want & ~(COUR_PRIMARY_CAPS | COUR_MSG_DIR_CAPS | COUR_RMA_DIR_CAPS |
+			 COUR_COMM_CAPS);
+	comm = (want | (hints->domain_attr ? hints->domain_attr->caps : 0)) & COUR_COMM_CAPS;
+	caps |= comm ? comm : offer & COUR_COMM_CAPS;
+	return caps & offer;
+}
+
+static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct fi_info *hints)
+{
+	const struct fi_tx_attr *ht;
+	const struct fi_rx_attr *hr;
+	const struct fi_domain_attr *hd;
+
+	fi->fabric_attr->api_version = version;
+	fi->domain_attr->mr_mode = cour_attr_pick_mr_mode(version, hints);
+	fi->mode = 0;
+	if (!hints)
+		return;
+
+	fi->caps = cour_attr_pick_caps(fi->caps, hints);
+	fi->tx_attr->caps &= fi->caps;
+	fi->rx_attr->caps &= fi->caps;
+	fi->domain_attr->caps &= fi->caps;
+	fi->handle = hints->handle;
+
+	/* Smaller sizes asked are reflected so the endpoint sizes its queues by them. */
+	ht = hints->tx_attr;
+	if (ht) {
+		fi->tx_attr->op_flags = ht->op_flags;
+		if (ht->inject_size)
+			fi->tx_attr->inject_size = ht->inject_size;
+		if (ht->size)
+			fi->tx_attr->size = ht->size;
+		if (ht->iov_limit)
+			fi->tx_attr->iov_limit = ht->iov_limit;
+	}
+	hr = hints->rx_attr;
+	if (hr) {
+		fi->rx_attr->op_flags = hr->op_flags;
+		if (hr->size)
+			fi->rx_attr->size = hr->size;
+		if (hr->iov_limit)
+			fi->rx_attr->iov_limit = hr->iov_limit;
+	}
+	if (hints->ep_attr && hints->ep_attr->mem_tag_format)
+		fi->ep_attr->mem_tag_format = hints->ep_attr->mem_tag_format;
+
+	hd = hints->domain_attr;
+	if (hd) {
+		fi->domain_attr->domain = hd->domain;
+		if (hd->threading)
+			fi->domain_attr->threading = hd->threading;
+		if (hd->control_progress)
+			fi->domain_attr->control_progress = hd->control_progress;
+		if (hd->data_progress)
+			fi->domain_attr->data_progress = hd->data_progress;
+		if (hd->resource_mgmt)
+			fi->domain_attr->resource_mgmt = hd->resource_mgmt;
+		if (hd->av_type)
+			fi->domain_attr->av_type = hd->av_type;
+	}
+	if (hints->fabric_attr)
+		fi->fabric_attr->fabric = hints->fabric_attr->fabric;
+}
+
+/* ---- addresses ---- */
+
+struct cour_attr_addrs {
+	int                     family;		/* AF_INET or AF_INET6 once resolved */
+	struct sockaddr_storage src, dest;
+	size_t                  src_len, dest_len;	/* 0: no such address */
+};
+
+static size_t cour_sockaddr_len(int family)
+{
+	return family == AF_INET ? sizeof(struct sockaddr_in) :
+	       family == AF_INET6 ? sizeof(struct sockaddr_in6) : 0;
+}
+
+static const char *cour_family_name(int family)
+{
+	return family == AF_INET ? "IPv4" : family == AF_INET6 ? "IPv6" : "unspecified";
+}
+
+static void cour_sockaddr_set_port(struct sockaddr_storage *ss, uint16_t port_be)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = port_be;
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = port_be;
+}
+
+/* An application's address: all of a sockaddr_in or sockaddr_in6, of the family chosen so far. */
+static int cour_attr_take_addr(const char *what, const void *addr, size_t len, int *family,
+			       struct sockaddr_storage *ss, size_t *ss_len)
+{
+	sa_family_t fam;
+	size_t need;
+
+	if (len < sizeof(fam)) {
+		COUR_WARN(FI_LOG_CORE, "%s of %zu bytes is not a socket address\n", what, len);
+		return -FI_EINVAL;
+	}
+	memcpy(&fam, addr, sizeof(fam));
+	need = cour_sockaddr_len(fam);
+	if (!need || len < need) {
+		COUR_WARN(FI_LOG_CORE, "%s: family %d in %zu bytes; courier takes a whole "
+			  "sockaddr_in or sockaddr_in6\n", what, (int)fam, len);
+		return -FI_EINVAL;
+	}
+	if (*family != AF_UNSPEC && fam != *family) {
+		COUR_INFO(FI_LOG_CORE, "%s is %s where %s is asked\n", what,
+			  cour_family_name(fam), cour_family_name(*family));
+		return -FI_ENODATA;
+	}
+	*family = fam;
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, addr, need);
+	*ss_len = need;
+	return 0;
+}
+
+static bool cour_is_number(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* getaddrinfo for one UDP address; with no family asked, IPv4 is preferred. */
+static int cour_attr_lookup(const char *what, const char *host, const char *service,
+			    bool numeric_host, int *family, struct sockaddr_storage *ss,
+			    size_t *len)
+{
+	struct addrinfo hints = {
+		.ai_family = *family,
+		.ai_socktype = SOCK_DGRAM,
+		.ai_protocol = IPPROTO_UDP,
+	};
+	struct addrinfo *res, *ai, *pick = NULL;
+	int ret;
+
+	if (numeric_host)
+		hints.ai_flags |= AI_NUMERICHOST;
+	if (service && cour_is_number(service)) {
+		if (strlen(service) > 5 || atoi(service) > 65535) {
+			COUR_WARN(FI_LOG_CORE, "service \"%s\" is not a UDP port\n", service);
+			return -FI_ENODATA;
+		}
+		hints.ai_flags |= AI_NUMERICSERV;
+	}
+	ret = getaddrinfo(host, service, &hints, &res);
+	if (ret) {
+		COUR_WARN(FI_LOG_CORE, "cannot resolve %s \"%s\" service \"%s\" (%s): %s\n", what,
+			  host ? host : "", service ? service : "", cour_family_name(*family),
+			  gai_strerror(ret));
+		return ret == EAI_MEMORY ? -FI_ENOMEM : -FI_ENODATA;
+	}
+	for (ai = res; ai && !pick; ai = ai->ai_next)
+		if (ai->ai_family == AF_INET)
+			pick = ai;
+	for (ai = res; ai && !pick; ai = ai->ai_next)
+		if (ai->ai_family == AF_INET6)
+			pick = ai;
+	if (!pick || pick->ai_addrlen > sizeof(*ss)) {
+		COUR_WARN(FI_LOG_CORE, "%s \"%s\" has no IP address\n", what, host ? host : "");
+		freeaddrinfo(res);
+		return -FI_ENODATA;
+	}
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+	*len = pick->ai_addrlen;
+	*family = pick->ai_family;
+	freeaddrinfo(res);
+	return 0;
+}
+
+/*
+ * node as an FI_ADDR_STR address (fi_getinfo(3)): "fi_sockaddr_in://1.2.3.4:5",
+ * "fi_sockaddr_in6://[::1]:5" or "fi_sockaddr://...". Splits it into host and port.
+ * Returns 1 if it was one, 0 if node is a plain name, -FI_EINVAL if malformed.
+ */
+static int cour_attr_split_str(const char *node, char *host, size_t hlen, char *port,
+			       size_t plen, int *family)
+{
+	static const struct { const char *prefix; int family; } forms[] = {
+		{ "fi_sockaddr_in6://", AF_INET6 },
+		{ "fi_sockaddr_in://", AF_INET },
+		{ "fi_sockaddr://", AF_UNSPEC },
+	};
+	const char *p = NULL, *h, *hend, *rest;
+	size_t i, n;
+
+	for (i = 0; i < COUR_ARRAY_SIZE(forms) && !p; i++) {
+		if (!strncasecmp(node, forms[i].prefix, strlen(forms[i].prefix))) {
+			p = node + strlen(forms[i].prefix);
+			*family = forms[i].family;
+		}
+	}
+	if (!p)
+		return 0;
+	if (*p == '[') {
+		h = p + 1;
+		hend = strchr(h, ']');
+		if (!hend)
+			goto bad;
+		rest = hend + 1;
+	} else {
+		h = p;
+		hend = h + strcspn(h, ":/?");
+		rest = hend;
+	}
+	n = (size_t)(hend - h);
+	if (!n || n >= hlen)
+		goto bad;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	port[0] = '\0';
+	if (*rest == ':') {
+		rest++;
+		n = strcspn(rest, "/?");
+		if (!n || n >= plen)
+			goto bad;
+		memcpy(port, rest, n);
+		port[n] = '\0';
+		if (!cour_is_number(port))
+			goto bad;
+	}
+	return 1;
+bad:
+	COUR_WARN(FI_LOG_CORE, "node \"%s\" is not a valid address string\n", node);
+	return -FI_EINVAL;
+}
+
+/*
+ * The local address the kernel would send from to reach dest: the source to use when the
+ * application names a peer but no local address. connect() on UDP sends nothing.
+ */
+static int cour_attr_route_src(struct cour_attr_addrs *a)
+{
+	struct sockaddr_storage probe = a->dest;
+	socklen_t len = sizeof(a->src);
+	int fd, ret = 0;
+
+	/* the port plays no part in the route, and port 0 may be refused */
+	cour_sockaddr_set_port(&probe, htons(9));
+	fd = socket(a->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memset(&a->src, 0, sizeof(a->src));
+	if (connect(fd, (struct sockaddr *)&probe, (socklen_t)a->dest_len) ||
+	    getsockname(fd, (struct sockaddr *)&a->src, &len))
+		ret = -errno;
+	close(fd);
+	if (ret || len > sizeof(a->src) || a->src.ss_family != a->family)
+		return ret ? ret : -FI_EINVAL;
+	cour_sockaddr_set_port(&a->src, 0);
+	a->src_len = len;
+	return 0;
+}
+
+static const char *cour_loopback(int family)
+{
+	return family == AF_INET6 ? "::1" : "127.0.0.1";
+}
+
+/* Source when none was named: FI_COURIER_IFACE_ADDR, else the route to the peer, else
+ * loopback. Port 0: the endpoint gets an ephemeral one. */
+static int cour_attr_default_src(struct cour_attr_addrs *a)
+{
+	int ret;
+
+	if (cour_params.iface_addr)
+		return cour_attr_lookup("FI_COURIER_IFACE_ADDR", cour_params.iface_addr, "0",
+					false, &a->family, &a->src, &a->src_len);
+	if (a->dest_len) {
+		ret = cour_attr_route_src(a);
+		if (!ret)
+			return 0;
+		COUR_INFO(FI_LOG_CORE, "no route to the destination (%s), using loopback\n",
+			  fi_strerror(-ret));
+	}
+	return cour_attr_lookup("loopback", cour_loopback(a->family), "0", true, &a->family,
+				&a->src, &a->src_len);
+}
+
+/*
+ * Where node/service/flags and the hints' addresses point. fi_getinfo(3): with FI_SOURCE,
+ * node/service name the local address and hints->src_addr is ignored; without it they name
+ * the peer, and hints->dest_addr only counts when neither is given.
+ */
+static int cour_attr_resolve(const char *node, const char *service, uint64_t flags,
+			     const struct fi_info *hints, struct cour_attr_addrs *a)
+{
+	bool by_name = node || service;
+	bool source = (flags & FI_SOURCE) && by_name;
+	bool numeric = flags & FI_NUMERICHOST;
+	char host[256], port[8];
+	int ret, strfam;
+
+	memset(a, 0, sizeof(*a));
+	a->family = AF_UNSPEC;
+	if (hints && hints->addr_format == FI_SOCKADDR_IN)
+		a->family = AF_INET;
+	else if (hints && hints->addr_format == FI_SOCKADDR_IN6)
+		a->family = AF_INET6;
+
+	if (hints && hints->src_addr && !source) {
+		ret = cour_attr_take_addr("hints->src_addr", hints->src_addr, hints->src_addrlen,
+					  &a->family, &a->src, &a->src_len);
+		if (ret)
+			return ret;
+	}
+	if (hints && hints->dest_addr && (source || !by_name)) {
+		ret = cour_attr_take_addr("hints->dest_addr", hints->dest_addr,
+					  hints->dest_addrlen, &a->family, &a->dest, &a->dest_len);
+		if (ret)
+			return ret;
+	}
+
+	if (node) {
+		ret = cour_attr_split_str(node, host, sizeof(host), port, sizeof(port), &strfam);
+		if (ret < 0)
+			return ret;
+		if (ret > 0) {
+			if (service) {
+				COUR_WARN(FI_LOG_CORE, "node \"%s\" is an address string: service "
+					  "must be NULL, not \"%s\"\n", node, service);
+				return -FI_EINVAL;
+			}
+			if (strfam != AF_UNSPEC && a->family != AF_UNSPEC && strfam != a->family) {
+				COUR_INFO(FI_LOG_CORE, "node \"%s\" is not %s\n", node,
+					  cour_family_name(a->family));
+				return -FI_ENODATA;
+			}
+			if (strfam != AF_UNSPEC)
+				a->family = strfam;
+			node = host;
+			service = port[0] ? port : NULL;
+			numeric = true;
+		}
+	} else if (source) {
+		/* a local port alone: on the interface we would bind anyway */
+		node = cour_params.iface_addr;
+		numeric = false;
+		if (!node) {
+			node = cour_loopback(a->family);
+			numeric = true;
+		}
+	}
+
+	if (source)
+		ret = cour_attr_lookup("node", node, service, numeric, &a->family, &a->src,
+				       &a->src_len);
+	else if (by_name)
+		ret = cour_attr_lookup("node", node, service, numeric, &a->family, &a->dest,
+				       &a->dest_len);
+	else
+		ret = 0;
+	if (ret)
+		return ret;
+
+	return a->src_len ? 0 : cour_attr_default_src(a);
+}
+
+static int cour_attr_set_addrs(struct fi_info *fi, const struct cour_attr_addrs *a)
+{
+	fi->addr_format = a->family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+	if (a->src_len) {
+		fi->src_addr = malloc(a->src_len);
+		if (!fi->src_addr)
+			goto nomem;
+		memcpy(fi->src_addr, &a->src, a->src_len);
+		fi->src_addrlen = a->src_len;
+	}
+	if (a->dest_len) {
+		fi->dest_addr = malloc(a->dest_len);
+		if (!fi->dest_addr)
+			goto nomem;
+		memcpy(fi->dest_addr, &a->dest, a->dest_len);
+		fi->dest_addrlen = a->dest_len;
+	}
+	return 0;
+nomem:
+	COUR_WARN(FI_LOG_CORE, "out of memory copying an address into an fi_info\n");
+	return -FI_ENOMEM;
+}
+
+/* ---- entry points ---- */
+
+int cour_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+		 const struct fi_info *hints, struct fi_info **info)
+{
+	struct cour_match m = { .version = version, .level = FI_LOG_INFO };
+	struct fi_info *head = NULL, **tail = &head, *fi;
+	struct cour_attr_addrs addrs;
+	bool resolved = false;
+	size_t i;
+	int ret;
+
+	/* fi_getinfo(3): exactly one info with defaults, whatever the hints */
+	if (flags & FI_PROV_ATTR_ONLY) {
+		fi = cour_attr_offer_dup(cour_info_templates[0]);
+		if (!fi)
+			return -FI_ENOMEM;
+		cour_attr_alter(fi, version, NULL);
+		*info = fi;
+		return 0;
+	}
+
+	for (i = 0; cour_info_templates[i]; i++) {
+		fi = cour_attr_offer_dup(cour_info_templates[i]);
+		if (!fi) {
+			ret = -FI_ENOMEM;
+			goto free_list;
+		}
+		m.offer = fi;
+		if (hints && !cour_match(&m, hints)) {
+			fi_freeinfo(fi);
+			continue;
+		}
+		/* resolve only once something matches: no name lookups for other providers' hints */
+		if (!resolved) {
+			ret = cour_attr_resolve(node, service, flags, hints, &addrs);
+			if (ret)
+				goto free_fi;
+			resolved = true;
+		}
+		cour_attr_alter(fi, version, hints);
+		ret = cour_attr_set_addrs(fi, &addrs);
+		if (ret)
+			goto free_fi;
+		*tail = fi;
+		tail = &fi->next;
+	}
+	if (!head) {
+		COUR_INFO(FI_LOG_CORE, "no courier endpoint type fits the hints\n");
+		return -FI_ENODATA;
+	}
+	*info = head;
+	return 0;
+
+free_fi:
+	fi_freeinfo(fi);
+free_list:
+	fi_freeinfo(head);
+	return ret;
+}
+
+int cour_info_check(const struct fi_info *info)
+{
+	struct cour_match m = { .level = FI_LOG_WARN };
+	struct cour_attr_addrs a = { .family = AF_UNSPEC };
+	struct fi_info *offer;
+	int ret = 0;
+
+	if (!info || !info->ep_attr || !info->domain_attr || !info->tx_attr || !info->rx_attr) {
+		COUR_WARN(FI_LOG_CORE, "info lacks an ep, domain, tx or rx attribute\n");
+		return -FI_EINVAL;
+	}
+	if (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM) {
+		COUR_WARN(FI_LOG_CORE, "endpoint type %d: courier has FI_EP_RDM and FI_EP_DGRAM\n",
+			  (int)info->ep_attr->type);
+		return -FI_EINVAL;
+	}
+	offer = cour_attr_offer(info->ep_attr->type);
+	if (!offer)
+		return -FI_ENOMEM;
+	m.offer = offer;
+	m.version = info->fabric_attr && info->fabric_attr->api_version ?
+		    info->fabric_attr->api_version : COUR_FI_VERSION;
+
+	if (!cour_match(&m, info)) {
+		ret = -FI_EINVAL;
+	} else if (info->domain_attr->mr_mode &
+		   ~(COUR_MR_MODE_SUPPORTED | FI_MR_BASIC | FI_MR_SCALABLE)) {
+		COUR_WARN(FI_LOG_CORE, "mr_mode 0x%x has bits courier never returns\n",
+			  info->domain_attr->mr_mode);
+		ret = -FI_EINVAL;
+	} else {
+		if (info->addr_format == FI_SOCKADDR_IN)
+			a.family = AF_INET;
+		else if (info->addr_format == FI_SOCKADDR_IN6)
+			a.family = AF_INET6;
+		if (info->src_addr)
+			ret = cour_attr_take_addr("src_addr", info->src_addr, info->src_addrlen,
+						  &a.family, &a.src, &a.src_len);
+		if (!ret && info->dest_addr)
+			ret = cour_attr_take_addr("dest_addr", info->dest_addr,
+						  info->dest_addrlen, &a.family, &a.dest,
+						  &a.dest_len);
+		if (ret) {
+			COUR_WARN(FI_LOG_CORE, "info's addresses do not fit its addr_format %u\n",
+				  info->addr_format);
+			ret = -FI_EINVAL;
+		}
+	}
+	fi_freeinfo(offer);
+	return ret;
+}

@@ -1,0 +1,67 @@
+/*
+ * What courier offers through fi_getinfo, and the checks that keep later calls inside it.
+ *
+ * The offer is a static template per endpoint type in cour_attr.c (RDM first, then DGRAM);
+ * sizes that come from FI_COURIER_* parameters are filled in when an offer is made. Hints
+ * narrow an offer: a non-zero hint we cannot meet drops that endpoint type, and a hint we can
+ * meet is reflected in the result (threading, progress, av_type, sizes, op_flags, tag format,
+ * the mr_mode bits the application supports and we honour).
+ *
+ * Capabilities follow fi_getinfo(3): primary capabilities (FI_MSG, FI_TAGGED, FI_DIRECTED_RECV
+ * ...) only when selected, all of them when none is; the direction modifiers (FI_SEND, FI_RECV)
+ * limit them, all relevant ones when none is given; secondary capabilities (FI_MULTI_RECV,
+ * FI_SOURCE) only when requested, except FI_LOCAL_COMM | FI_REMOTE_COMM which cost us nothing
+ * and are reported when the application names neither. hints->caps == 0 gets everything.
+ *
+ * mr_mode: courier needs no registration mode. The bits of COUR_MR_MODE_SUPPORTED that the
+ * application says it supports are returned as they came (VIRT_ADDR, PROV_KEY, ENDPOINT,
+ * RMA_EVENT select how keys, addresses and enabling work); others are cleared. The legacy
+ * values are returned as legacy values, as fi_mr(3) requires (FI_MR_BASIC is never cleared,
+ * and applications of API < 1.5 compare the field against FI_MR_BASIC / FI_MR_SCALABLE);
+ * cour_attr_mr_mode() turns any of them into plain mode bits for the domain.
+ */
+#ifndef COUR_ATTR_H
+#define COUR_ATTR_H
+
+#include "cour.h"
+
+#define COUR_MAX_MSG_SIZE   ((1ULL << 32) - 1)
+#define COUR_DGRAM_MAX_MSG  64928	/* 65000-byte UDP payload less the 72-byte packet header */
+#define COUR_IOV_LIMIT      8
+#define COUR_PROTO_VERSION  1
+#define COUR_MR_KEY_SIZE    8
+#define COUR_CQ_DATA_SIZE   8
+/* Alternating bits: one unstructured 64-bit tag, any mask (fi_endpoint(3), mem_tag_format). */
+#define COUR_TAG_FORMAT     0xAAAAAAAAAAAAAAAAULL
+
+#define COUR_MR_MODE_SUPPORTED (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | \
+				FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_RMA_EVENT)
+#define COUR_TX_OP_FLAGS (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | \
+			  FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)
+#define COUR_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
+
+/*
+ * The templates, NULL-terminated, best first. Parameter-dependent sizes (tx/rx size,
+ * inject_size) are 0 here: use cour_attr_offer() for the values an endpoint really gets.
+ */
+extern const struct fi_info *const cour_info_templates[];
+
+/* A fresh fi_info (fi_freeinfo it) with what we offer for this endpoint type, parameters
+ * applied, no addresses; NULL for a type we do not offer or out of memory. */
+struct fi_info *cour_attr_offer(enum fi_ep_type type);
+
+/* Largest inject_size of any endpoint type (FI_COURIER_INJECT_SIZE). */
+size_t cour_attr_max_inject(void);
+
+/* mr_mode of an info we returned as plain FI_MR_* bits: FI_MR_BASIC becomes
+ * VIRT_ADDR | ALLOCATED | PROV_KEY, FI_MR_SCALABLE becomes 0. */
+uint64_t cour_attr_mr_mode(const struct fi_info *info);
+
+/*
+ * For fi_domain and fi_endpoint: 0 if info is something cour_getinfo could have returned
+ * (attributes within our limits, a concrete endpoint type, well-formed addresses), otherwise
+ * -FI_EINVAL with the offending field logged.
+ */
+int cour_info_check(const struct fi_info *info);
+
+#endif /* COUR_ATTR_H */

@@ -1,0 +1,575 @@
+/*
+ * Completion queues (fi_cq(3)).
+ *
+ * Successes live in a ring of struct cour_cq_entry that doubles when full, so the engine never
+ * has to drop or defer a completion; they are converted to the application's format only when
+ * read. Errors live in a separate FIFO, each stamped with the number of successes written before
+ * it, which keeps arrival order without mixing two entry sizes in one ring: fi_cq_read returns
+ * the successes that precede the oldest error, then -FI_EAVAIL until fi_cq_readerr takes it.
+ *
+ * Waking sleepers: signal_fd is an eventfd. With FI_WAIT_FD the application polls it itself, so
+ * it is kept readable exactly while the CQ holds something (written on empty -> non-empty,
+ * drained on non-empty -> empty, both under the progress lock). With FI_WAIT_UNSPEC only
+ * fi_cq_sread sleeps on it, and writers kick it only while someone sleeps (waiters > 0), which
+ * keeps the syscall off the fast path.
+ */
+#include "cour_cq.h"
+#include "cour_errno.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define COUR_CQ_DEF_SIZE  1024
+#define COUR_CQ_MIN_SIZE  16
+/* attr->size is only a hint and the ring grows, so a huge request need not be allocated upfront */
+#define COUR_CQ_MAX_INIT  65536
+
+static struct fi_ops_cq cour_cq_ops;
+static struct fi_ops cour_cq_fi_ops;
+
+/* ---- wait object helpers, shared with cour_cntr.c and cour_eq.c ---- */
+
+int cour_wait_fd_open(enum fi_wait_obj wait_obj, enum fi_log_subsys subsys, const char *what,
+		      int *fd)
+{
+	int efd;
+
+	switch (wait_obj) {
+	case FI_WAIT_NONE:
+		*fd = -1;
+		return 0;
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+	case FI_WAIT_YIELD:	/* a blocking wait is a valid way to honour a spin request */
+		break;
+	case FI_WAIT_SET:
+	case FI_WAIT_MUTEX_COND:
+	case FI_WAIT_POLLFD:
+		COUR_WARN(subsys, "%s: wait object %d not supported (use FI_WAIT_NONE, "
+			  "FI_WAIT_UNSPEC or FI_WAIT_FD)\n", what, (int)wait_obj);
+		return -FI_ENOSYS;
+	default:
+		COUR_WARN(subsys, "%s: unknown wait object %d\n", what, (int)wait_obj);
+		return -FI_EINVAL;
+	}
+	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (efd < 0) {
+		COUR_WARN(subsys, "%s: eventfd: %s\n", what, strerror(errno));
+		return -FI_ENOMEM;
+	}
+	*fd = efd;
+	return 0;
+}
+
+void cour_fd_kick(int fd)
+{
+	uint64_t one = 1;
+
+	/* only fails when the counter would overflow, and then the fd is readable anyway */
+	if (write(fd, &one, sizeof(one)) != sizeof(one) && errno != EAGAIN)
+		COUR_WARN(FI_LOG_CORE, "eventfd write: %s\n", strerror(errno));
+}
+
+void cour_fd_drain(int fd)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) != sizeof(v) && errno != EAGAIN)
+		COUR_WARN(FI_LOG_CORE, "eventfd read: %s\n", strerror(errno));
+}
+
+int cour_wait_getwait(int fd, int command, void *arg)
+{
+	switch (command) {
+	case FI_GETWAIT:
+		if (fd < 0)
+			return -FI_ENODATA;
+		if (!arg)
+			return -FI_EINVAL;
+		*(int *)arg = fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = fd < 0 ? FI_WAIT_NONE : FI_WAIT_FD;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+/* Milliseconds left until deadline_us (0: none), rounded up so that we never wake early. */
+int cour_wait_remaining_ms(uint64_t deadline_us)
+{
+	uint64_t now;
+
+	if (!deadline_us)
+		return -1;
+	now = cour_now_us();
+	if (now >= deadline_us)
+		return 0;
+	return (int)COUR_MIN((deadline_us - now + 999) / 1000, (uint64_t)INT32_MAX);
+}
+
+/* ---- writers (engine side, lock held) ---- */
+
+static inline bool cour_cq_empty_locked(const struct cour_cq *cq)
+{
+	return cq->count == 0 && cq->errs == NULL;
+}
+
+static void cour_cq_notify_locked(struct cour_cq *cq, bool was_empty)
+{
+	if (cq->signal_fd < 0)
+		return;
+	if (__atomic_load_n(&cq->waiters, __ATOMIC_ACQUIRE) > 0 ||
+	    (cq->wait_obj == FI_WAIT_FD && was_empty))
+		cour_fd_kick(cq->signal_fd);
+}
+
+static int cour_cq_grow_locked(struct cour_cq *cq)
+{
+	size_t cap = cq->ring_cap * 2, first;
+	struct cour_cq_entry *ring;
+
+	ring = malloc(cap * sizeof(*ring));
+	if (!ring) {
+		COUR_WARN(FI_LOG_CQ, "cannot grow CQ ring to %zu entries\n", cap);
+		return -FI_ENOMEM;
+	}
+	/* unwrap: the oldest entry goes to index 0 */
+	first = COUR_MIN(cq->count, cq->ring_cap - cq->head);
+	memcpy(ring, cq->ring + cq->head, first * sizeof(*ring));
+	memcpy(ring + first, cq->ring, (cq->count - first) * sizeof(*ring));
+	free(cq->ring);
+	cq->ring = ring;
+	cq->ring_cap = cap;
+	cq->head = 0;
+	return 0;
+}
+
+int cour_cq_write_locked(struct cour_cq *cq, const struct cour_cq_entry *e)
+{
+	bool was_empty;
+	int ret;
+
+	cour_lock_assert_held(&cq->domain->lock);
+	if (cq->count == cq->ring_cap) {
+		ret = cour_cq_grow_locked(cq);
+		if (ret)
+			return ret;
+	}
+	was_empty = cour_cq_empty_locked(cq);
+	cq->ring[(cq->head + cq->count) & (cq->ring_cap - 1)] = *e;
+	cq->count++;
+	cq->succ_in++;
+	cour_cq_notify_locked(cq, was_empty);
+	return 0;
+}
+
+int cour_cq_write_err_locked(struct cour_cq *cq, const struct cour_cq_entry *e, int err,
+			     int prov_errno, size_t olen)
+{
+	struct cour_cq_err *ce;
+	bool was_empty;
+
+	cour_lock_assert_held(&cq->domain->lock);
+	assert(err > 0);
+	ce = calloc(1, sizeof(*ce));
+	if (!ce) {
+		COUR_WARN(FI_LOG_CQ, "no memory for an error completion (err %d, prov_errno %d)\n",
+			  err, prov_errno);
+		return -FI_ENOMEM;
+	}
+	ce->seq = cq->succ_in;
+	ce->e.op_context = e->op_context;
+	ce->e.flags = e->flags;
+	ce->e.len = e->len;
+	ce->e.buf = e->buf;
+	ce->e.data = e->data;
+	ce->e.tag = e->tag;
+	ce->e.olen = olen;
+	ce->e.err = err;
+	ce->e.prov_errno = prov_errno;
+
+	was_empty = cour_cq_empty_locked(cq);
+	if (cq->errs_tail)
+		cq->errs_tail->next = ce;
+	else
+		cq->errs = ce;
+	cq->errs_tail = ce;
+	cq->err_count++;
+	cour_cq_notify_locked(cq, was_empty);
+	return 0;
+}
+
+/* ---- readers ---- */
+
+/* Successes that may be returned now: those written before the oldest error, or all. */
+static inline size_t cour_cq_readable_locked(const struct cour_cq *cq)
+{
+	if (cq->errs)
+		return (size_t)(cq->errs->seq - cq->succ_out);
+	return cq->count;
+}
+
+static void cour_cq_format(const struct cour_cq *cq, const struct cour_cq_entry *e, void *dst)
+{
+	switch (cq->format) {
+	case FI_CQ_FORMAT_MSG: {
+		struct fi_cq_msg_entry *m = dst;
+
+		m->op_context = e->op_context;
+		m->flags = e->flags;
+		m->len = e->len;
+		break;
+	}
+	case FI_CQ_FORMAT_DATA: {
+		struct fi_cq_data_entry *d = dst;
+
+		d->op_context = e->op_context;
+		d->flags = e->flags;
+		d->len = e->len;
+		d->buf = e->buf;
+		d->data = e->data;
+		break;
+	}
+	case FI_CQ_FORMAT_TAGGED: {
+		struct fi_cq_tagged_entry *t = dst;
+
+		t->op_context = e->op_context;
+		t->flags = e->flags;
+		t->len = e->len;
+		t->buf = e->buf;
+		t->data = e->data;
+		t->tag = e->tag;
+		break;
+	}
+	default: {
+		struct fi_cq_entry *c = dst;
+
+		c->op_context = e->op_context;
+		break;
+	}
+	}
+}
+
+/* Copy up to count readable successes out. Lock held. */
+static ssize_t cour_cq_take_locked(struct cour_cq *cq, void *buf, size_t count,
+				   fi_addr_t *src_addr)
+{
+	size_t n = cour_cq_readable_locked(cq), i;
+	const struct cour_cq_entry *e;
+
+	if (n == 0)
+		return cq->errs ? -FI_EAVAIL : -FI_EAGAIN;
+	n = COUR_MIN(n, count);
+	for (i = 0; i < n; i++) {
+		e = &cq->ring[(cq->head + i) & (cq->ring_cap - 1)];
+		cour_cq_format(cq, e, (char *)buf + i * cq->entry_size);
+		if (src_addr)
+			src_addr[i] = e->src;
+	}
+	cq->head = (cq->head + n) & (cq->ring_cap - 1);
+	cq->count -= n;
+	cq->succ_out += n;
+	if (n && cq->wait_obj == FI_WAIT_FD && cour_cq_empty_locked(cq))
+		cour_fd_drain(cq->signal_fd);
+	return (ssize_t)n;
+}
+
+static ssize_t cour_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+				fi_addr_t *src_addr)
+{
+	struct cour_cq *cq = COUR_CONTAINER_OF(cq_fid, struct cour_cq, cq_fid);
+	struct cour_domain *dom = cq->domain;
+	ssize_t ret;
+
+	if (COUR_UNLIKELY(count && !buf))
+		return -FI_EINVAL;
+	cour_lock_acquire(&dom->lock);
+	cour_domain_progress_locked(dom);
+	ret = cour_cq_take_locked(cq, buf, count, src_addr);
+	cour_lock_release(&dom->lock);
+	return ret;
+}
+
+static ssize_t cour_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
+{
+	return cour_cq_readfrom(cq_fid, buf, count, NULL);
+}
+
+static ssize_t cour_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
+			       uint64_t flags)
+{
+	struct cour_cq *cq = COUR_CONTAINER_OF(cq_fid, struct cour_cq, cq_fid);
+	struct cour_domain *dom = cq->domain;
+	struct cour_cq_err *ce;
+	size_t app_err_data_size;
+	void *app_err_data;
+
+	if (!buf)
+		return -FI_EINVAL;
+	cour_lock_acquire(&dom->lock);
+	cour_domain_progress_locked(dom);
+	ce = cq->errs;
+	/* an error is only reported once the successes that preceded it have been read */
+	if (!ce || ce->seq != cq->succ_out) {
+		cour_lock_release(&dom->lock);
+		return -FI_EAGAIN;
+	}
+	cq->errs = ce->next;
+	if (!cq->errs)
+		cq->errs_tail = NULL;
+	cq->err_count--;
+	if (cq->wait_obj == FI_WAIT_FD && cour_cq_empty_locked(cq))
+		cour_fd_drain(cq->signal_fd);
+	cour_lock_release(&dom->lock);
+
+	/* Courier has no err_data. With err_data_size 0 the provider's buffer would be returned
+	 * (none: NULL); otherwise the application's buffer is kept and 0 bytes are copied. */
+	app_err_data = buf->err_data;
+	app_err_data_size = buf->err_data_size;
+	*buf = ce->e;
+	buf->err_data = app_err_data_size ? app_err_data : NULL;
+	buf->err_data_size = 0;
+	free(ce);
+	return 1;
+}
+
+static ssize_t cour_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+				 fi_addr_t *src_addr, const void *cond, int timeout)
+{
+	struct cour_cq *cq = COUR_CONTAINER_OF(cq_fid, struct cour_cq, cq_fid);
+	struct cour_domain *dom = cq->domain;
+	uint64_t deadline = timeout >= 0 ? cour_now_us() + (uint64_t)timeout * 1000 : 0;
+	bool fd_mode = cq->wait_obj == FI_WAIT_FD;
+	bool slept = false, sig;
+	size_t want = 1;
+	ssize_t ret;
+	int left;
+
+	if (cq->signal_fd < 0) {
+		COUR_WARN(FI_LOG_CQ, "fi_cq_sread on a CQ opened with FI_WAIT_NONE\n");
+		return -FI_EINVAL;
+	}
+	if (COUR_UNLIKELY(count && !buf))
+		return -FI_EINVAL;
+	/* The threshold is a hint (fi_cq(3)). With FI_WAIT_FD the fd stays readable while anything
+	 * is queued, so waiting for more would spin: the hint is ignored there. */
+	if (cq->wait_cond == FI_CQ_COND_THRESHOLD && cond && !fd_mode)
+		want = COUR_MAX(COUR_MIN(*(const size_t *)cond, count), (size_t)1);
+
+	for (;;) {
+		cour_lock_acquire(&dom->lock);
+		if (slept) {
+			__atomic_sub_fetch(&cq->waiters, 1, __ATOMIC_RELEASE);
+			/* With FI_WAIT_FD the fd mirrors the queue: only an empty queue may clear it
+			 * (a late fi_cq_signal kick, for instance). */
+			if (!fd_mode || cour_cq_empty_locked(cq))
+				cour_fd_drain(cq->signal_fd);
+		}
+		cour_domain_progress_locked(dom);
+		left = cour_wait_remaining_ms(deadline);
+		sig = __atomic_exchange_n(&cq->signaled, false, __ATOMIC_ACQ_REL);
+		/* read early when the threshold cannot be reached (an error is queued behind the
+		 * successes), when time is up, or when signaled */
+		if (cour_cq_readable_locked(cq) >= want || cq->errs || left == 0 || sig) {
+			ret = cour_cq_take_locked(cq, buf, count, src_addr);
+			if (ret != -FI_EAGAIN || left == 0 || sig) {
+				if (ret == -FI_EAGAIN && fd_mode)
+					cour_fd_drain(cq->signal_fd);
+				cour_lock_release(&dom->lock);
+				return ret;
+			}
+		}
+		/* counted under the lock: a writer after this point sees us and kicks the fd */
+		__atomic_add_fetch(&cq->waiters, 1, __ATOMIC_RELEASE);
+		cour_lock_release(&dom->lock);
+		cour_domain_wait(dom, cq->signal_fd, left);
+		slept = true;
+	}
+}
+
+static ssize_t cour_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count, const void *cond,
+			     int timeout)
+{
+	return cour_cq_sreadfrom(cq_fid, buf, count, NULL, cond, timeout);
+}
+
+/* Not under the lock: a sleeper in sread does not hold it, and fi_cq_signal usually comes from
+ * another thread, whatever the threading level. The flag is set before the kick so that a
+ * sleeper woken by the kick sees it. */
+static int cour_cq_signal(struct fid_cq *cq_fid)
+{
+	struct cour_cq *cq = COUR_CONTAINER_OF(cq_fid, struct cour_cq, cq_fid);
+
+	if (cq->signal_fd < 0) {
+		COUR_WARN(FI_LOG_CQ, "fi_cq_signal on a CQ opened with FI_WAIT_NONE\n");
+		return -FI_EINVAL;
+	}
+	__atomic_store_n(&cq->signaled, true, __ATOMIC_RELEASE);
+	cour_fd_kick(cq->signal_fd);
+	return 0;
+}
+
+const char *cour_strerror(int prov_errno, char *buf, size_t len)
+{
+	const char *s = cour_errno_str(prov_errno);
+
+	if (buf && len) {
+		snprintf(buf, len, "%s", s);
+		return buf;
+	}
+	return s;
+}
+
+static const char *cour_cq_strerror(struct fid_cq *cq_fid, int prov_errno, const void *err_data,
+				    char *buf, size_t len)
+{
+	return cour_strerror(prov_errno, buf, len);
+}
+
+/* ---- open, control, close ---- */
+
+static int cour_cq_control(struct fid *fid, int command, void *arg)
+{
+	struct cour_cq *cq = COUR_CONTAINER_OF(fid, struct cour_cq, cq_fid.fid);
+
+	return cour_wait_getwait(cq->wait_obj == FI_WAIT_FD || cq->wait_obj == FI_WAIT_UNSPEC ?
+				 cq->signal_fd : -1, command, arg);
+}
+
+static void cour_cq_free(struct cour_cq *cq)
+{
+	struct cour_cq_err *ce, *next;
+
+	for (ce = cq->errs; ce; ce = next) {
+		next = ce->next;
+		free(ce);
+	}
+	if (cq->signal_fd >= 0)
+		close(cq->signal_fd);
+	free(cq->ring);
+	free(cq);
+}
+
+static int cour_cq_close(struct fid *fid)
+{
+	struct cour_cq *cq = COUR_CONTAINER_OF(fid, struct cour_cq, cq_fid.fid);
+	struct cour_domain *dom = cq->domain;
+
+	if (cour_ref_get(&cq->refcnt) > 0) {
+		COUR_WARN(FI_LOG_CQ, "CQ still bound to %d endpoint(s)\n", cour_ref_get(&cq->refcnt));
+		return -FI_EBUSY;
+	}
+	cour_cq_free(cq);
+	cour_ref_dec(&dom->refcnt);
+	return 0;
+}
+
+static size_t cour_cq_entry_size(enum fi_cq_format format)
+{
+	switch (format) {
+	case FI_CQ_FORMAT_UNSPEC:
+	case FI_CQ_FORMAT_CONTEXT:
+		return sizeof(struct fi_cq_entry);
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA:
+		return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
+	default:
+		return 0;
+	}
+}
+
+int cour_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq_fid,
+		 void *context)
+{
+	struct cour_domain *dom = COUR_CONTAINER_OF(domain, struct cour_domain, domain_fid);
+	struct fi_cq_attr def = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
+	struct cour_cq *cq;
+	size_t cap;
+	int ret;
+
+	if (!cq_fid)
+		return -FI_EINVAL;
+	if (!attr)
+		attr = &def;
+	if (!cour_cq_entry_size(attr->format)) {
+		COUR_WARN(FI_LOG_CQ, "unsupported CQ format %d\n", (int)attr->format);
+		return -FI_ENOSYS;
+	}
+	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_cond != FI_CQ_COND_NONE &&
+	    attr->wait_cond != FI_CQ_COND_THRESHOLD) {
+		COUR_WARN(FI_LOG_CQ, "unknown CQ wait_cond %d\n", (int)attr->wait_cond);
+		return -FI_EINVAL;
+	}
+	/* FI_AFFINITY's signaling_vector is a hint we have no use for (no interrupts) */
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		COUR_WARN(FI_LOG_CQ, "no memory for a CQ\n");
+		return -FI_ENOMEM;
+	}
+	ret = cour_wait_fd_open(attr->wait_obj, FI_LOG_CQ, "fi_cq_open", &cq->signal_fd);
+	if (ret)
+		goto free_cq;
+
+	cap = attr->size ? attr->size : COUR_CQ_DEF_SIZE;
+	cap = COUR_MIN(COUR_MAX(cap, (size_t)COUR_CQ_MIN_SIZE), (size_t)COUR_CQ_MAX_INIT);
+	cq->ring_cap = 1;
+	while (cq->ring_cap < cap)
+		cq->ring_cap <<= 1;
+	cq->ring = malloc(cq->ring_cap * sizeof(*cq->ring));
+	if (!cq->ring) {
+		COUR_WARN(FI_LOG_CQ, "no memory for a CQ of %zu entries\n", cq->ring_cap);
+		ret = -FI_ENOMEM;
+		goto close_fd;
+	}
+
+	cq->domain = dom;
+	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
+	cq->entry_size = cour_cq_entry_size(cq->format);
+	cq->wait_obj = attr->wait_obj;
+	cq->wait_cond = attr->wait_obj == FI_WAIT_NONE ? FI_CQ_COND_NONE : attr->wait_cond;
+	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
+	cq->cq_fid.fid.context = context;
+	cq->cq_fid.fid.ops = &cour_cq_fi_ops;
+	cq->cq_fid.ops = &cour_cq_ops;
+	cour_ref_inc(&dom->refcnt);
+	*cq_fid = &cq->cq_fid;
+	return 0;
+
+close_fd:
+	if (cq->signal_fd >= 0)
+		close(cq->signal_fd);
+free_cq:
+	free(cq);
+	return ret;
+}
+
+static struct fi_ops_cq cour_cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = cour_cq_read,
+	.readfrom = cour_cq_readfrom,
+	.readerr = cour_cq_readerr,
+	.sread = cour_cq_sread,
+	.sreadfrom = cour_cq_sreadfrom,
+	.signal = cour_cq_signal,
+	.strerror = cour_cq_strerror,
+};
+
+static struct fi_ops cour_cq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cour_cq_close,
+	.bind = cour_no_bind,
+	.control = cour_cq_control,
+	.ops_open = cour_no_ops_open,
+	.tostr = cour_no_tostr,
+	.ops_set = cour_no_ops_set,
+};

@@ -1,0 +1,115 @@
+/*
+ * Completion queues and counters: the engine's only way of telling the application anything.
+ * The engine calls the *_locked writers with the domain's progress lock held; the fi_ops read
+ * and wait paths (cour_cq.c, cour_cntr.c) take the lock, progress the domain, then read.
+ */
+#ifndef COUR_CQ_H
+#define COUR_CQ_H
+
+#include "cour.h"
+
+/* One completion as the engine reports it; formatted per the CQ's fi_cq_format on read. */
+struct cour_cq_entry {
+	void      *op_context;
+	uint64_t   flags;
+	size_t     len;
+	void      *buf;
+	uint64_t   data;
+	uint64_t   tag;
+	fi_addr_t  src;       /* for fi_cq_readfrom: FI_ADDR_NOTAVAIL when unknown */
+};
+
+/* An error completion waiting in cq->errs. It reaches the head of the CQ once every success
+ * written before it (seq of them in the CQ's lifetime) has been read. */
+struct cour_cq_err {
+	struct cour_cq_err     *next;
+	uint64_t                seq;
+	struct fi_cq_err_entry  e;         /* err_data NULL, err_data_size 0: we have none to give */
+};
+
+struct cour_cq {
+	struct fid_cq        cq_fid;
+	struct cour_domain  *domain;
+	int                  refcnt;       /* endpoints bound to it */
+	enum fi_cq_format    format;
+	size_t               entry_size;   /* of the application's format */
+	enum fi_wait_obj     wait_obj;
+	/* completions: a ring that grows, so that no completion is ever lost to a full queue */
+	struct cour_cq_entry *ring;
+	size_t               ring_cap, head, count;
+	/* error completions, in order, each with its own copy of err_data */
+	struct cour_cq_err   *errs, *errs_tail;
+	size_t               err_count;
+	int                  signal_fd;    /* eventfd: fi_cq_signal and FI_WAIT_FD */
+	volatile int         waiters;      /* sleepers in sread: writers kick signal_fd if > 0 */
+	volatile bool        signaled;     /* fi_cq_signal: wake one sread with -FI_EAGAIN */
+	/* Ordering of successes against errors (see struct cour_cq_err): successes ever written
+	 * and ever read. */
+	uint64_t             succ_in, succ_out;
+	enum fi_cq_wait_cond wait_cond;
+};
+
+/* Append a successful completion. Never fails (the ring grows); -FI_ENOMEM only if malloc does. */
+int cour_cq_write_locked(struct cour_cq *cq, const struct cour_cq_entry *e);
+/* Append an error completion: err is positive (FI_ETRUNC, ...); olen for truncation; prov_errno
+ * one of enum cour_errno (cour_errno.h). */
+int cour_cq_write_err_locked(struct cour_cq *cq, const struct cour_cq_entry *e, int err,
+			     int prov_errno, size_t olen);
+
+struct cour_cntr {
+	struct fid_cntr      cntr_fid;
+	struct cour_domain  *domain;
+	int                  refcnt;
+	enum fi_wait_obj     wait_obj;
+	uint64_t             events;       /* FI_CNTR_EVENTS_COMP (the only kind) */
+	volatile uint64_t    value;
+	volatile uint64_t    err;
+	int                  signal_fd;
+	volatile int         waiters;
+	bool                 fd_armed;     /* FI_WAIT_FD: signal_fd readable since the last read */
+};
+
+void cour_cntr_inc_locked(struct cour_cntr *c);
+void cour_cntr_inc_err_locked(struct cour_cntr *c);
+
+/*
+ * Event queues belong to the fabric, not to a domain, so they have their own mutex instead of a
+ * progress lock: the AV (FI_EVENT) and the application write them from any thread. Events are
+ * kept in arrival order, errors among them; the queue grows, it never overruns. With a wait
+ * object, signal_fd is readable exactly while the queue holds an event (level-triggered), so
+ * poll()/epoll on FI_GETWAIT's fd and fi_eq_sread agree.
+ */
+struct cour_eq_event;
+
+struct cour_eq {
+	struct fid_eq         eq_fid;
+	struct cour_fabric   *fabric;
+	int                   refcnt;      /* objects bound to it (av, ep): close refuses while > 0 */
+	enum fi_wait_obj      wait_obj;
+	pthread_mutex_t       mutex;
+	struct cour_eq_event *events;      /* utlist DL, oldest first */
+	size_t                count;
+	void                 *err_data;    /* handed out by the last fi_eq_readerr, freed on the next */
+	int                   signal_fd;   /* eventfd, -1 with FI_WAIT_NONE */
+};
+
+/* Queue an error event (fi_eq_write cannot express one). err->err positive; err->err_data, if
+ * err_data_size > 0, is copied. Returns sizeof(*err) or a negative FI_* code. */
+ssize_t cour_eq_write_err(struct fid_eq *eq, const struct fi_eq_err_entry *err);
+
+/* ---- wait objects, shared by CQs, counters and EQs (cour_cq.c) ---- */
+
+/* Validate a wait_obj and create its eventfd (*fd = -1 for FI_WAIT_NONE). FI_WAIT_YIELD is
+ * served by blocking; FI_WAIT_SET, FI_WAIT_MUTEX_COND and FI_WAIT_POLLFD are -FI_ENOSYS. */
+int cour_wait_fd_open(enum fi_wait_obj wait_obj, enum fi_log_subsys subsys, const char *what,
+		      int *fd);
+void cour_fd_kick(int fd);     /* make the eventfd readable */
+void cour_fd_drain(int fd);    /* make it unreadable again */
+/* fi_control FI_GETWAIT (int * for the fd; -FI_ENODATA without one) and FI_GETWAITOBJ. */
+int cour_wait_getwait(int fd, int command, void *arg);
+/* ms left until deadline_us, rounded up; -1 when deadline_us is 0 (no deadline). */
+int cour_wait_remaining_ms(uint64_t deadline_us);
+/* fi_cq_strerror / fi_eq_strerror: the cour_errno string, copied into buf when one is given. */
+const char *cour_strerror(int prov_errno, char *buf, size_t len);
+
+#endif

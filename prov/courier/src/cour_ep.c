@@ -1,0 +1,567 @@
+/*
+ * Endpoints: the fid_ep object (bind, enable, names, options, cancel, close), the statistics
+ * extension, and how a finished send is reported.
+ */
+#include "cour_ep.h"
+#include "cour_mr.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define COUR_MIN_MULTI_RECV_DEFAULT 64
+
+extern struct fi_ops_msg cour_msg_ops;
+extern struct fi_ops_tagged cour_tagged_ops;
+static struct fi_ops_ep cour_ep_ops;
+static struct fi_ops_cm cour_cm_ops;
+static struct fi_ops cour_ep_fi_ops;
+extern struct fi_ops_rma cour_no_rma_ops;
+extern struct fi_ops_atomic cour_no_atomic_ops;
+
+/* ---- completions of sends ---- */
+
+void cour_ep_report_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err, int prov_errno)
+{
+	struct cour_cq_entry e = {
+		.op_context = txe->context,
+		.flags = txe->cq_flags & ~COUR_CQF_NOCOMP,
+		.len = err ? txe->msg_len : 0,
+		.src = FI_ADDR_NOTAVAIL,
+		.tag = err ? txe->tag : 0,
+	};
+
+	if (err) {
+		/* errors are reported even for inject and unsignalled sends */
+		if (ep->tx_cq)
+			cour_cq_write_err_locked(ep->tx_cq, &e, err, prov_errno, 0);
+		if (ep->send_cntr)
+			cour_cntr_inc_err_locked(ep->send_cntr);
+		return;
+	}
+	if (ep->tx_cq && !(txe->cq_flags & COUR_CQF_NOCOMP) &&
+	    (!ep->tx_selective || (txe->op_flags & FI_COMPLETION)))
+		cour_cq_write_locked(ep->tx_cq, &e);
+	if (ep->send_cntr)
+		cour_cntr_inc_locked(ep->send_cntr);
+	ep->stats.tx_msgs++;
+}
+
+void cour_ep_complete_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err, int prov_errno)
+{
+	if (txe->op_type != COUR_PKT_CTS && txe->op_type != COUR_PKT_DONE) {
+		cour_ep_report_tx_locked(ep, txe, err, prov_errno);
+		ep->tx_outstanding--;
+	}
+	if (txe->inject_buf)
+		cour_pool_put(&ep->inject_pool, txe->inject_buf);
+	cour_pool_put(&ep->txe_pool, txe);
+}
+
+/* ---- binding ---- */
+
+static int cour_ep_bind_cq(struct cour_ep *ep, struct cour_cq *cq, uint64_t flags)
+{
+	if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "unsupported CQ bind flags %#" PRIx64 "\n", flags);
+		return -FI_EBADFLAGS;
+	}
+	if (cq->domain != ep->domain) {
+		COUR_WARN(FI_LOG_EP_CTRL, "CQ belongs to another domain\n");
+		return -FI_EINVAL;
+	}
+	if (flags & FI_TRANSMIT) {
+		if (ep->tx_cq)
+			return -FI_EALREADY;
+		ep->tx_cq = cq;
+		ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+		cour_ref_inc(&cq->refcnt);
+	}
+	if (flags & FI_RECV) {
+		if (ep->rx_cq)
+			return -FI_EALREADY;
+		ep->rx_cq = cq;
+		ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+		cour_ref_inc(&cq->refcnt);
+	}
+	return 0;
+}
+
+static int cour_ep_bind_cntr(struct cour_ep *ep, struct cour_cntr *cntr, uint64_t flags)
+{
+	if (flags & ~(FI_SEND | FI_RECV)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "counter bind flags %#" PRIx64 " need capabilities "
+			  "courier does not offer yet (only FI_SEND and FI_RECV)\n", flags);
+		return -FI_EBADFLAGS;
+	}
+	if (flags & FI_SEND) {
+		ep->send_cntr = cntr;
+		cour_ref_inc(&cntr->refcnt);
+	}
+	if (flags & FI_RECV) {
+		ep->recv_cntr = cntr;
+		cour_ref_inc(&cntr->refcnt);
+	}
+	return 0;
+}
+
+static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	int ret = 0;
+
+	if (ep->enabled) {
+		COUR_WARN(FI_LOG_EP_CTRL, "bind after fi_enable\n");
+		return -FI_EOPBADSTATE;
+	}
+	cour_lock_acquire(&ep->domain->lock);
+	switch (bfid->fclass) {
+	case FI_CLASS_CQ:
+		ret = cour_ep_bind_cq(ep, COUR_CONTAINER_OF(bfid, struct cour_cq, cq_fid.fid),
+				      flags);
+		break;
+	case FI_CLASS_CNTR:
+		ret = cour_ep_bind_cntr(ep, COUR_CONTAINER_OF(bfid, struct cour_cntr,
+							      cntr_fid.fid), flags);
+		break;
+	case FI_CLASS_AV:
+		if (ep->av) {
+			ret = -FI_EALREADY;
+			break;
+		}
+		ep->av = COUR_CONTAINER_OF(bfid, struct cour_av, av_fid.fid);
+		cour_ref_inc(&ep->av->refcnt);
+		break;
+	case FI_CLASS_EQ:
+		break;      /* RDM and DGRAM endpoints post no connection events */
+	default:
+		COUR_WARN(FI_LOG_EP_CTRL, "cannot bind an object of class %zu\n", bfid->fclass);
+		ret = -FI_EINVAL;
+	}
+	cour_lock_release(&ep->domain->lock);
+	return ret;
+}
+
+/* ---- enable, names, options ---- */
+
+static int cour_ep_enable(struct cour_ep *ep)
+{
+	struct cour_domain *dom = ep->domain;
+	uint64_t caps = ep->info->caps;
+
+	if (ep->enabled)
+		return 0;
+	if (!ep->av) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound\n");
+		return -FI_ENOAV;
+	}
+	if (((caps & FI_SEND) || !(caps & (FI_SEND | FI_RECV))) && !ep->tx_cq && !ep->send_cntr) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no transmit CQ or counter bound\n");
+		return -FI_ENOCQ;
+	}
+	if (((caps & FI_RECV) || !(caps & (FI_SEND | FI_RECV))) && !ep->rx_cq && !ep->recv_cntr) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no receive CQ or counter bound\n");
+		return -FI_ENOCQ;
+	}
+	cour_lock_acquire(&dom->lock);
+	DL_APPEND2(dom->eps, ep, dom_prev, dom_next);
+	ep->enabled = true;
+	cour_lock_release(&dom->lock);
+	cour_domain_kick(dom);
+	return 0;
+}
+
+static int cour_ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	struct sockaddr_storage ss;
+	size_t len = cour_addr_to_sockaddr(&ep->addr, &ss);
+	size_t have = *addrlen;
+
+	*addrlen = len;
+	if (have < len)
+		return -FI_ETOOSMALL;
+	memcpy(addr, &ss, len);
+	return 0;
+}
+
+static int cour_ep_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	struct cour_addr want;
+	int fd = ep->fd, ret;
+
+	if (ep->enabled) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname after fi_enable\n");
+		return -FI_EOPBADSTATE;
+	}
+	if (cour_addr_from_sockaddr(&want, addr, addrlen)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: not a sockaddr_in/in6\n");
+		return -FI_EINVAL;
+	}
+	cour_udp_close(ep);
+	ret = cour_udp_open(ep, &want);
+	if (ret) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: the old name (fd %d) is gone too\n", fd);
+		return ret;
+	}
+	return 0;
+}
+
+static int cour_ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	size_t v;
+
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	switch (optname) {
+	case FI_OPT_MIN_MULTI_RECV:
+		v = ep->min_multi_recv;
+		break;
+	case FI_OPT_TX_SIZE:
+		v = cour_params.tx_size;
+		break;
+	case FI_OPT_RX_SIZE:
+		v = cour_params.rx_size;
+		break;
+	case FI_OPT_SEND_BUF_SIZE:
+	case FI_OPT_RECV_BUF_SIZE:
+		v = cour_params.sockbuf;
+		break;
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+	if (!optlen || *optlen < sizeof(size_t)) {
+		if (optlen)
+			*optlen = sizeof(size_t);
+		return -FI_ETOOSMALL;
+	}
+	memcpy(optval, &v, sizeof(v));
+	*optlen = sizeof(v);
+	return 0;
+}
+
+static int cour_ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
+{
+	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	if (optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (optlen != sizeof(size_t)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "FI_OPT_MIN_MULTI_RECV takes a size_t\n");
+		return -FI_EINVAL;
+	}
+	memcpy(&ep->min_multi_recv, optval, sizeof(size_t));
+	return 0;
+}
+
+static ssize_t cour_ep_cancel(fid_t fid, void *context)
+{
+	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	int ret;
+
+	cour_lock_acquire(&ep->domain->lock);
+	ret = cour_msg_cancel(ep, context);
+	cour_lock_release(&ep->domain->lock);
+	return ret;
+}
+
+static int cour_ep_control(struct fid *fid, int command, void *arg)
+{
+	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	uint64_t *flags = arg;
+
+	switch (command) {
+	case FI_ENABLE:
+		return cour_ep_enable(ep);
+	case FI_GETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if ((*flags & FI_TRANSMIT) && (*flags & FI_RECV))
+			return -FI_EINVAL;
+		*flags = (*flags & FI_RECV) ? ep->rx_op_flags : ep->tx_op_flags;
+		return 0;
+	case FI_SETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if (*flags & FI_RECV)
+			ep->rx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
+		else
+			ep->tx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+/* ---- statistics ---- */
+
+static int cour_ep_get_stats(struct fid_ep *ep_fid, struct fi_courier_stats *stats)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+
+	if (!stats)
+		return -FI_EINVAL;
+	cour_lock_acquire(&ep->domain->lock);
+	*stats = ep->stats;
+	cour_fault_stats(ep, stats);
+	cour_lock_release(&ep->domain->lock);
+	return 0;
+}
+
+static struct fi_courier_ops_ep cour_ep_ext_ops = {
+	.size = sizeof(struct fi_courier_ops_ep),
+	.get_stats = cour_ep_get_stats,
+};
+
+static int cour_ep_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+			    void *context)
+{
+	if (!name || strcmp(name, FI_COURIER_EP_OPS))
+		return -FI_ENOSYS;
+	*ops = &cour_ep_ext_ops;
+	return 0;
+}
+
+static void cour_ep_print_stats(struct cour_ep *ep)
+{
+	struct fi_courier_stats s = ep->stats;
+	char str[80];
+
+	cour_fault_stats(ep, &s);
+	fprintf(stderr, "courier stats %s: tx_pkts %" PRIu64 " rx_pkts %" PRIu64
+		" tx_bytes %" PRIu64 " rx_bytes %" PRIu64 " tx_msgs %" PRIu64 " rx_msgs %" PRIu64
+		" acks_sent %" PRIu64 " acks_rcvd %" PRIu64 " retrans_timeout %" PRIu64
+		" retrans_fast %" PRIu64 " dup %" PRIu64 " ooo %" PRIu64 " drop_window %" PRIu64
+		" drop_bad_hdr %" PRIu64 " drop_stale %" PRIu64 " drop_no_buf %" PRIu64
+		" credit_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64
+		" unreachable %" PRIu64 " peer_resets %" PRIu64 " srtt_us %" PRIu64
+		" fault_drop %" PRIu64 " fault_dup %" PRIu64 " fault_corrupt %" PRIu64
+		" fault_reorder %" PRIu64 "\n",
+		cour_addr_str(&ep->addr, str, sizeof(str)), s.tx_pkts, s.rx_pkts, s.tx_bytes,
+		s.rx_bytes, s.tx_msgs, s.rx_msgs, s.acks_sent, s.acks_rcvd, s.retrans_timeout,
+		s.retrans_fast, s.dup_rcvd, s.ooo_rcvd, s.drop_window, s.drop_bad_hdr,
+		s.drop_stale_session, s.drop_no_buf, s.credit_stalls, s.window_stalls,
+		s.unexpected_msgs, s.peers_unreachable, s.peers_reset, s.rtt_srtt_us,
+		s.fault_drops, s.fault_dups, s.fault_corrupts, s.fault_reorders);
+}
+
+/* ---- open and close ---- */
+
+static int cour_ep_close(struct fid *fid)
+{
+	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	struct cour_domain *dom = ep->domain;
+
+	cour_lock_acquire(&dom->lock);
+	if (ep->enabled)
+		DL_DELETE2(dom->eps, ep, dom_prev, dom_next);
+	ep->enabled = false;
+	cour_peer_free_all(ep);
+	cour_msg_ep_close(ep);
+	if (cour_params.stats)
+		cour_ep_print_stats(ep);
+	cour_udp_close(ep);
+	if (ep->tx_cq)
+		cour_ref_dec(&ep->tx_cq->refcnt);
+	if (ep->rx_cq)
+		cour_ref_dec(&ep->rx_cq->refcnt);
+	if (ep->send_cntr)
+		cour_ref_dec(&ep->send_cntr->refcnt);
+	if (ep->recv_cntr)
+		cour_ref_dec(&ep->recv_cntr->refcnt);
+	if (ep->av)
+		cour_ref_dec(&ep->av->refcnt);
+	cour_lock_release(&dom->lock);
+
+	cour_fault_destroy(ep->fault);
+	cour_pool_fini(&ep->txe_pool);
+	cour_pool_fini(&ep->rxe_pool);
+	cour_pool_fini(&ep->rxmsg_pool);
+	cour_pool_fini(&ep->inject_pool);
+	cour_pool_fini(&ep->rxbuf_pool);
+	fi_freeinfo(ep->info);
+	cour_ref_dec(&dom->refcnt);
+	free(ep);
+	return 0;
+}
+
+int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep_fid,
+		 void *context)
+{
+	struct cour_domain *dom = COUR_CONTAINER_OF(domain, struct cour_domain, domain_fid);
+	struct cour_addr want;
+	struct cour_ep *ep;
+	int ret;
+
+	if (!info || !info->ep_attr ||
+	    (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "courier offers FI_EP_RDM and FI_EP_DGRAM only\n");
+		return -FI_EINVAL;
+	}
+	if (info->src_addr) {
+		if (cour_addr_from_sockaddr(&want, info->src_addr, info->src_addrlen)) {
+			COUR_WARN(FI_LOG_EP_CTRL, "src_addr is not a sockaddr_in/in6\n");
+			return -FI_EINVAL;
+		}
+	} else {
+		struct sockaddr_in sin = { .sin_family = AF_INET };
+		inet_pton(AF_INET, cour_params.iface_addr ? cour_params.iface_addr : "127.0.0.1",
+			  &sin.sin_addr);
+		cour_addr_from_sockaddr(&want, &sin, sizeof(sin));
+	}
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->info = fi_dupinfo(info);
+	if (!ep->info) {
+		free(ep);
+		return -FI_ENOMEM;
+	}
+	ep->domain = dom;
+	ep->type = info->ep_attr->type;
+	ep->fd = -1;
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->min_multi_recv = COUR_MIN_MULTI_RECV_DEFAULT;
+	ep->rxbuf_size = COUR_MAX_PKT + 64;
+	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
+	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, cour_params.rx_size);
+	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
+	cour_pool_init(&ep->inject_pool, cour_params.inject_size, 64, cour_params.tx_size);
+	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 1024);
+	if (cour_params.fault) {
+		ep->fault = cour_fault_create(cour_params.fault);
+		if (!ep->fault) {
+			ret = -FI_EINVAL;
+			goto err_free;
+		}
+	}
+	ret = cour_udp_open(ep, &want);
+	if (ret)
+		goto err_free;
+
+	ep->ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &cour_ep_fi_ops;
+	ep->ep_fid.ops = &cour_ep_ops;
+	ep->ep_fid.cm = &cour_cm_ops;
+	ep->ep_fid.msg = &cour_msg_ops;   /* the generic path tells RDM from DGRAM */
+	ep->ep_fid.tagged = &cour_tagged_ops;
+	ep->ep_fid.rma = &cour_no_rma_ops;
+	ep->ep_fid.atomic = &cour_no_atomic_ops;
+	cour_ref_inc(&dom->refcnt);
+	*ep_fid = &ep->ep_fid;
+	return 0;
+
+err_free:
+	cour_fault_destroy(ep->fault);
+	cour_pool_fini(&ep->txe_pool);
+	cour_pool_fini(&ep->rxe_pool);
+	cour_pool_fini(&ep->rxmsg_pool);
+	cour_pool_fini(&ep->inject_pool);
+	cour_pool_fini(&ep->rxbuf_pool);
+	fi_freeinfo(ep->info);
+	free(ep);
+	return ret;
+}
+
+static int cour_ep_no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,
+			     struct fid_ep **tx_ep, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_ep_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr,
+			     struct fid_ep **rx_ep, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static ssize_t cour_ep_rx_size_left(struct fid_ep *ep_fid)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+
+	return (ssize_t)(cour_params.rx_size - ep->rxe_pool.in_use);
+}
+
+static ssize_t cour_ep_tx_size_left(struct fid_ep *ep_fid)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+
+	return (ssize_t)(cour_params.tx_size - ep->tx_outstanding);
+}
+
+static int cour_no_connect(struct fid_ep *ep, const void *addr, const void *param, size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_no_listen(struct fid_pep *pep)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_no_accept(struct fid_ep *ep, const void *param, size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_no_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_no_shutdown(struct fid_ep *ep, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
+			void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops cour_ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cour_ep_close,
+	.bind = cour_ep_bind,
+	.control = cour_ep_control,
+	.ops_open = cour_ep_ops_open,
+	.tostr = cour_no_tostr,
+	.ops_set = cour_no_ops_set,
+};
+
+static struct fi_ops_ep cour_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = cour_ep_cancel,
+	.getopt = cour_ep_getopt,
+	.setopt = cour_ep_setopt,
+	.tx_ctx = cour_ep_no_tx_ctx,
+	.rx_ctx = cour_ep_no_rx_ctx,
+	.rx_size_left = cour_ep_rx_size_left,
+	.tx_size_left = cour_ep_tx_size_left,
+};
+
+static struct fi_ops_cm cour_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = cour_ep_setname,
+	.getname = cour_ep_getname,
+	.getpeer = cour_no_getpeer,
+	.connect = cour_no_connect,
+	.listen = cour_no_listen,
+	.accept = cour_no_accept,
+	.reject = cour_no_reject,
+	.shutdown = cour_no_shutdown,
+	.join = cour_no_join,
+};

@@ -1,0 +1,329 @@
+/*
+ * Endpoints and the protocol engine's state: peers, transmit and receive entries.
+ *
+ * Reliability (per pair of endpoints, the usnic design with SACK; see docs/protocol.md):
+ *   - Every sequenced packet has a 32-bit seq; comparisons use cour_seq_* only.
+ *   - Sender: window slots [tx_una, tx_next) hold packets not yet acknowledged; those in
+ *     [tx_next_send, tx_next) are built but not yet on the wire (the socket was full).
+ *     An ACK moves tx_una; SACK bits mark later packets received so they are never resent.
+ *   - Receiver: processes packets strictly in seq order (this is what makes FI_ORDER_SAS and
+ *     reassembly simple); packets inside the window but early are held in rx slots, never
+ *     dropped; duplicates are dropped and answered with an immediate ACK (their ACK was lost).
+ *   - ACKs are delayed up to ack_delay so they can ride on data going the other way, but go out
+ *     at once after an out-of-order or duplicate packet, or every COUR_ACK_EVERY packets.
+ *   - Retransmit timeout from measured RTT (SRTT + 4 RTTVAR, Karn's rule: no sample from a
+ *     resent packet), doubled on each expiry up to rto_max. Fast retransmit: once an ACK shows a
+ *     hole below a SACKed packet, the hole is resent at most once per SRTT.
+ *   - A peer with pending work that acknowledges nothing for peer_timeout is unreachable: every
+ *     operation to it completes in error and its state starts over with a new session.
+ * Sessions: src/dst_session nonces in every header. A packet for an older session of ours is
+ * answered with RESET; a packet or RESET showing a new session of the peer means the peer
+ * restarted: operations to the old one complete in error, state starts over.
+ * Credits (the GASNet design): a sender may have at most `credits` eager messages or RTS that the
+ * receiver has not yet consumed; the receiver grants more as the application consumes them.
+ * Control packets (ACK, RESET, CTS, DONE, RDATA) need no credit, so the protocol cannot deadlock.
+ */
+#ifndef COUR_EP_H
+#define COUR_EP_H
+
+#include "cour.h"
+#include "cour_av.h"
+#include "cour_cq.h"
+#include "cour_errno.h"
+#include "proto/cour_wire_fmt.h"
+#include "util/cour_addr.h"
+#include "util/cour_pool.h"
+
+#include <rdma/fi_ext_courier.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#define COUR_IOV_MAX     8     /* iov_limit advertised (tx and rx) */
+#define COUR_ACK_EVERY   8     /* in-order packets after which an ACK goes out at once */
+#define COUR_TX_BATCH    32    /* packets per sendmmsg */
+#define COUR_RX_BATCH    16    /* packets per recvmmsg */
+/* cq_flags bit (unused by libfabric) marking a send that reports no success completion,
+ * as fi_inject asks; masked off before anything reaches a CQ */
+#define COUR_CQF_NOCOMP  (1ULL << 62)
+#define COUR_EAGER_LIMIT (1u << 24) /* largest eager message a receiver accepts */
+
+struct cour_ep;
+struct cour_peer;
+
+enum cour_txe_state {
+	COUR_TXE_QUEUED,      /* in peer->txq: packets still to be built */
+	COUR_TXE_WAIT_ACK,    /* every packet built; waiting for acknowledgements */
+	COUR_TXE_WAIT_CTS,    /* RTS acknowledged or not; waiting for the receiver's CTS */
+	COUR_TXE_WAIT_DONE,   /* acknowledged; waiting for DONE (FI_DELIVERY_COMPLETE) */
+};
+
+/* One send operation (or one internal control message when op_type is CTS or DONE). */
+struct cour_txe {
+	struct cour_txe     *next, *prev;     /* one of the peer's txe lists */
+	struct cour_txe    **list;            /* which one */
+	struct cour_peer    *peer;
+	uint8_t              op_type;         /* COUR_PKT_EAGER, RTS (becomes RDATA), CTS, DONE */
+	uint8_t              state;
+	uint16_t             hdr_flags;       /* COUR_F_* */
+	uint32_t             msg_id;
+	uint32_t             rx_id;           /* RDATA: the receiver's id from CTS */
+	void                *context;
+	uint64_t             op_flags;        /* FI_COMPLETION, FI_INJECT, FI_DELIVERY_COMPLETE... */
+	uint64_t             cq_flags;        /* FI_SEND | FI_MSG or FI_TAGGED */
+	uint64_t             tag, data;
+	uint64_t             total_len;       /* bytes this txe sends (RDATA: accepted by CTS) */
+	uint64_t             msg_len;         /* the application's message length */
+	uint64_t             built;           /* bytes put into packets so far */
+	uint32_t             pkts_out;        /* packets built and not yet acknowledged */
+	uint32_t             iov_count;
+	struct iovec         iov[COUR_IOV_MAX];
+	void                *inject_buf;      /* copy of the data for FI_INJECT (ep->inject_pool) */
+};
+
+/* One posted receive. */
+struct cour_rxe {
+	struct cour_rxe     *next, *prev;     /* ep->rxq_msg / rxq_tag */
+	void                *context;
+	uint64_t             op_flags;        /* FI_COMPLETION, FI_MULTI_RECV, FI_PEEK, FI_CLAIM.. */
+	uint64_t             tag, ignore;
+	fi_addr_t            src;             /* FI_ADDR_UNSPEC: any */
+	uint32_t             iov_count;
+	struct iovec         iov[COUR_IOV_MAX];
+	size_t               buf_len;         /* sum of iov */
+	/* FI_MULTI_RECV: bytes of iov[0] handed out so far and slices still being filled */
+	size_t               multi_off;
+	uint32_t             multi_pending;
+	bool                 multi_retired;
+};
+
+/*
+ * A message being received: matched (into an rxe slice) or unexpected (into its own buffer).
+ * For rendezvous the sender's data arrives later as RDATA keyed by rx_id.
+ */
+struct cour_rxmsg {
+	struct cour_rxmsg   *next, *prev;     /* ep->unexp_msg / unexp_tag while unexpected */
+	UT_hash_handle       hh;              /* ep->rdv_by_id while waiting for RDATA */
+	struct cour_peer    *peer;
+	struct cour_rxe     *rxe;             /* NULL while unexpected */
+	uint32_t             rx_id;
+	uint32_t             msg_id;          /* the sender's id (RTS, DONE) */
+	uint16_t             hdr_flags;
+	bool                 rts;             /* rendezvous: no data until CTS */
+	bool                 claimed;         /* FI_CLAIM: reserved for claim_ctx */
+	bool                 nomem;           /* unexpected copy failed: report FI_ENOMEM */
+	bool                 discard;         /* FI_DISCARD: drop the data as it arrives */
+	fi_addr_t            dgram_src;       /* datagrams have no peer: their source */
+	void                *claim_ctx;
+	uint64_t             tag, data;
+	uint64_t             total_len;       /* the sender's message length */
+	uint64_t             received;        /* bytes arrived so far */
+	/* where the data goes: the matched rxe's buffer (from slice_off) or the unexpected copy */
+	char                *ubuf;            /* unexpected: malloc'd total_len bytes */
+	size_t               slice_off;       /* multi-recv: offset of this message in iov[0] */
+	size_t               accept_len;      /* bytes the receiver keeps (truncation) */
+};
+
+/* Send-window slot: everything needed to (re)build one sequenced packet. */
+struct cour_txpkt {
+	struct cour_txe     *txe;             /* owner of the payload; NULL for bare control */
+	uint64_t             offset;          /* payload: txe bytes [offset, offset + len) */
+	uint32_t             len;
+	uint32_t             tries;
+	uint64_t             sent_us;         /* 0: built but never on the wire */
+	bool                 sacked;
+	struct cour_pkt_hdr  hdr;             /* everything but the fields filled at send time */
+};
+
+/* Receive-window slot: an early packet held until the ones before it arrive. */
+struct cour_rxslot {
+	void                *buf;             /* from ep->rxbuf_pool; NULL: empty */
+	uint32_t             len;
+};
+
+enum cour_peer_state {
+	COUR_PEER_IDLE,       /* no session with the peer yet, or reset */
+	COUR_PEER_ACTIVE,
+};
+
+struct cour_peer {
+	UT_hash_handle       hh;              /* ep->peers, keyed on addr */
+	struct cour_peer    *act_next, *act_prev; /* ep->active: peers with timers or work */
+	bool                 on_active;
+	struct cour_ep      *ep;
+	struct cour_addr     addr;
+	struct sockaddr_storage sa;
+	socklen_t            sa_len;
+	fi_addr_t            fi_addr;         /* cached reverse lookup; see av_gen */
+	uint64_t             av_gen;
+	uint32_t             mtu;             /* payload bytes per packet for this peer */
+
+	uint32_t             local_session, remote_session;
+
+	/* transmit side */
+	uint32_t             tx_una, tx_next;
+	struct cour_txpkt   *txwin;           /* window ring, params.window slots, lazily */
+	uint64_t             inflight_bytes;
+	/* Every unfinished txe of the peer is on exactly one of these lists (utlist DL): */
+	struct cour_txe     *ctrlq;           /* CTS, DONE, RDATA: need no credit, go first */
+	struct cour_txe     *txq;             /* EAGER, RTS: packets left to build */
+	struct cour_txe     *tx_inflight;     /* all packets built, waiting for ACKs */
+	struct cour_txe     *tx_wait;         /* waiting for CTS or DONE */
+	uint32_t             tx_credit_limit; /* from the peer's headers */
+	uint32_t             tx_credit_used;  /* eager messages + RTS sent */
+	bool                 credit_stalled;  /* counted once per stall */
+	uint32_t             next_msg_id;
+	uint64_t             srtt_us, rttvar_us, rto_us;
+	uint64_t             rto_deadline;    /* 0: not armed */
+	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
+	uint64_t             fast_rexmit_us;  /* last fast retransmit, rate-limits them */
+
+	/* receive side */
+	uint32_t             rx_next;
+	struct cour_rxslot  *rxwin;           /* params.window slots, lazily */
+	uint32_t             rx_held;
+	uint32_t             credits_granted; /* cumulative limit we advertise */
+	uint32_t             credits_sent;    /* the limit last put on the wire */
+	bool                 ack_needed;
+	uint32_t             rx_since_ack;
+	uint64_t             ack_deadline;
+	struct cour_rxmsg   *rx_cur;          /* eager message being reassembled */
+};
+
+struct cour_ep_stats {
+	struct fi_courier_stats s;
+};
+
+struct cour_ep {
+	struct fid_ep        ep_fid;
+	struct cour_domain  *domain;
+	struct cour_ep      *dom_next, *dom_prev;  /* domain->eps */
+	struct fi_info      *info;
+	enum fi_ep_type      type;
+	bool                 enabled;
+	int                  refcnt;
+
+	struct cour_cq      *tx_cq, *rx_cq;
+	bool                 tx_selective, rx_selective;
+	struct cour_cntr    *send_cntr, *recv_cntr;
+	struct cour_av      *av;
+	uint64_t             tx_op_flags, rx_op_flags;
+	size_t               min_multi_recv;
+
+	/* the wire: one UDP socket */
+	int                  fd;
+	struct cour_addr     addr;            /* bound address: fi_getname */
+	struct sockaddr_storage bound_sa;
+	socklen_t            bound_len;
+	bool                 tx_blocked;      /* the socket refused packets; retry in progress */
+
+	uint64_t             progress_calls;
+	size_t               tx_outstanding;  /* application sends not yet completed */
+
+	/* engine state */
+	struct cour_peer    *peers;           /* uthash on addr */
+	struct cour_peer   **peer_by_fiaddr;  /* cache indexed by fi_addr_t */
+	size_t               peer_cache_len;
+	uint64_t             peer_cache_gen;
+	struct cour_peer    *active;          /* DL via act_next/act_prev */
+	struct cour_rxe     *rxq_msg, *rxq_tag;
+	struct cour_rxmsg   *unexp_msg, *unexp_tag;
+	struct cour_rxmsg   *rdv_by_id;       /* uthash on rx_id */
+	uint32_t             next_rx_id;
+	uint64_t             next_timer;      /* earliest deadline among active peers, 0: none */
+
+	struct cour_pool     txe_pool, rxe_pool, rxmsg_pool, inject_pool, rxbuf_pool;
+	size_t               rxbuf_size;
+
+	/* receive batch: buffers owned by the batch until a packet is held */
+	void                *rx_bufs[COUR_RX_BATCH];
+	struct mmsghdr       rx_msgs[COUR_RX_BATCH];
+	struct iovec         rx_iov[COUR_RX_BATCH];
+	struct sockaddr_storage rx_sa[COUR_RX_BATCH];
+
+	/* transmit batch */
+	struct mmsghdr       tx_msgs[COUR_TX_BATCH];
+	struct iovec         tx_iov[COUR_TX_BATCH][COUR_IOV_MAX + 1];
+	struct cour_pkt_hdr  tx_hdrs[COUR_TX_BATCH];   /* copies: headers are finished per send */
+	struct cour_peer    *tx_peer[COUR_TX_BATCH];
+	uint32_t             tx_count;
+
+	struct cour_fault   *fault;           /* fault injection, NULL unless FI_COURIER_FAULT */
+	struct fi_courier_stats stats;
+};
+
+static inline struct cour_ep *cour_ep_of(struct fid_ep *ep_fid)
+{
+	return COUR_CONTAINER_OF(ep_fid, struct cour_ep, ep_fid);
+}
+
+#ifndef COUR_MAX_MSG_SIZE
+#define COUR_MAX_MSG_SIZE  ((1ULL << 32) - 1)
+#endif
+#ifndef COUR_DGRAM_MAX_MSG
+#define COUR_DGRAM_MAX_MSG (COUR_MAX_PKT - 72)
+#endif
+
+/* ---- cour_ep.c ---- */
+/* Report a finished send (CQ entry, counters) without freeing anything. */
+void cour_ep_report_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err, int prov_errno);
+/* Report it and give its resources back; internal control txes are only freed. */
+void cour_ep_complete_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err, int prov_errno);
+
+/* ---- proto/cour_peer.c: peers, sessions, reliability ---- */
+struct cour_peer *cour_peer_get_locked(struct cour_ep *ep, fi_addr_t fi_addr);
+struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
+					    bool create);
+void cour_peer_free_all(struct cour_ep *ep);
+fi_addr_t cour_peer_fi_addr(struct cour_peer *peer);
+void cour_peer_push(struct cour_peer *peer);          /* build and send what the window allows */
+void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe);
+void cour_peer_reset(struct cour_peer *peer, int prov_errno);
+void cour_peer_activate(struct cour_peer *peer);
+void cour_ep_timers(struct cour_ep *ep, uint64_t now);
+void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
+		       const struct sockaddr_storage *sa, socklen_t sa_len);
+void cour_peer_credit_return(struct cour_peer *peer);
+void cour_peer_send_ack(struct cour_peer *peer);
+
+/* ---- proto/cour_msg_proto.c: message protocols and matching ---- */
+int  cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
+		   uint64_t tag, uint64_t data, void *context, uint64_t flags, uint64_t cq_flags);
+int  cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t src,
+		   uint64_t tag, uint64_t ignore, void *context, uint64_t flags, bool tagged);
+int  cour_msg_cancel(struct cour_ep *ep, void *context);
+/* Deliver an in-order sequenced message packet (EAGER/RTS/CTS/RDATA/DONE). */
+void cour_msg_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+		     const char *payload, size_t plen);
+void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
+			   const char *payload, size_t plen, const struct cour_addr *from);
+/* A peer's partial receive state dies with its session. */
+void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno);
+void cour_msg_ep_close(struct cour_ep *ep);
+
+/* ---- wire/cour_udp.c ---- */
+int  cour_udp_open(struct cour_ep *ep, const struct cour_addr *want);
+void cour_udp_close(struct cour_ep *ep);
+/* Queue one packet for the batch; flushes when full. hdr is copied; iov points at payload. */
+void cour_udp_queue(struct cour_ep *ep, struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+		    size_t hdr_len, const struct iovec *iov, size_t iovcnt);
+/* Send the batch; returns the number of packets the socket refused (left queued). */
+int  cour_udp_flush(struct cour_ep *ep);
+/* Read and process up to a batch of packets; returns the count read. */
+int  cour_udp_poll(struct cour_ep *ep);
+/* Send one bare datagram now (ACK, RESET, DGRAM); -FI_EAGAIN if the socket is full. */
+int  cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len,
+		       const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt);
+uint32_t cour_udp_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr);
+
+/* ---- wire/cour_fault.c ---- */
+struct cour_fault *cour_fault_create(const char *spec);
+void cour_fault_destroy(struct cour_fault *f);
+/* Send one packet through the injector (drop, duplicate, reorder, corrupt). */
+int  cour_fault_sendmsg(struct cour_ep *ep, struct msghdr *msg);
+void cour_fault_stats(struct cour_ep *ep, struct fi_courier_stats *s);
+
+/* Finish a header for sending: current ack/sack/credits and the checksum. */
+void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hdr_len,
+		     const struct iovec *iov, size_t iovcnt);
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * The fabric object: the root that domains and event queues are opened from.
+ */
+#include "cour.h"
+
+#include <stdlib.h>
+
+static int cour_fabric_close(struct fid *fid)
+{
+	struct cour_fabric *fab = COUR_CONTAINER_OF(fid, struct cour_fabric, fabric_fid.fid);
+
+	if (cour_ref_get(&fab->refcnt)) {
+		COUR_WARN(FI_LOG_FABRIC, "fabric close with %d objects still open\n",
+			  cour_ref_get(&fab->refcnt));
+		return -FI_EBUSY;
+	}
+	free(fab);
+	return 0;
+}
+
+static int cour_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
+			      struct fid_pep **pep, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+			     struct fid_wait **waitset)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
+			   struct fid_domain **dom, uint64_t flags, void *context)
+{
+	if (flags)
+		return -FI_EBADFLAGS;
+	return cour_domain_open(fabric, info, dom, context);
+}
+
+/* Every courier wait object is an fd that is polled together with the wire's sockets, so a
+ * wait never misses an event: it is always safe to block. */
+static int cour_fabric_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
+{
+	return 0;
+}
+
+static struct fi_ops cour_fabric_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cour_fabric_close,
+	.bind = cour_no_bind,
+	.control = cour_no_control,
+	.ops_open = cour_no_ops_open,
+	.tostr = cour_no_tostr,
+	.ops_set = cour_no_ops_set,
+};
+
+static struct fi_ops_fabric cour_fabric_ops = {
+	.size = sizeof(struct fi_ops_fabric),
+	.domain = cour_domain_open,
+	.passive_ep = cour_no_passive_ep,
+	.eq_open = cour_eq_open,
+	.wait_open = cour_no_wait_open,
+	.trywait = cour_fabric_trywait,
+	.domain2 = cour_no_domain2,
+};
+
+int cour_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)
+{
+	struct cour_fabric *fab;
+
+	if (attr && attr->name && strcmp(attr->name, COUR_FABRIC_NAME)) {
+		COUR_WARN(FI_LOG_FABRIC, "unknown fabric name %s\n", attr->name);
+		return -FI_ENODATA;
+	}
+	fab = calloc(1, sizeof(*fab));
+	if (!fab)
+		return -FI_ENOMEM;
+	fab->fabric_fid.fid.fclass = FI_CLASS_FABRIC;
+	fab->fabric_fid.fid.context = context;
+	fab->fabric_fid.fid.ops = &cour_fabric_fi_ops;
+	fab->fabric_fid.ops = &cour_fabric_ops;
+	*fabric = &fab->fabric_fid;
+	return 0;
+}

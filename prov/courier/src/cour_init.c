@@ -1,0 +1,159 @@
+/*
+ * Provider entry: fi_prov_ini, the FI_COURIER_* parameters, and the "not supported" slots that
+ * every ops table uses for what courier does not offer.
+ */
+#include "cour.h"
+
+#include <stdio.h>
+
+struct cour_params cour_params = {
+	.mtu = 0,
+	.window = 256,
+	.credits = 64,
+	.eager_max = 65536,
+	.inject_size = 4096,
+	.tx_size = 1024,
+	.rx_size = 1024,
+	.ack_delay_us = 20,
+	.rto_min_us = 1000,
+	.rto_max_us = 500000,
+	.peer_timeout_ms = 10000,
+	.checksum = 0,
+	.stats = 0,
+	.sockbuf = 8u << 20,
+	.iface_addr = NULL,
+	.fault = NULL,
+};
+
+static void cour_fini(void)
+{
+}
+
+struct fi_provider cour_prov = {
+	.version = COUR_PROV_VERSION,
+	.fi_version = COUR_FI_VERSION,
+	.name = COUR_PROV_NAME,
+	.getinfo = cour_getinfo,
+	.fabric = cour_fabric_open,
+	.cleanup = cour_fini,
+};
+
+/* Reads a size parameter, keeping the default when unset; rejects values outside [lo, hi]. */
+static void cour_param_size(const char *name, size_t *val, size_t lo, size_t hi)
+{
+	size_t v;
+
+	if (fi_param_get_size_t(&cour_prov, name, &v) != FI_SUCCESS)
+		return;
+	if (v < lo || v > hi) {
+		COUR_WARN(FI_LOG_CORE, "FI_COURIER_%s=%zu outside [%zu, %zu], keeping %zu\n",
+			  name, v, lo, hi, *val);
+		return;
+	}
+	*val = v;
+}
+
+static void cour_param_int(const char *name, int *val, int lo, int hi)
+{
+	int v;
+
+	if (fi_param_get_int(&cour_prov, name, &v) != FI_SUCCESS)
+		return;
+	if (v < lo || v > hi) {
+		COUR_WARN(FI_LOG_CORE, "FI_COURIER_%s=%d outside [%d, %d], keeping %d\n",
+			  name, v, lo, hi, *val);
+		return;
+	}
+	*val = v;
+}
+
+static void cour_params_define(void)
+{
+	struct cour_params *p = &cour_params;
+
+	fi_param_define(&cour_prov, "mtu", FI_PARAM_SIZE_T,
+		"Largest UDP payload per packet, bytes; 0 picks per peer from the route's MTU "
+		"(65000 on loopback) (default: %zu)", p->mtu);
+	fi_param_define(&cour_prov, "window", FI_PARAM_SIZE_T,
+		"Send window per peer, packets in flight unacknowledged, 8..4096 (default: %zu)",
+		p->window);
+	fi_param_define(&cour_prov, "credits", FI_PARAM_SIZE_T,
+		"Eager messages a sender may have unconsumed at each receiver, 2..4096 "
+		"(default: %zu)", p->credits);
+	fi_param_define(&cour_prov, "eager_max", FI_PARAM_SIZE_T,
+		"Largest message sent eagerly, bytes; larger messages use rendezvous "
+		"(default: %zu)", p->eager_max);
+	fi_param_define(&cour_prov, "inject_size", FI_PARAM_SIZE_T,
+		"Bytes copied at call time by fi_inject and FI_INJECT, 16..65536 (default: %zu)",
+		p->inject_size);
+	fi_param_define(&cour_prov, "tx_size", FI_PARAM_SIZE_T,
+		"Transmit queue depth per endpoint, operations (default: %zu)", p->tx_size);
+	fi_param_define(&cour_prov, "rx_size", FI_PARAM_SIZE_T,
+		"Receive queue depth per endpoint, posted receives (default: %zu)", p->rx_size);
+	fi_param_define(&cour_prov, "ack_delay", FI_PARAM_INT,
+		"How long an ACK may wait to ride on outgoing data, microseconds (default: %d)",
+		p->ack_delay_us);
+	fi_param_define(&cour_prov, "rto_min", FI_PARAM_INT,
+		"Retransmit timeout floor, microseconds (default: %d)", p->rto_min_us);
+	fi_param_define(&cour_prov, "rto_max", FI_PARAM_INT,
+		"Retransmit timeout ceiling after backoff, microseconds (default: %d)",
+		p->rto_max_us);
+	fi_param_define(&cour_prov, "peer_timeout", FI_PARAM_INT,
+		"Silence after which a peer with pending operations is declared unreachable "
+		"and they complete in error, milliseconds (default: %d)", p->peer_timeout_ms);
+	fi_param_define(&cour_prov, "checksum", FI_PARAM_BOOL,
+		"Checksum payloads as well as headers (default: %d)", p->checksum);
+	fi_param_define(&cour_prov, "stats", FI_PARAM_BOOL,
+		"Print each endpoint's statistics to stderr when it closes (default: %d)",
+		p->stats);
+	fi_param_define(&cour_prov, "sockbuf", FI_PARAM_SIZE_T,
+		"Socket send and receive buffer size requested, bytes (default: %zu)", p->sockbuf);
+	fi_param_define(&cour_prov, "iface_addr", FI_PARAM_STRING,
+		"Local IP address endpoints bind to when fi_getinfo names no node "
+		"(default: 127.0.0.1)");
+	fi_param_define(&cour_prov, "fault", FI_PARAM_STRING,
+		"Fault injection for tests: drop=P,dup=P,reorder=P,corrupt=P,seed=N with P in "
+		"percent of packets sent (default: none)");
+
+	cour_param_size("mtu", &p->mtu, 0, 65000);
+	if (p->mtu && p->mtu < 512) {
+		COUR_WARN(FI_LOG_CORE, "FI_COURIER_MTU=%zu too small, using 512\n", p->mtu);
+		p->mtu = 512;
+	}
+	cour_param_size("window", &p->window, 8, 4096);
+	cour_param_size("credits", &p->credits, 2, 4096);
+	cour_param_size("eager_max", &p->eager_max, 0, 1u << 24);
+	cour_param_size("inject_size", &p->inject_size, 16, 65536);
+	cour_param_size("tx_size", &p->tx_size, 16, 1u << 20);
+	cour_param_size("rx_size", &p->rx_size, 16, 1u << 20);
+	cour_param_int("ack_delay", &p->ack_delay_us, 0, 100000);
+	cour_param_int("rto_min", &p->rto_min_us, 10, 10000000);
+	cour_param_int("rto_max", &p->rto_max_us, 100, 60000000);
+	cour_param_int("peer_timeout", &p->peer_timeout_ms, 10, 24 * 3600 * 1000);
+	fi_param_get_bool(&cour_prov, "checksum", &p->checksum);
+	fi_param_get_bool(&cour_prov, "stats", &p->stats);
+	cour_param_size("sockbuf", &p->sockbuf, 65536, 1u << 30);
+	fi_param_get_str(&cour_prov, "iface_addr", &p->iface_addr);
+	fi_param_get_str(&cour_prov, "fault", &p->fault);
+	if (p->rto_max_us < p->rto_min_us)
+		p->rto_max_us = p->rto_min_us;
+}
+
+FI_EXT_INI
+{
+	cour_params_define();
+	return &cour_prov;
+}
+
+int cour_no_close(struct fid *fid) { return -FI_ENOSYS; }
+int cour_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags) { return -FI_ENOSYS; }
+int cour_no_control(struct fid *fid, int command, void *arg) { return -FI_ENOSYS; }
+int cour_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context)
+{
+	return -FI_ENOSYS;
+}
+int cour_no_tostr(const struct fid *fid, char *buf, size_t len) { return -FI_ENOSYS; }
+int cour_no_ops_set(struct fid *fid, const char *name, uint64_t flags, void *ops, void *context)
+{
+	return -FI_ENOSYS;
+}

@@ -1,0 +1,193 @@
+/*
+ * fi_ops_msg and fi_ops_tagged: thin adapters that build an iovec and call the one generic
+ * send or receive path (proto/cour_msg_post.c) under the progress lock.
+ */
+#include "cour_ep.h"
+
+#define COUR_TX_FLAGS(ep, extra) ((ep)->tx_op_flags | (extra))
+
+static inline ssize_t cour_send_common(struct fid_ep *ep_fid, const struct iovec *iov,
+				       size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
+				       void *context, uint64_t flags, uint64_t cq_flags)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+	ssize_t ret;
+
+	cour_lock_acquire(&ep->domain->lock);
+	ret = cour_msg_send(ep, iov, count, dest, tag, data, context, flags, cq_flags);
+	cour_lock_release(&ep->domain->lock);
+	return ret;
+}
+
+static inline ssize_t cour_recv_common(struct fid_ep *ep_fid, const struct iovec *iov,
+				       size_t count, fi_addr_t src, uint64_t tag, uint64_t ignore,
+				       void *context, uint64_t flags, bool tagged)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+	ssize_t ret;
+
+	cour_lock_acquire(&ep->domain->lock);
+	ret = cour_msg_recv(ep, iov, count, src, tag, ignore, context, flags, tagged);
+	cour_lock_release(&ep->domain->lock);
+	return ret;
+}
+
+#define COUR_IOV1(buf, len) (&(struct iovec){ .iov_base = (void *)(buf), .iov_len = (len) })
+
+/* ---- fi_msg ---- */
+
+static ssize_t cour_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
+			 void *context)
+{
+	return cour_recv_common(ep, COUR_IOV1(buf, len), 1, src, 0, 0, context,
+				cour_ep_of(ep)->rx_op_flags, false);
+}
+
+static ssize_t cour_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			  fi_addr_t src, void *context)
+{
+	return cour_recv_common(ep, iov, count, src, 0, 0, context, cour_ep_of(ep)->rx_op_flags,
+				false);
+}
+
+static ssize_t cour_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+{
+	return cour_recv_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, 0,
+				msg->context, flags, false);
+}
+
+static ssize_t cour_send(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			 fi_addr_t dest, void *context)
+{
+	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, 0, context,
+				COUR_TX_FLAGS(cour_ep_of(ep), 0), FI_SEND | FI_MSG);
+}
+
+static ssize_t cour_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			  fi_addr_t dest, void *context)
+{
+	return cour_send_common(ep, iov, count, dest, 0, 0, context,
+				COUR_TX_FLAGS(cour_ep_of(ep), 0), FI_SEND | FI_MSG);
+}
+
+static ssize_t cour_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+{
+	return cour_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data,
+				msg->context, flags, FI_SEND | FI_MSG);
+}
+
+static ssize_t cour_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
+{
+	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, 0, NULL,
+				COUR_TX_FLAGS(cour_ep_of(ep), FI_INJECT),
+				FI_SEND | FI_MSG | COUR_CQF_NOCOMP);
+}
+
+static ssize_t cour_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			     uint64_t data, fi_addr_t dest, void *context)
+{
+	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, data, context,
+				COUR_TX_FLAGS(cour_ep_of(ep), FI_REMOTE_CQ_DATA),
+				FI_SEND | FI_MSG);
+}
+
+static ssize_t cour_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+			       fi_addr_t dest)
+{
+	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, data, NULL,
+				COUR_TX_FLAGS(cour_ep_of(ep), FI_INJECT | FI_REMOTE_CQ_DATA),
+				FI_SEND | FI_MSG | COUR_CQF_NOCOMP);
+}
+
+struct fi_ops_msg cour_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = cour_recv,
+	.recvv = cour_recvv,
+	.recvmsg = cour_recvmsg,
+	.send = cour_send,
+	.sendv = cour_sendv,
+	.sendmsg = cour_sendmsg,
+	.inject = cour_inject,
+	.senddata = cour_senddata,
+	.injectdata = cour_injectdata,
+};
+
+/* ---- fi_tagged ---- */
+
+static ssize_t cour_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
+			  uint64_t tag, uint64_t ignore, void *context)
+{
+	return cour_recv_common(ep, COUR_IOV1(buf, len), 1, src, tag, ignore, context,
+				cour_ep_of(ep)->rx_op_flags, true);
+}
+
+static ssize_t cour_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+			   size_t count, fi_addr_t src, uint64_t tag, uint64_t ignore,
+			   void *context)
+{
+	return cour_recv_common(ep, iov, count, src, tag, ignore, context,
+				cour_ep_of(ep)->rx_op_flags, true);
+}
+
+static ssize_t cour_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
+{
+	return cour_recv_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag,
+				msg->ignore, msg->context, flags, true);
+}
+
+static ssize_t cour_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			  fi_addr_t dest, uint64_t tag, void *context)
+{
+	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, 0, context,
+				COUR_TX_FLAGS(cour_ep_of(ep), 0), FI_SEND | FI_TAGGED);
+}
+
+static ssize_t cour_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+			   size_t count, fi_addr_t dest, uint64_t tag, void *context)
+{
+	return cour_send_common(ep, iov, count, dest, tag, 0, context,
+				COUR_TX_FLAGS(cour_ep_of(ep), 0), FI_SEND | FI_TAGGED);
+}
+
+static ssize_t cour_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
+{
+	return cour_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag,
+				msg->data, msg->context, flags, FI_SEND | FI_TAGGED);
+}
+
+static ssize_t cour_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+			    uint64_t tag)
+{
+	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, 0, NULL,
+				COUR_TX_FLAGS(cour_ep_of(ep), FI_INJECT),
+				FI_SEND | FI_TAGGED | COUR_CQF_NOCOMP);
+}
+
+static ssize_t cour_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			      uint64_t data, fi_addr_t dest, uint64_t tag, void *context)
+{
+	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, data, context,
+				COUR_TX_FLAGS(cour_ep_of(ep), FI_REMOTE_CQ_DATA),
+				FI_SEND | FI_TAGGED);
+}
+
+static ssize_t cour_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+				fi_addr_t dest, uint64_t tag)
+{
+	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, data, NULL,
+				COUR_TX_FLAGS(cour_ep_of(ep), FI_INJECT | FI_REMOTE_CQ_DATA),
+				FI_SEND | FI_TAGGED | COUR_CQF_NOCOMP);
+}
+
+struct fi_ops_tagged cour_tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = cour_trecv,
+	.recvv = cour_trecvv,
+	.recvmsg = cour_trecvmsg,
+	.send = cour_tsend,
+	.sendv = cour_tsendv,
+	.sendmsg = cour_tsendmsg,
+	.inject = cour_tinject,
+	.senddata = cour_tsenddata,
+	.injectdata = cour_tinjectdata,
+};

@@ -1,0 +1,180 @@
+/*
+ * Progress: what runs the protocol engine. Manual progress runs inside every CQ, counter and EQ
+ * read and wait. Automatic progress adds one thread per domain that sleeps on the endpoints'
+ * sockets and the next engine timer: it never spins, and it stands back (sleeping in 1 ms
+ * naps) while the application itself has driven progress within the last millisecond, so
+ * the two do not fight over the lock on the latency path.
+ */
+#include "cour_ep.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define COUR_APP_ACTIVE_US   1000
+#define COUR_MAX_SLEEP_US    100000
+#define COUR_POLL_MAX        64
+
+static void cour_ep_progress(struct cour_ep *ep)
+{
+	int n, rounds = 0;
+	uint64_t now;
+
+	/* drain, but bounded so one busy endpoint cannot starve the others */
+	do {
+		n = cour_udp_poll(ep);
+	} while (n == COUR_RX_BATCH && ++rounds < 8);
+
+	if (ep->active) {
+		now = cour_now_us();
+		if (!ep->next_timer || now >= ep->next_timer || ep->tx_blocked) {
+			ep->tx_blocked = false;
+			cour_ep_timers(ep, now);
+		}
+	}
+}
+
+void cour_domain_progress_locked(struct cour_domain *dom)
+{
+	struct cour_ep *ep;
+
+	cour_lock_assert_held(&dom->lock);
+	if (!dom->thread_running || !pthread_equal(pthread_self(), dom->progress_thread))
+		dom->app_progress_us = cour_now_us();
+	DL_FOREACH2(dom->eps, ep, dom_next)
+		cour_ep_progress(ep);
+}
+
+int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
+{
+	struct cour_ep *ep;
+	int64_t best = -1;
+
+	DL_FOREACH2(dom->eps, ep, dom_next) {
+		if (!ep->active)
+			continue;
+		int64_t d = ep->next_timer > now ? (int64_t)(ep->next_timer - now) : 0;
+		if (!ep->next_timer)
+			d = 1000;
+		if (best < 0 || d < best)
+			best = d;
+	}
+	return best;
+}
+
+int cour_domain_poll_fds_locked(struct cour_domain *dom, struct pollfd *pfds, int max)
+{
+	struct cour_ep *ep;
+	int n = 0;
+
+	DL_FOREACH2(dom->eps, ep, dom_next) {
+		if (n == max)
+			break;
+		pfds[n].fd = ep->fd;
+		pfds[n].events = POLLIN;
+		pfds[n].revents = 0;
+		n++;
+	}
+	return n;
+}
+
+static void cour_sleep(struct pollfd *pfds, int n, int64_t us)
+{
+	struct timespec ts;
+
+	if (us < 0 || us > COUR_MAX_SLEEP_US)
+		us = COUR_MAX_SLEEP_US;
+	ts.tv_sec = us / 1000000;
+	ts.tv_nsec = (us % 1000000) * 1000;
+	ppoll(pfds, (nfds_t)n, &ts, NULL);
+}
+
+void cour_domain_wait(struct cour_domain *dom, int extra_fd, int timeout_ms)
+{
+	struct pollfd pfds[COUR_POLL_MAX + 1];
+	int64_t us;
+	int n = 0;
+
+	if (extra_fd >= 0) {
+		pfds[0].fd = extra_fd;
+		pfds[0].events = POLLIN;
+		pfds[0].revents = 0;
+		n = 1;
+	}
+	cour_lock_acquire(&dom->lock);
+	n += cour_domain_poll_fds_locked(dom, pfds + n, COUR_POLL_MAX);
+	us = cour_domain_next_timer_locked(dom, cour_now_us());
+	cour_lock_release(&dom->lock);
+	if (timeout_ms >= 0 && (us < 0 || us > (int64_t)timeout_ms * 1000))
+		us = (int64_t)timeout_ms * 1000;
+	cour_sleep(pfds, n, us);
+}
+
+void cour_domain_kick(struct cour_domain *dom)
+{
+	uint64_t one = 1;
+
+	if (dom->thread_running && write(dom->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		COUR_WARN(FI_LOG_DOMAIN, "kick progress thread: %s\n", strerror(errno));
+}
+
+static void *cour_progress_main(void *arg)
+{
+	struct cour_domain *dom = arg;
+	struct pollfd pfds[COUR_POLL_MAX + 1];
+	uint64_t drain;
+
+	pfds[0].fd = dom->wake_fd;
+	pfds[0].events = POLLIN;
+	while (!__atomic_load_n(&dom->thread_stop, __ATOMIC_ACQUIRE)) {
+		int64_t us;
+		int n;
+
+		cour_lock_acquire(&dom->lock);
+		uint64_t now = cour_now_us();
+		if (now - dom->app_progress_us < COUR_APP_ACTIVE_US) {
+			cour_lock_release(&dom->lock);
+			pfds[0].revents = 0;
+			cour_sleep(pfds, 1, COUR_APP_ACTIVE_US);
+		} else {
+			n = cour_domain_poll_fds_locked(dom, pfds + 1, COUR_POLL_MAX);
+			us = cour_domain_next_timer_locked(dom, now);
+			cour_lock_release(&dom->lock);
+			pfds[0].revents = 0;
+			cour_sleep(pfds, n + 1, us);
+		}
+		if (pfds[0].revents & POLLIN) {
+			if (read(dom->wake_fd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
+				COUR_WARN(FI_LOG_DOMAIN, "progress wake fd: %s\n", strerror(errno));
+		}
+		cour_lock_acquire(&dom->lock);
+		cour_domain_progress_locked(dom);
+		cour_lock_release(&dom->lock);
+	}
+	return NULL;
+}
+
+int cour_progress_thread_start(struct cour_domain *dom)
+{
+	int ret;
+
+	dom->thread_stop = false;
+	dom->thread_running = true;
+	ret = pthread_create(&dom->progress_thread, NULL, cour_progress_main, dom);
+	if (ret) {
+		dom->thread_running = false;
+		COUR_WARN(FI_LOG_DOMAIN, "progress thread: %s\n", strerror(ret));
+		return -FI_EOTHER;
+	}
+	return 0;
+}
+
+void cour_progress_thread_stop(struct cour_domain *dom)
+{
+	if (!dom->thread_running)
+		return;
+	__atomic_store_n(&dom->thread_stop, true, __ATOMIC_RELEASE);
+	cour_domain_kick(dom);
+	pthread_join(dom->progress_thread, NULL);
+	dom->thread_running = false;
+}

@@ -1,0 +1,26 @@
+/*
+ * Shared between the two halves of messaging: cour_msg_proto.c (packets in) and
+ * cour_msg_post.c (application calls). Lock held for all of them.
+ */
+#ifndef COUR_MSG_INT_H
+#define COUR_MSG_INT_H
+
+#include "cour_ep.h"
+
+void cour_msg_report_rx(struct cour_ep *ep, struct cour_rxe *rxe, uint64_t flags, size_t len,
+			size_t olen, void *buf, uint64_t tag, uint64_t data, fi_addr_t src,
+			int err, int prov_errno);
+struct cour_rxe *cour_msg_find_rxe(struct cour_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
+struct cour_rxe **cour_rxq(struct cour_ep *ep, bool tagged);
+/* m was unexpected (already off its queue): give it rxe and finish what can be finished. */
+void cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe);
+/* a datagram, described by m on the caller's stack, into rxe */
+void cour_msg_bind_dgram(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe,
+			 const char *payload, fi_addr_t src);
+/* a matched message that will never finish: its receive completes with err */
+void cour_msg_fail_matched(struct cour_ep *ep, struct cour_rxmsg *m, int err, int prov_errno);
+/* drop an unexpected message; consumed: the application discarded it (credit goes back,
+ * and a rendezvous sender is told to send nothing) rather than its session dying */
+void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed);
+
+#endif

@@ -1,0 +1,374 @@
+/*
+ * The application's side of messaging: posting sends and receives (with FI_PEEK, FI_CLAIM,
+ * FI_DISCARD and FI_MULTI_RECV), cancel, datagram endpoints, and cleanup when a peer's session
+ * or the endpoint ends. Called with the progress lock held.
+ */
+#include "cour_ep.h"
+#include "proto/cour_msg_int.h"
+
+#include <stdlib.h>
+
+static size_t cour_iov_len(const struct iovec *iov, size_t count)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* ---- send ---- */
+
+static int cour_dgram_send(struct cour_ep *ep, const struct iovec *iov, size_t count,
+			   size_t len, fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
+			   uint64_t flags, uint64_t cq_flags)
+{
+	const struct cour_addr *addr = ep->av ? cour_av_lookup_locked(ep->av, dest) : NULL;
+	struct sockaddr_storage ss;
+	struct cour_pkt_hdr hdr;
+	socklen_t sl;
+	int ret;
+
+	if (!addr) {
+		COUR_WARN(FI_LOG_EP_DATA, "send to fi_addr %" PRIu64 " not in the AV\n", dest);
+		return -FI_EINVAL;
+	}
+	if (len > COUR_DGRAM_MAX_MSG) {
+		COUR_WARN(FI_LOG_EP_DATA, "datagram of %zu bytes exceeds max_msg_size %u\n",
+			  len, COUR_DGRAM_MAX_MSG);
+		return -FI_EMSGSIZE;
+	}
+	sl = (socklen_t)cour_addr_to_sockaddr(addr, &ss);
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.base.type = COUR_PKT_DGRAM;
+	hdr.base.flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
+			 (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0);
+	hdr.base.src_session = 1;
+	hdr.msg.tag = tag;
+	hdr.msg.data = data;
+	hdr.msg.total_len = len;
+	cour_hdr_finish(NULL, &hdr, COUR_PKT_HDR_LEN, iov, count);
+	ret = cour_udp_send_now(ep, &ss, sl, &hdr, COUR_PKT_HDR_LEN, iov, count);
+	if (ret)
+		return ret;
+	ep->stats.tx_bytes += len;
+	struct cour_txe tmp = {
+		.context = context, .op_flags = flags, .cq_flags = cq_flags, .msg_len = len,
+	};
+	cour_ep_report_tx_locked(ep, &tmp, 0, 0);
+	return 0;
+}
+
+int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
+		  uint64_t tag, uint64_t data, void *context, uint64_t flags, uint64_t cq_flags)
+{
+	size_t len = cour_iov_len(iov, count);
+	struct cour_peer *peer;
+	struct cour_txe *txe;
+
+	if (COUR_UNLIKELY(count > COUR_IOV_MAX)) {
+		COUR_WARN(FI_LOG_EP_DATA, "iov count %zu exceeds iov_limit %d\n", count,
+			  COUR_IOV_MAX);
+		return -FI_EINVAL;
+	}
+	if (COUR_UNLIKELY((flags & FI_INJECT) && len > cour_params.inject_size)) {
+		COUR_WARN(FI_LOG_EP_DATA, "inject of %zu bytes exceeds inject_size %zu\n", len,
+			  cour_params.inject_size);
+		return -FI_EINVAL;
+	}
+	if (ep->type == FI_EP_DGRAM)
+		return cour_dgram_send(ep, iov, count, len, dest, tag, data, context, flags,
+				       cq_flags);
+	if (COUR_UNLIKELY(len > COUR_MAX_MSG_SIZE)) {
+		COUR_WARN(FI_LOG_EP_DATA, "message of %zu bytes exceeds max_msg_size\n", len);
+		return -FI_EMSGSIZE;
+	}
+	peer = cour_peer_get_locked(ep, dest);
+	if (COUR_UNLIKELY(!peer)) {
+		COUR_WARN(FI_LOG_EP_DATA, "send to fi_addr %" PRIu64 " not in the AV\n", dest);
+		return -FI_EINVAL;
+	}
+	if (COUR_UNLIKELY(ep->tx_outstanding >= cour_params.tx_size))
+		return -FI_EAGAIN;
+	txe = cour_pool_get(&ep->txe_pool);
+	if (COUR_UNLIKELY(!txe))
+		return -FI_EAGAIN;
+	ep->tx_outstanding++;
+	txe->list = NULL;
+	txe->context = context;
+	txe->op_flags = flags;
+	txe->cq_flags = cq_flags;
+	txe->tag = tag;
+	txe->data = data;
+	txe->msg_len = len;
+	txe->built = 0;
+	txe->pkts_out = 0;
+	txe->rx_id = 0;
+	txe->inject_buf = NULL;
+	txe->msg_id = peer->next_msg_id++;
+	txe->hdr_flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
+			 (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0);
+	if (flags & FI_INJECT) {
+		txe->inject_buf = cour_pool_get(&ep->inject_pool);
+		if (!txe->inject_buf) {
+			cour_pool_put(&ep->txe_pool, txe);
+			ep->tx_outstanding--;
+			return -FI_EAGAIN;
+		}
+		char *p = txe->inject_buf;
+		for (size_t i = 0; i < count; i++) {
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+			p += iov[i].iov_len;
+		}
+		txe->iov[0].iov_base = txe->inject_buf;
+		txe->iov[0].iov_len = len;
+		txe->iov_count = 1;
+	} else {
+		memcpy(txe->iov, iov, count * sizeof(*iov));
+		txe->iov_count = (uint32_t)count;
+	}
+	if (len > cour_params.eager_max) {
+		txe->op_type = COUR_PKT_RTS;
+		txe->total_len = 0;         /* the RTS carries no payload; CTS sets the length */
+	} else {
+		txe->op_type = COUR_PKT_EAGER;
+		txe->total_len = len;
+		if (flags & FI_DELIVERY_COMPLETE)
+			txe->hdr_flags |= COUR_F_DC;
+	}
+	cour_peer_enqueue(peer, txe);
+	return 0;
+}
+
+/* ---- receive ---- */
+
+static bool cour_unexp_match(struct cour_ep *ep, struct cour_rxmsg *m, bool tagged,
+			     uint64_t tag, uint64_t ignore, fi_addr_t src)
+{
+	if (m->claimed)
+		return false;
+	if (tagged && ((m->tag ^ tag) & ~ignore))
+		return false;
+	return src == FI_ADDR_UNSPEC || cour_peer_fi_addr(m->peer) == src;
+}
+
+static struct cour_rxmsg *cour_find_unexp(struct cour_ep *ep, bool tagged, uint64_t tag,
+					  uint64_t ignore, fi_addr_t src)
+{
+	struct cour_rxmsg *m;
+
+	DL_FOREACH(tagged ? ep->unexp_tag : ep->unexp_msg, m)
+		if (cour_unexp_match(ep, m, tagged, tag, ignore, src))
+			return m;
+	return NULL;
+}
+
+static struct cour_rxmsg **cour_unexpq(struct cour_ep *ep, bool tagged)
+{
+	return tagged ? &ep->unexp_tag : &ep->unexp_msg;
+}
+
+/* FI_PEEK (with FI_CLAIM or FI_DISCARD): report what waits, without receiving it. */
+static int cour_msg_peek(struct cour_ep *ep, struct cour_rxe *rxe, fi_addr_t src)
+{
+	struct cour_rxmsg *m = cour_find_unexp(ep, true, rxe->tag, rxe->ignore, src);
+	uint64_t flags = FI_RECV | FI_TAGGED;
+
+	if (!m) {
+		cour_msg_report_rx(ep, rxe, flags, 0, 0, NULL, rxe->tag, 0, FI_ADDR_NOTAVAIL,
+				   FI_ENOMSG, COUR_E_NOMSG);
+		return 0;
+	}
+	if (m->hdr_flags & COUR_F_CQ_DATA)
+		flags |= FI_REMOTE_CQ_DATA;
+	if (rxe->op_flags & FI_DISCARD) {
+		cour_msg_discard(ep, m, true);
+	} else if (rxe->op_flags & FI_CLAIM) {
+		m->claimed = true;
+		m->claim_ctx = rxe->context;
+	}
+	cour_msg_report_rx(ep, rxe, flags, m->total_len, 0, NULL, m->tag,
+			   (m->hdr_flags & COUR_F_CQ_DATA) ? m->data : 0,
+			   cour_peer_fi_addr(m->peer), 0, 0);
+	return 0;
+}
+
+int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t src,
+		  uint64_t tag, uint64_t ignore, void *context, uint64_t flags, bool tagged)
+{
+	struct cour_rxe *rxe;
+	struct cour_rxmsg *m;
+	int ret = 0;
+
+	if (COUR_UNLIKELY(count > COUR_IOV_MAX)) {
+		COUR_WARN(FI_LOG_EP_DATA, "iov count %zu exceeds iov_limit %d\n", count,
+			  COUR_IOV_MAX);
+		return -FI_EINVAL;
+	}
+	if (COUR_UNLIKELY((flags & FI_MULTI_RECV) && count != 1)) {
+		COUR_WARN(FI_LOG_EP_DATA, "FI_MULTI_RECV needs exactly one iov, got %zu\n", count);
+		return -FI_EINVAL;
+	}
+	if (!(ep->info->caps & FI_DIRECTED_RECV) && !(ep->rx_op_flags & FI_DIRECTED_RECV))
+		src = FI_ADDR_UNSPEC;
+	rxe = cour_pool_get(&ep->rxe_pool);
+	if (COUR_UNLIKELY(!rxe))
+		return -FI_EAGAIN;
+	rxe->context = context;
+	rxe->op_flags = flags;
+	rxe->tag = tag;
+	rxe->ignore = tagged ? ignore : 0;
+	rxe->src = src;
+	rxe->iov_count = (uint32_t)count;
+	memcpy(rxe->iov, iov, count * sizeof(*iov));
+	rxe->buf_len = cour_iov_len(iov, count);
+	rxe->multi_off = 0;
+	rxe->multi_pending = 0;
+	rxe->multi_retired = false;
+
+	if (tagged && (flags & FI_PEEK)) {
+		ret = cour_msg_peek(ep, rxe, src);
+		cour_pool_put(&ep->rxe_pool, rxe);
+		return ret;
+	}
+	if (tagged && (flags & FI_CLAIM)) {
+		/* the message an earlier FI_PEEK|FI_CLAIM reserved for this context */
+		DL_FOREACH(ep->unexp_tag, m)
+			if (m->claimed && m->claim_ctx == context)
+				break;
+		if (!m) {
+			COUR_WARN(FI_LOG_EP_DATA, "FI_CLAIM: no message claimed by context %p\n",
+				  context);
+			cour_pool_put(&ep->rxe_pool, rxe);
+			return -FI_EINVAL;
+		}
+		if (flags & FI_DISCARD) {
+			cour_msg_report_rx(ep, rxe, FI_RECV | FI_TAGGED, 0, 0, NULL, m->tag, 0,
+					   cour_peer_fi_addr(m->peer), 0, 0);
+			cour_msg_discard(ep, m, true);
+			cour_pool_put(&ep->rxe_pool, rxe);
+			return 0;
+		}
+		m->claimed = false;
+		DL_PREPEND(*cour_rxq(ep, tagged), rxe);
+		DL_DELETE(ep->unexp_tag, m);
+		cour_msg_bind_unexp(ep, m, rxe);
+		return 0;
+	}
+
+	DL_APPEND(*cour_rxq(ep, tagged), rxe);
+	/* Unexpected messages are taken in arrival order; a multi-receive buffer may take
+	 * several until it retires. */
+	while ((m = cour_find_unexp(ep, tagged, tag, rxe->ignore, src))) {
+		bool multi = flags & FI_MULTI_RECV;
+		DL_DELETE(*cour_unexpq(ep, tagged), m);
+		cour_msg_bind_unexp(ep, m, rxe);
+		if (!multi || rxe->multi_retired)
+			break;
+	}
+	return 0;
+}
+
+int cour_msg_cancel(struct cour_ep *ep, void *context)
+{
+	struct cour_rxe *rxe;
+
+	for (int t = 0; t < 2; t++) {
+		struct cour_rxe **q = cour_rxq(ep, t);
+		DL_FOREACH(*q, rxe) {
+			if (rxe->context != context)
+				continue;
+			DL_DELETE(*q, rxe);
+			if ((rxe->op_flags & FI_MULTI_RECV) && rxe->multi_pending) {
+				/* slices still filling: it completes with the last of them */
+				rxe->multi_retired = true;
+				return 0;
+			}
+			cour_msg_report_rx(ep, rxe, FI_RECV | (t ? FI_TAGGED : FI_MSG), 0, 0,
+					   NULL, rxe->tag, 0, FI_ADDR_NOTAVAIL, FI_ECANCELED,
+					   COUR_E_CANCELED);
+			cour_pool_put(&ep->rxe_pool, rxe);
+			return 0;
+		}
+	}
+	return -FI_ENOENT;
+}
+
+/* ---- datagram endpoints ---- */
+
+void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
+			   const char *payload, size_t plen, const struct cour_addr *from)
+{
+	bool tagged = hdr->base.flags & COUR_F_TAGGED;
+	fi_addr_t src = ep->av ? cour_av_reverse_locked(ep->av, from) : FI_ADDR_NOTAVAIL;
+	struct cour_rxmsg m;
+	struct cour_rxe *rxe;
+
+	if (hdr->msg.total_len != plen) {
+		ep->stats.drop_bad_hdr++;
+		return;
+	}
+	rxe = cour_msg_find_rxe(ep, tagged, hdr->msg.tag, src);
+	if (!rxe) {
+		ep->stats.drop_no_buf++;     /* datagrams without a receive are dropped */
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	m.hdr_flags = hdr->base.flags;
+	m.tag = hdr->msg.tag;
+	m.data = hdr->msg.data;
+	m.total_len = plen;
+	m.received = plen;
+	cour_msg_bind_dgram(ep, &m, rxe, payload, src);
+}
+
+/* ---- cleanup ---- */
+
+void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_rxmsg *m, *tmp;
+	int err = prov_errno == COUR_E_UNREACHABLE ? FI_EHOSTUNREACH :
+		  prov_errno == COUR_E_EP_CLOSED ? FI_ECANCELED : FI_ECONNRESET;
+
+	/* a matched message that will never finish: its receive completes in error */
+	if (peer->rx_cur) {
+		m = peer->rx_cur;
+		peer->rx_cur = NULL;
+		if (m->rxe) {
+			cour_msg_fail_matched(ep, m, err, prov_errno);
+		} else {
+			/* partial unexpected data is worthless without the rest */
+			cour_msg_discard(ep, m, false);
+		}
+	}
+	HASH_ITER(hh, ep->rdv_by_id, m, tmp) {
+		if (m->peer != peer)
+			continue;
+		HASH_DEL(ep->rdv_by_id, m);
+		cour_msg_fail_matched(ep, m, err, prov_errno);
+	}
+	/* unexpected RTS from the old session can never be cleared to send */
+	for (int t = 0; t < 2; t++) {
+		DL_FOREACH_SAFE(*cour_unexpq(ep, t), m, tmp)
+			if (m->peer == peer && m->rts)
+				cour_msg_discard(ep, m, false);
+	}
+}
+
+void cour_msg_ep_close(struct cour_ep *ep)
+{
+	struct cour_rxmsg *m, *mtmp;
+	struct cour_rxe *rxe, *rtmp;
+
+	for (int t = 0; t < 2; t++) {
+		DL_FOREACH_SAFE(*cour_unexpq(ep, t), m, mtmp) {
+			DL_DELETE(*cour_unexpq(ep, t), m);
+			free(m->ubuf);
+		}
+		DL_FOREACH_SAFE(*cour_rxq(ep, t), rxe, rtmp)
+			DL_DELETE(*cour_rxq(ep, t), rxe);
+	}
+	HASH_ITER(hh, ep->rdv_by_id, m, mtmp)
+		HASH_DEL(ep->rdv_by_id, m);
+}

@@ -1,0 +1,442 @@
+/*
+ * Message protocols and matching, for fi_msg and fi_tagged alike.
+ *
+ *   eager       (<= eager_max): the message goes out at once in one or more EAGER packets; the
+ *               receiver places it in a matching posted buffer, or keeps it as unexpected in a
+ *               buffer of its own (bounded by the sender's credits).
+ *   rendezvous  (> eager_max): an RTS announces the message; once a receive matches it the
+ *               receiver answers CTS with how much it accepts, and RDATA packets land straight
+ *               in the posted buffer.
+ * Packets reach cour_msg_handle in sequence order per peer, so an eager message's fragments
+ * arrive in order and back to back: one reassembly in progress per peer (peer->rx_cur).
+ */
+#include "cour_ep.h"
+#include "proto/cour_msg_int.h"
+
+#include <stdlib.h>
+
+/* ---- completions ---- */
+
+static bool cour_rx_wants_completion(struct cour_ep *ep, uint64_t op_flags)
+{
+	return !ep->rx_selective || (op_flags & FI_COMPLETION);
+}
+
+void cour_msg_report_rx(struct cour_ep *ep, struct cour_rxe *rxe, uint64_t flags, size_t len,
+			size_t olen, void *buf, uint64_t tag, uint64_t data, fi_addr_t src,
+			int err, int prov_errno)
+{
+	struct cour_cq_entry e = {
+		.op_context = rxe->context,
+		.flags = flags,
+		.len = len,
+		.buf = buf,
+		.data = data,
+		.tag = tag,
+		.src = src,
+	};
+
+	if (err || olen) {
+		if (ep->rx_cq)
+			cour_cq_write_err_locked(ep->rx_cq, &e, err ? err : FI_ETRUNC,
+						 err ? prov_errno : COUR_E_TRUNC, olen);
+		if (ep->recv_cntr)
+			cour_cntr_inc_err_locked(ep->recv_cntr);
+		return;
+	}
+	if (ep->rx_cq && cour_rx_wants_completion(ep, rxe->op_flags | flags))
+		cour_cq_write_locked(ep->rx_cq, &e);
+	if (ep->recv_cntr)
+		cour_cntr_inc_locked(ep->recv_cntr);
+	ep->stats.rx_msgs++;
+}
+
+static void cour_rxe_free(struct cour_ep *ep, struct cour_rxe *rxe)
+{
+	cour_pool_put(&ep->rxe_pool, rxe);
+}
+
+struct cour_rxe **cour_rxq(struct cour_ep *ep, bool tagged)
+{
+	return tagged ? &ep->rxq_tag : &ep->rxq_msg;
+}
+
+/* A matched message is complete (or failed): report it, release its receive. */
+static void cour_rxmsg_finish(struct cour_ep *ep, struct cour_rxmsg *m, int err, int prov_errno)
+{
+	struct cour_rxe *rxe = m->rxe;
+	bool tagged = m->hdr_flags & COUR_F_TAGGED;
+	uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
+	size_t olen = m->total_len > m->accept_len ? m->total_len - m->accept_len : 0;
+	bool multi = rxe->op_flags & FI_MULTI_RECV;
+	fi_addr_t src = m->peer ? cour_peer_fi_addr(m->peer) : m->dgram_src;
+
+	if (m->hdr_flags & COUR_F_CQ_DATA)
+		flags |= FI_REMOTE_CQ_DATA;
+	if (multi) {
+		rxe->multi_pending--;
+		if (rxe->multi_retired && !rxe->multi_pending)
+			flags |= FI_MULTI_RECV;
+	}
+	cour_msg_report_rx(ep, rxe, flags, m->accept_len, olen,
+			 (char *)rxe->iov[0].iov_base + m->slice_off, m->tag,
+			 (m->hdr_flags & COUR_F_CQ_DATA) ? m->data : 0, src, err, prov_errno);
+	if (!multi || (rxe->multi_retired && !rxe->multi_pending))
+		cour_rxe_free(ep, rxe);
+	m->rxe = NULL;
+}
+
+/* ---- internal control messages (CTS, DONE) ---- */
+
+static void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id, uint32_t rx_id,
+			   uint64_t len)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_txe *txe = cour_pool_get(&ep->txe_pool);
+
+	/* the txe pool has no cap (applications are held to tx_size by a count), so this
+	 * only fails when malloc does */
+	if (!txe) {
+		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a control message\n");
+		return;
+	}
+	memset(txe, 0, sizeof(*txe));
+	txe->op_type = type;
+	txe->msg_id = msg_id;
+	txe->rx_id = rx_id;
+	txe->total_len = 0;             /* no payload */
+	txe->msg_len = len;             /* CTS: the bytes the receiver accepts */
+	cour_peer_enqueue(peer, txe);
+}
+
+/* ---- matching ---- */
+
+static bool cour_match(const struct cour_rxe *rxe, bool tagged, uint64_t tag, fi_addr_t src)
+{
+	if (tagged && ((rxe->tag ^ tag) & ~rxe->ignore))
+		return false;
+	return rxe->src == FI_ADDR_UNSPEC || rxe->src == src;
+}
+
+struct cour_rxe *cour_msg_find_rxe(struct cour_ep *ep, bool tagged, uint64_t tag, fi_addr_t src)
+{
+	struct cour_rxe *rxe;
+
+	DL_FOREACH(*cour_rxq(ep, tagged), rxe)
+		if (cour_match(rxe, tagged, tag, src))
+			return rxe;
+	return NULL;
+}
+
+/* Copy bytes [off, off + len) of a message into the receive it matched, within accept_len. */
+static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, size_t len)
+{
+	struct cour_rxe *rxe = m->rxe;
+	uint64_t dst_off;
+
+	if (off >= m->accept_len)
+		return;
+	len = COUR_MIN(len, m->accept_len - off);
+	dst_off = m->slice_off + off;
+	for (uint32_t i = 0; i < rxe->iov_count && len; i++) {
+		size_t l = rxe->iov[i].iov_len;
+		if (dst_off >= l) {
+			dst_off -= l;
+			continue;
+		}
+		size_t take = COUR_MIN(l - dst_off, len);
+		memcpy((char *)rxe->iov[i].iov_base + dst_off, src, take);
+		src += take;
+		len -= take;
+		dst_off = 0;
+	}
+}
+
+/* Give message m the receive rxe: reserve its space and move any data already here. A
+ * rendezvous message is cleared to send; an eager one completes in cour_rx_eager_data. */
+static void cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
+{
+	struct cour_peer *peer = m->peer;
+
+	m->rxe = rxe;
+	if (rxe->op_flags & FI_MULTI_RECV) {
+		size_t space = rxe->iov[0].iov_len - rxe->multi_off;
+		m->slice_off = rxe->multi_off;
+		m->accept_len = COUR_MIN(m->total_len, space);
+		rxe->multi_off += m->accept_len;
+		rxe->multi_pending++;
+		if (rxe->iov[0].iov_len - rxe->multi_off < ep->min_multi_recv) {
+			rxe->multi_retired = true;
+			DL_DELETE(*cour_rxq(ep, m->hdr_flags & COUR_F_TAGGED), rxe);
+		}
+	} else {
+		m->slice_off = 0;
+		m->accept_len = COUR_MIN(m->total_len, rxe->buf_len);
+		DL_DELETE(*cour_rxq(ep, m->hdr_flags & COUR_F_TAGGED), rxe);
+	}
+
+	if (m->rts) {
+		m->rx_id = ep->next_rx_id++;
+		HASH_ADD(hh, ep->rdv_by_id, rx_id, sizeof(m->rx_id), m);
+		cour_send_ctrl(peer, COUR_PKT_CTS, m->msg_id, m->rx_id, m->accept_len);
+		cour_peer_credit_return(peer);      /* the RTS itself is consumed */
+		return;
+	}
+	if (m->ubuf) {
+		cour_rx_copy(m, 0, m->ubuf, m->received);
+		free(m->ubuf);
+		m->ubuf = NULL;
+	}
+}
+
+/* An eager message that has all its bytes and a receive: report it and consume the credit. */
+static void cour_rx_eager_done(struct cour_peer *peer, struct cour_rxmsg *m)
+{
+	struct cour_ep *ep = peer->ep;
+
+	if (m->hdr_flags & COUR_F_DC)
+		cour_send_ctrl(peer, COUR_PKT_DONE, m->msg_id, 0, 0);
+	if (m->nomem)
+		cour_rxmsg_finish(ep, m, FI_ENOMEM, COUR_E_REMOTE);
+	else
+		cour_rxmsg_finish(ep, m, 0, 0);
+	cour_peer_credit_return(peer);
+	cour_pool_put(&ep->rxmsg_pool, m);
+}
+
+/* Bytes of an eager message, in order: into the receive if matched, else the unexpected copy. */
+static void cour_rx_eager_data(struct cour_peer *peer, struct cour_rxmsg *m,
+			       const char *payload, size_t plen)
+{
+	if (m->rxe)
+		cour_rx_copy(m, m->received, payload, plen);
+	else if (m->ubuf)
+		memcpy(m->ubuf + m->received, payload, plen);
+	m->received += plen;
+	if (m->received < m->total_len) {
+		peer->rx_cur = m;
+		return;
+	}
+	if (peer->rx_cur == m)
+		peer->rx_cur = NULL;
+	if (m->rxe) {
+		cour_rx_eager_done(peer, m);
+	} else if (m->discard) {    /* discarded while still arriving */
+		cour_peer_credit_return(peer);
+		free(m->ubuf);
+		cour_pool_put(&peer->ep->rxmsg_pool, m);
+	}
+	/* else: unexpected and complete, it waits in its queue for a receive */
+}
+
+void cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
+{
+	cour_bind(ep, m, rxe);
+	if (!m->rts && m->received == m->total_len)
+		cour_rx_eager_done(m->peer, m);
+	/* else: rendezvous cleared to send, or the rest of an eager message is on its way */
+}
+
+void cour_msg_bind_dgram(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe,
+			 const char *payload, fi_addr_t src)
+{
+	m->dgram_src = src;
+	cour_bind(ep, m, rxe);
+	cour_rx_copy(m, 0, payload, m->received);
+	cour_rxmsg_finish(ep, m, 0, 0);
+}
+
+void cour_msg_fail_matched(struct cour_ep *ep, struct cour_rxmsg *m, int err, int prov_errno)
+{
+	if (m->rxe)
+		cour_rxmsg_finish(ep, m, err, prov_errno);
+	free(m->ubuf);
+	cour_pool_put(&ep->rxmsg_pool, m);
+}
+
+void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed)
+{
+	struct cour_peer *peer = m->peer;
+
+	DL_DELETE(*(m->hdr_flags & COUR_F_TAGGED ? &ep->unexp_tag : &ep->unexp_msg), m);
+	free(m->ubuf);
+	m->ubuf = NULL;
+	if (!consumed) {
+		if (peer->rx_cur == m)
+			peer->rx_cur = NULL;
+		cour_pool_put(&ep->rxmsg_pool, m);
+		return;
+	}
+	m->discard = true;
+	if (m->rts) {
+		/* the sender completes once it has "sent" the zero bytes we accept */
+		m->rx_id = ep->next_rx_id++;
+		m->accept_len = 0;
+		HASH_ADD(hh, ep->rdv_by_id, rx_id, sizeof(m->rx_id), m);
+		cour_send_ctrl(peer, COUR_PKT_CTS, m->msg_id, m->rx_id, 0);
+		cour_peer_credit_return(peer);
+		return;
+	}
+	if (peer->rx_cur == m)
+		return;             /* finishes in cour_rx_eager_data */
+	cour_peer_credit_return(peer);
+	cour_pool_put(&ep->rxmsg_pool, m);
+}
+
+/* ---- receive side: packets ---- */
+
+static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			    const char *payload, size_t plen)
+{
+	struct cour_ep *ep = peer->ep;
+	bool tagged = hdr->base.flags & COUR_F_TAGGED;
+	bool rts = hdr->base.type == COUR_PKT_RTS;
+	struct cour_rxmsg *m;
+	struct cour_rxe *rxe;
+
+	if (!rts && (hdr->msg.offset != 0 || plen > hdr->msg.total_len ||
+		     hdr->msg.total_len > COUR_EAGER_LIMIT)) {
+		ep->stats.drop_bad_hdr++;
+		return;
+	}
+	m = cour_pool_get(&ep->rxmsg_pool);
+	if (!m) {
+		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a message: dropped\n");
+		return;
+	}
+	memset(m, 0, sizeof(*m));
+	m->peer = peer;
+	m->msg_id = hdr->msg.msg_id;
+	m->hdr_flags = hdr->base.flags;
+	m->rts = rts;
+	m->tag = hdr->msg.tag;
+	m->data = hdr->msg.data;
+	m->total_len = hdr->msg.total_len;
+
+	rxe = cour_msg_find_rxe(ep, tagged, m->tag, cour_peer_fi_addr(peer));
+	if (rxe) {
+		cour_bind(ep, m, rxe);
+	} else {
+		ep->stats.unexpected_msgs++;
+		if (!rts && m->total_len) {
+			m->ubuf = malloc(m->total_len);
+			if (!m->ubuf) {
+				COUR_WARN(FI_LOG_EP_DATA, "out of memory for an unexpected "
+					  "message of %" PRIu64 " bytes\n", m->total_len);
+				m->nomem = true;
+			}
+		}
+		DL_APPEND(*(tagged ? &ep->unexp_tag : &ep->unexp_msg), m);
+	}
+	if (!rts)
+		cour_rx_eager_data(peer, m, payload, plen);
+}
+
+static void cour_handle_more(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			     const char *payload, size_t plen)
+{
+	struct cour_rxmsg *m = peer->rx_cur;
+
+	if (!m || m->msg_id != hdr->msg.msg_id || hdr->msg.offset != m->received ||
+	    plen > m->total_len - m->received) {
+		peer->ep->stats.drop_bad_hdr++;
+		return;
+	}
+	cour_rx_eager_data(peer, m, payload, plen);
+}
+
+static struct cour_txe *cour_find_wait(struct cour_peer *peer, uint32_t msg_id, uint8_t type)
+{
+	struct cour_txe *txe;
+
+	DL_FOREACH(peer->tx_wait, txe)
+		if (txe->msg_id == msg_id && txe->op_type == type)
+			return txe;
+	return NULL;
+}
+
+static void cour_handle_cts(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)
+{
+	struct cour_txe *txe = cour_find_wait(peer, hdr->msg.msg_id, COUR_PKT_RTS);
+
+	if (!txe || hdr->msg.total_len > txe->msg_len) {
+		peer->ep->stats.drop_bad_hdr++;
+		return;
+	}
+	DL_DELETE(peer->tx_wait, txe);
+	txe->list = NULL;
+	txe->op_type = COUR_PKT_RDATA;
+	txe->rx_id = hdr->msg.rx_id;
+	txe->total_len = hdr->msg.total_len;
+	txe->built = 0;
+	cour_peer_enqueue(peer, txe);
+}
+
+static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			      const char *payload, size_t plen)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_rxmsg *m;
+	uint32_t id = hdr->msg.rx_id;
+
+	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
+	if (!m || m->peer != peer || hdr->msg.offset != m->received ||
+	    plen > m->accept_len - m->received) {
+		ep->stats.drop_bad_hdr++;
+		return;
+	}
+	if (m->discard) {           /* FI_DISCARD answered with a CTS for nothing */
+		HASH_DEL(ep->rdv_by_id, m);
+		cour_pool_put(&ep->rxmsg_pool, m);
+		return;
+	}
+	cour_rx_copy(m, m->received, payload, plen);
+	m->received += plen;
+	if (m->received < m->accept_len)
+		return;
+	HASH_DEL(ep->rdv_by_id, m);
+	cour_rxmsg_finish(ep, m, 0, 0);
+	cour_pool_put(&ep->rxmsg_pool, m);
+}
+
+static void cour_handle_done(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)
+{
+	struct cour_txe *txe = cour_find_wait(peer, hdr->msg.msg_id, COUR_PKT_EAGER);
+
+	if (!txe) {
+		peer->ep->stats.drop_bad_hdr++;
+		return;
+	}
+	DL_DELETE(peer->tx_wait, txe);
+	txe->list = NULL;
+	cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
+}
+
+void cour_msg_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+		     const char *payload, size_t plen)
+{
+	switch (hdr->base.type) {
+	case COUR_PKT_EAGER:
+		if (hdr->msg.offset == 0 && !(peer->rx_cur &&
+					      peer->rx_cur->msg_id == hdr->msg.msg_id))
+			cour_handle_new(peer, hdr, payload, plen);
+		else
+			cour_handle_more(peer, hdr, payload, plen);
+		break;
+	case COUR_PKT_RTS:
+		cour_handle_new(peer, hdr, payload, 0);
+		break;
+	case COUR_PKT_CTS:
+		cour_handle_cts(peer, hdr);
+		break;
+	case COUR_PKT_RDATA:
+		cour_handle_rdata(peer, hdr, payload, plen);
+		break;
+	case COUR_PKT_DONE:
+		cour_handle_done(peer, hdr);
+		break;
+	default:
+		peer->ep->stats.drop_bad_hdr++;
+		break;
+	}
+}

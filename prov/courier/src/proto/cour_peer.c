@@ -1,0 +1,705 @@
+/*
+ * Peers, sessions and reliability: the send window, ACK/SACK processing, retransmission, the
+ * receive window, and the checks every incoming packet passes. The design essay is in
+ * cour_ep.h above struct cour_peer.
+ */
+#include "cour_ep.h"
+
+#include <stdlib.h>
+#include <sys/random.h>
+
+#define COUR_RTO_INIT_US 10000
+
+static uint32_t cour_session_new(void)
+{
+	uint32_t s = 0;
+
+	while (!s) {
+		if (getrandom(&s, sizeof(s), 0) != sizeof(s))
+			s = (uint32_t)cour_now_us() * 2654435761u;
+	}
+	return s;
+}
+
+static void cour_peer_state_init(struct cour_peer *peer)
+{
+	uint64_t now = cour_now_us();
+
+	peer->local_session = cour_session_new();
+	peer->remote_session = 0;
+	peer->tx_una = peer->tx_next = 0;
+	peer->inflight_bytes = 0;
+	peer->tx_credit_limit = (uint32_t)cour_params.credits;
+	peer->tx_credit_used = 0;
+	peer->credit_stalled = false;
+	peer->next_msg_id = 0;
+	peer->srtt_us = peer->rttvar_us = 0;
+	peer->rto_us = COUR_MAX((uint64_t)cour_params.rto_min_us, COUR_RTO_INIT_US);
+	peer->rto_deadline = 0;
+	peer->last_ack_us = now;
+	peer->fast_rexmit_us = 0;
+	peer->rx_next = 0;
+	peer->rx_held = 0;
+	peer->credits_granted = (uint32_t)cour_params.credits;
+	peer->credits_sent = 0;
+	peer->ack_needed = false;
+	peer->rx_since_ack = 0;
+	peer->ack_deadline = 0;
+	peer->rx_cur = NULL;
+}
+
+struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
+					    bool create)
+{
+	struct cour_peer *peer;
+
+	HASH_FIND(hh, ep->peers, addr, sizeof(*addr), peer);
+	if (peer || !create)
+		return peer;
+	peer = calloc(1, sizeof(*peer));
+	if (!peer) {
+		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a peer\n");
+		return NULL;
+	}
+	peer->ep = ep;
+	peer->addr = *addr;
+	peer->sa_len = (socklen_t)cour_addr_to_sockaddr(addr, &peer->sa);
+	peer->fi_addr = FI_ADDR_NOTAVAIL;
+	peer->av_gen = UINT64_MAX;
+	peer->mtu = cour_udp_peer_mtu(ep, addr);
+	cour_peer_state_init(peer);
+	HASH_ADD(hh, ep->peers, addr, sizeof(peer->addr), peer);
+	return peer;
+}
+
+/* The peer of fi_addr: a per-endpoint array caches the AV lookup and the hash lookup, and is
+ * dropped whenever the AV removes anything (generation). */
+struct cour_peer *cour_peer_get_locked(struct cour_ep *ep, fi_addr_t fi_addr)
+{
+	const struct cour_addr *addr;
+	struct cour_peer *peer;
+
+	if (COUR_UNLIKELY(!ep->av))
+		return NULL;
+	if (COUR_UNLIKELY(ep->peer_cache_gen != ep->av->generation)) {
+		memset(ep->peer_by_fiaddr, 0, ep->peer_cache_len * sizeof(*ep->peer_by_fiaddr));
+		ep->peer_cache_gen = ep->av->generation;
+	}
+	if (COUR_LIKELY(fi_addr < ep->peer_cache_len && ep->peer_by_fiaddr[fi_addr]))
+		return ep->peer_by_fiaddr[fi_addr];
+
+	addr = cour_av_lookup_locked(ep->av, fi_addr);
+	if (!addr)
+		return NULL;
+	peer = cour_peer_by_addr_locked(ep, addr, true);
+	if (!peer)
+		return NULL;
+	if (fi_addr >= ep->peer_cache_len && fi_addr < (1u << 24)) {
+		size_t n = COUR_MAX((size_t)fi_addr + 1, ep->peer_cache_len * 2);
+		struct cour_peer **c = realloc(ep->peer_by_fiaddr, n * sizeof(*c));
+		if (c) {
+			memset(c + ep->peer_cache_len, 0, (n - ep->peer_cache_len) * sizeof(*c));
+			ep->peer_by_fiaddr = c;
+			ep->peer_cache_len = n;
+		}
+	}
+	if (fi_addr < ep->peer_cache_len)
+		ep->peer_by_fiaddr[fi_addr] = peer;
+	return peer;
+}
+
+fi_addr_t cour_peer_fi_addr(struct cour_peer *peer)
+{
+	struct cour_av *av = peer->ep->av;
+
+	if (!av)
+		return FI_ADDR_NOTAVAIL;
+	if (peer->av_gen != av->generation || peer->fi_addr == FI_ADDR_NOTAVAIL) {
+		peer->fi_addr = cour_av_reverse_locked(av, &peer->addr);
+		peer->av_gen = av->generation;
+	}
+	return peer->fi_addr;
+}
+
+void cour_peer_activate(struct cour_peer *peer)
+{
+	if (!peer->on_active) {
+		DL_APPEND2(peer->ep->active, peer, act_prev, act_next);
+		peer->on_active = true;
+	}
+}
+
+static void cour_txe_move(struct cour_txe *txe, struct cour_txe **to)
+{
+	if (txe->list)
+		DL_DELETE(*txe->list, txe);
+	txe->list = to;
+	if (to)
+		DL_APPEND(*to, txe);
+}
+
+void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe)
+{
+	bool ctrl = txe->op_type != COUR_PKT_EAGER && txe->op_type != COUR_PKT_RTS;
+
+	txe->peer = peer;
+	txe->list = NULL;
+	cour_txe_move(txe, ctrl ? &peer->ctrlq : &peer->txq);
+	cour_peer_activate(peer);
+	cour_peer_push(peer);
+}
+
+/* A txe whose packets are all acknowledged moves on: complete, or wait for CTS/DONE. */
+static void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe)
+{
+	if (txe->pkts_out || txe->built < txe->total_len || txe->list != &peer->tx_inflight)
+		return;
+	switch (txe->op_type) {
+	case COUR_PKT_RTS:
+		cour_txe_move(txe, &peer->tx_wait);     /* CTS turns it into RDATA */
+		txe->state = COUR_TXE_WAIT_CTS;
+		return;
+	case COUR_PKT_EAGER:
+		if (txe->hdr_flags & COUR_F_DC) {
+			cour_txe_move(txe, &peer->tx_wait);
+			txe->state = COUR_TXE_WAIT_DONE;
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	cour_txe_move(txe, NULL);
+	cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
+}
+
+/* The payload iovecs of txe bytes [off, off + len). */
+static size_t cour_txe_iov(const struct cour_txe *txe, uint64_t off, size_t len,
+			   struct iovec *out)
+{
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < txe->iov_count && len; i++) {
+		size_t l = txe->iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		size_t take = COUR_MIN(l - off, len);
+		out[n].iov_base = (char *)txe->iov[i].iov_base + off;
+		out[n].iov_len = take;
+		n++;
+		len -= take;
+		off = 0;
+	}
+	return n;
+}
+
+static void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t now)
+{
+	struct iovec iov[COUR_IOV_MAX];
+	size_t n = 0;
+
+	if (slot->len)
+		n = cour_txe_iov(slot->txe, slot->offset, slot->len, iov);
+	slot->sent_us = now;
+	slot->tries++;
+	cour_udp_queue(peer->ep, peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
+}
+
+/* Build the next packet of txe into the window; false when txe has nothing more to build. */
+static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64_t now)
+{
+	uint32_t w = (uint32_t)cour_params.window;
+	struct cour_txpkt *slot = &peer->txwin[peer->tx_next % w];
+	uint32_t room = peer->mtu - (uint32_t)COUR_PKT_HDR_LEN;
+	uint64_t len = 0;
+
+	if (txe->op_type == COUR_PKT_EAGER || txe->op_type == COUR_PKT_RDATA)
+		len = COUR_MIN(txe->total_len - txe->built, (uint64_t)room);
+
+	memset(&slot->hdr, 0, sizeof(slot->hdr));
+	slot->hdr.base.type = txe->op_type;
+	slot->hdr.base.flags = txe->hdr_flags;
+	slot->hdr.base.seq = peer->tx_next;
+	slot->hdr.msg.msg_id = txe->msg_id;
+	slot->hdr.msg.rx_id = txe->rx_id;
+	slot->hdr.msg.tag = txe->tag;
+	slot->hdr.msg.data = txe->data;
+	slot->hdr.msg.total_len = txe->msg_len;
+	slot->hdr.msg.offset = txe->built;
+	slot->txe = txe;
+	slot->offset = txe->built;
+	slot->len = (uint32_t)len;
+	slot->tries = 0;
+	slot->sacked = false;
+
+	if (peer->tx_una == peer->tx_next)
+		peer->last_ack_us = now;    /* the silence clock starts with the first packet out */
+	peer->tx_next++;
+	peer->inflight_bytes += len + COUR_PKT_HDR_LEN;
+	txe->built += len;
+	txe->pkts_out++;
+	cour_slot_send(peer, slot, now);
+	if (!peer->rto_deadline)
+		peer->rto_deadline = now + peer->rto_us;
+
+	/* single-packet types are built once; data types when every byte is in a packet */
+	if (txe->built >= txe->total_len) {
+		cour_txe_move(txe, &peer->tx_inflight);
+		txe->state = COUR_TXE_WAIT_ACK;
+		return false;
+	}
+	return true;
+}
+
+static bool cour_peer_window_open(struct cour_peer *peer)
+{
+	return peer->tx_next - peer->tx_una < (uint32_t)cour_params.window &&
+	       peer->inflight_bytes < cour_params.sockbuf / 2;
+}
+
+void cour_peer_push(struct cour_peer *peer)
+{
+	struct cour_ep *ep = peer->ep;
+	uint64_t now;
+
+	if (!peer->ctrlq && !peer->txq)
+		return;
+	if (COUR_UNLIKELY(!peer->txwin)) {
+		peer->txwin = calloc(cour_params.window, sizeof(*peer->txwin));
+		if (!peer->txwin) {
+			COUR_WARN(FI_LOG_EP_DATA, "out of memory for a send window\n");
+			return;
+		}
+	}
+	now = cour_now_us();
+	while (peer->ctrlq && cour_peer_window_open(peer))
+		cour_peer_build(peer, peer->ctrlq, now);
+	while (peer->txq && cour_peer_window_open(peer)) {
+		struct cour_txe *txe = peer->txq;
+
+		if (txe->built == 0) {
+			if (!cour_seq_lt(peer->tx_credit_used, peer->tx_credit_limit)) {
+				if (!peer->credit_stalled)
+					ep->stats.credit_stalls++;
+				peer->credit_stalled = true;
+				break;
+			}
+			peer->credit_stalled = false;
+			peer->tx_credit_used++;
+		}
+		while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
+			;
+	}
+	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer))
+		ep->stats.window_stalls++;
+	cour_udp_flush(ep);
+}
+
+static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt)
+{
+	if (!peer->srtt_us) {
+		peer->srtt_us = rtt ? rtt : 1;
+		peer->rttvar_us = rtt / 2;
+	} else {
+		uint64_t d = rtt > peer->srtt_us ? rtt - peer->srtt_us : peer->srtt_us - rtt;
+		peer->rttvar_us = (3 * peer->rttvar_us + d) / 4;
+		peer->srtt_us = (7 * peer->srtt_us + rtt) / 8;
+		if (!peer->srtt_us)
+			peer->srtt_us = 1;
+	}
+	peer->rto_us = COUR_MAX(peer->srtt_us + 4 * peer->rttvar_us,
+				(uint64_t)cour_params.rto_min_us);
+	peer->rto_us = COUR_MIN(peer->rto_us, (uint64_t)cour_params.rto_max_us);
+	peer->ep->stats.rtt_srtt_us = peer->srtt_us;
+}
+
+static void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
+{
+	struct cour_txe *txe = slot->txe;
+
+	peer->inflight_bytes -= slot->len + COUR_PKT_HDR_LEN;
+	slot->txe = NULL;
+	if (txe) {
+		txe->pkts_out--;
+		cour_txe_check_done(peer, txe);
+	}
+}
+
+static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
+{
+	uint32_t w = (uint32_t)cour_params.window, s, last = peer->tx_una;
+	bool any_sacked = false;
+
+	for (s = peer->tx_una; cour_seq_lt(s, peer->tx_next) &&
+	     s - peer->tx_una <= COUR_SACK_BITS; s++) {
+		if (peer->txwin[s % w].sacked) {
+			any_sacked = true;
+			last = s;
+		}
+	}
+	if (!any_sacked || now - peer->fast_rexmit_us < COUR_MAX(peer->srtt_us, 50u))
+		return;
+	peer->fast_rexmit_us = now;
+	for (s = peer->tx_una; cour_seq_lt(s, last); s++) {
+		struct cour_txpkt *slot = &peer->txwin[s % w];
+		if (!slot->sacked) {
+			cour_slot_send(peer, slot, now);
+			peer->ep->stats.retrans_fast++;
+		}
+	}
+	cour_udp_flush(peer->ep);
+}
+
+/* The acknowledgement fields of any valid packet from the peer. */
+static void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now)
+{
+	uint32_t w = (uint32_t)cour_params.window;
+
+	if (cour_seq_gt(h->credits, peer->tx_credit_limit) &&
+	    cour_seq_le(h->credits - (uint32_t)cour_params.credits, peer->tx_credit_used + 1u))
+		peer->tx_credit_limit = h->credits;
+
+	if (!peer->txwin || peer->tx_una == peer->tx_next)
+		goto push;
+	if (cour_seq_gt(h->ack, peer->tx_una) && cour_seq_le(h->ack, peer->tx_next)) {
+		struct cour_txpkt *last = &peer->txwin[(h->ack - 1) % w];
+
+		if (last->tries == 1 && last->sent_us)
+			cour_peer_rtt_sample(peer, now - last->sent_us);
+		while (peer->tx_una != h->ack) {
+			cour_slot_release(peer, &peer->txwin[peer->tx_una % w]);
+			peer->tx_una++;
+		}
+		peer->last_ack_us = now;
+		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
+	}
+	if (h->sack && peer->tx_una == h->ack) {
+		for (uint32_t i = 0; i < COUR_SACK_BITS; i++) {
+			uint32_t s = h->ack + 1 + i;
+			if ((h->sack >> i & 1) && cour_seq_lt(s, peer->tx_next))
+				peer->txwin[s % w].sacked = true;
+		}
+		peer->last_ack_us = now;
+		cour_peer_fast_rexmit(peer, now);
+	}
+push:
+	cour_peer_push(peer);
+}
+
+void cour_peer_send_ack(struct cour_peer *peer)
+{
+	struct cour_pkt_hdr hdr;
+
+	memset(&hdr.base, 0, sizeof(hdr.base));
+	hdr.base.type = COUR_PKT_ACK;
+	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
+	if (cour_udp_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
+			      NULL, 0) == 0)
+		peer->ep->stats.acks_sent++;
+	else
+		peer->ack_needed = true;    /* try again at the next timer */
+}
+
+static void cour_send_reset(struct cour_ep *ep, struct cour_peer *peer, uint32_t their_session)
+{
+	struct cour_pkt_hdr hdr;
+
+	memset(&hdr.base, 0, sizeof(hdr.base));
+	hdr.base.type = COUR_PKT_RESET;
+	hdr.base.version = COUR_WIRE_VERSION;
+	hdr.base.src_session = peer->local_session;
+	hdr.base.dst_session = their_session;
+	hdr.base.crc = cour_crc32c(0, &hdr, COUR_BASE_HDR_LEN);
+	cour_udp_send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
+}
+
+/* Grant one more eager message to the peer; the grant rides on the next packet, or on an ACK
+ * soon if half the credits are waiting to go back. */
+void cour_peer_credit_return(struct cour_peer *peer)
+{
+	peer->credits_granted++;
+	if (peer->credits_granted - peer->credits_sent >= (uint32_t)cour_params.credits / 2) {
+		cour_peer_send_ack(peer);
+		return;
+	}
+	if (!peer->ack_needed) {
+		peer->ack_needed = true;
+		peer->ack_deadline = cour_now_us() + (uint64_t)cour_params.ack_delay_us;
+	}
+	cour_peer_activate(peer);
+}
+
+static void cour_peer_fail_list(struct cour_peer *peer, struct cour_txe **list, int prov_errno)
+{
+	struct cour_txe *txe, *tmp;
+	int err = prov_errno == COUR_E_UNREACHABLE ? FI_EHOSTUNREACH :
+		  prov_errno == COUR_E_PEER_RESET ? FI_ECONNRESET :
+		  prov_errno == COUR_E_EP_CLOSED ? FI_ECANCELED : FI_EIO;
+
+	DL_FOREACH_SAFE(*list, txe, tmp) {
+		cour_txe_move(txe, NULL);
+		cour_ep_complete_tx_locked(peer->ep, txe, err, prov_errno);
+	}
+}
+
+/* Everything in flight with the peer dies with its session; the next packet starts a new one. */
+void cour_peer_reset(struct cour_peer *peer, int prov_errno)
+{
+	struct cour_ep *ep = peer->ep;
+	uint32_t w = (uint32_t)cour_params.window;
+
+	if (peer->txwin)
+		for (uint32_t s = peer->tx_una; s != peer->tx_next; s++)
+			peer->txwin[s % w].txe = NULL;
+	if (peer->rxwin) {
+		for (uint32_t i = 0; i < w; i++) {
+			if (peer->rxwin[i].buf)
+				cour_pool_put(&ep->rxbuf_pool, peer->rxwin[i].buf);
+			peer->rxwin[i].buf = NULL;
+		}
+	}
+	cour_peer_fail_list(peer, &peer->ctrlq, prov_errno);
+	cour_peer_fail_list(peer, &peer->txq, prov_errno);
+	cour_peer_fail_list(peer, &peer->tx_inflight, prov_errno);
+	cour_peer_fail_list(peer, &peer->tx_wait, prov_errno);
+	cour_msg_peer_reset(peer, prov_errno);
+	cour_peer_state_init(peer);
+}
+
+/* Timers of every active peer: delayed ACKs, retransmission, unreachable peers. */
+void cour_ep_timers(struct cour_ep *ep, uint64_t now)
+{
+	struct cour_peer *peer, *tmp;
+	uint64_t next = 0;
+	uint32_t w = (uint32_t)cour_params.window;
+
+	DL_FOREACH_SAFE2(ep->active, peer, tmp, act_next) {
+		if (peer->ack_needed && now >= peer->ack_deadline)
+			cour_peer_send_ack(peer);
+
+		if (peer->rto_deadline && now >= peer->rto_deadline) {
+			if (now - peer->last_ack_us >= (uint64_t)cour_params.peer_timeout_ms * 1000) {
+				char str[80];
+				COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: nothing acknowledged "
+					  "for %d ms; failing its operations\n",
+					  cour_addr_str(&peer->addr, str, sizeof(str)),
+					  cour_params.peer_timeout_ms);
+				ep->stats.peers_unreachable++;
+				cour_peer_reset(peer, COUR_E_UNREACHABLE);
+			} else {
+				/* resend the unacknowledged head of the window, then back off */
+				uint32_t n = 0;
+				for (uint32_t s = peer->tx_una; s != peer->tx_next &&
+				     n <= COUR_SACK_BITS; s++, n++) {
+					struct cour_txpkt *slot = &peer->txwin[s % w];
+					if (slot->sacked)
+						continue;
+					cour_slot_send(peer, slot, now);
+					ep->stats.retrans_timeout++;
+				}
+				cour_udp_flush(ep);
+				peer->rto_us = COUR_MIN(peer->rto_us * 2,
+							(uint64_t)cour_params.rto_max_us);
+				peer->rto_deadline = now + peer->rto_us;
+			}
+		}
+		if (peer->txq || peer->ctrlq)
+			cour_peer_push(peer);
+
+		if (!peer->rto_deadline && !peer->ack_needed && !peer->txq && !peer->ctrlq) {
+			DL_DELETE2(ep->active, peer, act_prev, act_next);
+			peer->on_active = false;
+			continue;
+		}
+		if (peer->rto_deadline && (!next || peer->rto_deadline < next))
+			next = peer->rto_deadline;
+		if (peer->ack_needed && (!next || peer->ack_deadline < next))
+			next = peer->ack_deadline;
+		if ((peer->txq || peer->ctrlq) && (!next || now + 1000 < next))
+			next = now + 1000;  /* blocked on credits or window: look again soon */
+	}
+	ep->next_timer = next;
+}
+
+/* Checks that every byte the header claims is really there, and that it is intact. */
+static bool cour_pkt_valid(struct cour_ep *ep, void *buf, size_t len)
+{
+	struct cour_base_hdr *h = buf;
+	uint32_t crc, want;
+	size_t hlen;
+
+	if (len < COUR_BASE_HDR_LEN || h->version != COUR_WIRE_VERSION ||
+	    h->type == 0 || h->type >= COUR_PKT_TYPE_MAX || (h->flags & ~COUR_F_ALL))
+		return false;
+	hlen = (h->type == COUR_PKT_ACK || h->type == COUR_PKT_RESET) ?
+	       COUR_BASE_HDR_LEN : COUR_PKT_HDR_LEN;
+	if (len < hlen)
+		return false;
+	if (cour_params.checksum && hlen == COUR_PKT_HDR_LEN && !(h->flags & COUR_F_PCSUM))
+		return false;
+	want = h->crc;
+	h->crc = 0;
+	crc = cour_crc32c(0, buf, (h->flags & COUR_F_PCSUM) ? len : hlen);
+	if (h->flags & COUR_F_PCSUM) {
+		/* the sender summed header then payload as one stream */
+		crc = cour_crc32c(0, buf, hlen);
+		crc = cour_crc32c(crc, (char *)buf + hlen, len - hlen);
+	}
+	h->crc = want;
+	return crc == want;
+}
+
+static void cour_peer_deliver(struct cour_peer *peer, char *buf, size_t len)
+{
+	const struct cour_pkt_hdr *hdr = (const struct cour_pkt_hdr *)buf;
+
+	cour_msg_handle(peer, hdr, buf + COUR_PKT_HDR_LEN, len - COUR_PKT_HDR_LEN);
+}
+
+/* In-order delivery of seq, then of every held packet it unblocks. */
+static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
+{
+	struct cour_ep *ep = peer->ep;
+	uint32_t w = (uint32_t)cour_params.window;
+
+	cour_peer_deliver(peer, buf, len);
+	peer->rx_next++;
+	peer->rx_since_ack++;
+	while (peer->rx_held && peer->rxwin[peer->rx_next % w].buf) {
+		struct cour_rxslot *slot = &peer->rxwin[peer->rx_next % w];
+		void *held = slot->buf;
+
+		slot->buf = NULL;
+		peer->rx_held--;
+		cour_peer_deliver(peer, held, slot->len);
+		cour_pool_put(&ep->rxbuf_pool, held);
+		peer->rx_next++;
+		peer->rx_since_ack++;
+	}
+}
+
+void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
+			const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_pkt_hdr *hdr = buf;
+	struct cour_base_hdr *h = &hdr->base;
+	struct cour_peer *peer;
+	struct cour_addr from;
+	uint32_t w = (uint32_t)cour_params.window;
+	uint64_t now;
+
+	if (!cour_pkt_valid(ep, buf, len) ||
+	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0) {
+		ep->stats.drop_bad_hdr++;
+		return buf;
+	}
+	from.is_v4 = ep->addr.is_v4;
+	ep->stats.rx_bytes += len;
+	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
+		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
+			cour_msg_handle_dgram(ep, hdr, (char *)buf + COUR_PKT_HDR_LEN,
+					      len - COUR_PKT_HDR_LEN, &from);
+		else
+			ep->stats.drop_bad_hdr++;
+		return buf;
+	}
+
+	peer = cour_peer_by_addr_locked(ep, &from, cour_pkt_sequenced(h->type));
+	if (!peer || !h->src_session) {
+		ep->stats.drop_stale_session++;
+		return buf;
+	}
+	if (h->dst_session && h->dst_session != peer->local_session) {
+		/* meant for an earlier session of ours: tell the sender, unless it is itself
+		 * only an ACK or RESET (never answer those, so two sides cannot ping-pong) */
+		ep->stats.drop_stale_session++;
+		if (cour_pkt_sequenced(h->type))
+			cour_send_reset(ep, peer, h->src_session);
+		return buf;
+	}
+	if (h->src_session != peer->remote_session) {
+		if (peer->remote_session) {
+			char str[80];
+			COUR_INFO(FI_LOG_EP_DATA, "peer %s restarted (session %08x -> %08x)\n",
+				  cour_addr_str(&peer->addr, str, sizeof(str)),
+				  peer->remote_session, h->src_session);
+			ep->stats.peers_reset++;
+			cour_peer_reset(peer, COUR_E_PEER_RESET);
+		} else if (h->type == COUR_PKT_RESET && h->dst_session != peer->local_session) {
+			return buf;
+		}
+		peer->remote_session = h->src_session;
+	}
+	now = cour_now_us();
+	if (h->type == COUR_PKT_ACK)
+		ep->stats.acks_rcvd++;
+	cour_peer_ack(peer, h, now);
+	if (!cour_pkt_sequenced(h->type))
+		return buf;
+
+	if (COUR_UNLIKELY(!peer->rxwin)) {
+		peer->rxwin = calloc(w, sizeof(*peer->rxwin));
+		if (!peer->rxwin) {
+			ep->stats.drop_no_buf++;
+			return buf;
+		}
+	}
+	cour_peer_activate(peer);
+	if (h->seq == peer->rx_next) {
+		cour_peer_rx_inorder(peer, buf, len);
+		if (peer->rx_since_ack >= COUR_ACK_EVERY || peer->rx_held) {
+			cour_peer_send_ack(peer);
+		} else if (!peer->ack_needed) {
+			peer->ack_needed = true;
+			peer->ack_deadline = now + (uint64_t)cour_params.ack_delay_us;
+			if (!ep->next_timer || peer->ack_deadline < ep->next_timer)
+				ep->next_timer = peer->ack_deadline;
+		}
+		return buf;
+	}
+	if (cour_seq_lt(h->seq, peer->rx_next)) {
+		ep->stats.dup_rcvd++;
+		cour_peer_send_ack(peer);       /* the sender missed our ACK */
+		return buf;
+	}
+	if (h->seq - peer->rx_next >= w) {
+		ep->stats.drop_window++;
+		return buf;
+	}
+	struct cour_rxslot *slot = &peer->rxwin[h->seq % w];
+	if (slot->buf) {
+		ep->stats.dup_rcvd++;
+		return buf;
+	}
+	void *fresh = cour_pool_get(&ep->rxbuf_pool);
+	if (!fresh) {
+		ep->stats.drop_no_buf++;
+		return buf;
+	}
+	slot->buf = buf;
+	slot->len = (uint32_t)len;
+	peer->rx_held++;
+	ep->stats.ooo_rcvd++;
+	cour_peer_send_ack(peer);               /* SACK tells the sender about the hole now */
+	return fresh;
+}
+
+void cour_peer_free_all(struct cour_ep *ep)
+{
+	struct cour_peer *peer, *tmp;
+
+	HASH_ITER(hh, ep->peers, peer, tmp) {
+		cour_peer_reset(peer, COUR_E_EP_CLOSED);
+		HASH_DEL(ep->peers, peer);
+		if (peer->on_active)
+			DL_DELETE2(ep->active, peer, act_prev, act_next);
+		free(peer->txwin);
+		free(peer->rxwin);
+		free(peer);
+	}
+	free(ep->peer_by_fiaddr);
+	ep->peer_by_fiaddr = NULL;
+	ep->peer_cache_len = 0;
+}

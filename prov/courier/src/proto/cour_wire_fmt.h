@@ -1,0 +1,133 @@
+/*
+ * courier wire format, version 1. docs/protocol.md describes it for humans; this header is the
+ * truth. All fields are little-endian; courier builds only on little-endian hosts (checked
+ * below), so encoding is a plain store.
+ *
+ * Every packet starts with the base header (32 bytes):
+ *
+ *   0       1       2               4                               8
+ *   +-------+-------+---------------+-------------------------------+
+ *   |version| type  |    flags      |   crc32c (header [+payload])  |
+ *   +-------+-------+---------------+-------------------------------+
+ *   |        src_session            |        dst_session            |  8
+ *   +-------------------------------+-------------------------------+
+ *   |        seq                    |        ack                    | 16
+ *   +-------------------------------+-------------------------------+
+ *   |        sack                   |        credits                | 24
+ *   +-------------------------------+-------------------------------+
+ *
+ *   src_session  the sender's random nonce for this pair of endpoints (never 0)
+ *   dst_session  the receiver's nonce as the sender knows it, 0 while unknown
+ *   seq          sequence number of a sequenced packet (types EAGER..DONE); 0 otherwise
+ *   ack          cumulative: every sequenced packet below it has been received and processed
+ *   sack         bit i set: packet ack + 1 + i has been received too
+ *   credits      cumulative credit limit: the sender of this header may be sent eager
+ *                messages (and RTS) numbered below this value
+ *
+ * Message packets (EAGER, RTS, CTS, RDATA, DONE, DGRAM) add the message header (40 bytes):
+ *
+ *   +-------------------------------+-------------------------------+
+ *   |        msg_id                 |        rx_id                  | 32
+ *   +-------------------------------+-------------------------------+
+ *   |        tag                                                    | 40
+ *   +---------------------------------------------------------------+
+ *   |        data (remote CQ data)                                  | 48
+ *   +---------------------------------------------------------------+
+ *   |        total_len                                              | 56
+ *   +---------------------------------------------------------------+
+ *   |        offset                                                 | 64
+ *   +---------------------------------------------------------------+ 72, then payload
+ *
+ *   EAGER   a message or one fragment of it: payload is bytes [offset, offset + len)
+ *   RTS     rendezvous request: a message of total_len bytes waits at the sender (msg_id)
+ *   CTS     rendezvous clear: receiver's rx_id; total_len = bytes it accepts
+ *   RDATA   rendezvous payload for rx_id at offset
+ *   DONE    delivery notice for msg_id (sent when FI_DELIVERY_COMPLETE was asked)
+ *   DGRAM   an unreliable datagram message (FI_EP_DGRAM)
+ */
+#ifndef COUR_WIRE_FMT_H
+#define COUR_WIRE_FMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "courier's wire format is little-endian and has no byte swapping yet"
+#endif
+
+#define COUR_WIRE_VERSION 1
+
+enum cour_pkt_type {
+	COUR_PKT_ACK = 1,   /* unsequenced: ack, sack, credits only */
+	COUR_PKT_RESET,     /* unsequenced: "your view of my session is stale" */
+	COUR_PKT_EAGER,     /* first sequenced type */
+	COUR_PKT_RTS,
+	COUR_PKT_CTS,
+	COUR_PKT_RDATA,
+	COUR_PKT_DONE,      /* last sequenced type */
+	COUR_PKT_DGRAM,
+	COUR_PKT_TYPE_MAX
+};
+
+static inline int cour_pkt_sequenced(unsigned type)
+{
+	return type >= COUR_PKT_EAGER && type <= COUR_PKT_DONE;
+}
+
+enum {
+	COUR_F_TAGGED  = 1 << 0,   /* tagged message: match on tag */
+	COUR_F_CQ_DATA = 1 << 1,   /* data carries remote CQ data */
+	COUR_F_DC      = 1 << 2,   /* sender wants a DONE once the message is placed */
+	COUR_F_PCSUM   = 1 << 3,   /* crc covers the payload too */
+	COUR_F_ALL     = (1 << 4) - 1
+};
+
+struct cour_base_hdr {
+	uint8_t  version;
+	uint8_t  type;
+	uint16_t flags;
+	uint32_t crc;
+	uint32_t src_session;
+	uint32_t dst_session;
+	uint32_t seq;
+	uint32_t ack;
+	uint32_t sack;
+	uint32_t credits;
+};
+
+struct cour_msg_hdr {
+	uint32_t msg_id;
+	uint32_t rx_id;
+	uint64_t tag;
+	uint64_t data;
+	uint64_t total_len;
+	uint64_t offset;
+};
+
+struct cour_pkt_hdr {
+	struct cour_base_hdr base;
+	struct cour_msg_hdr  msg;
+};
+
+_Static_assert(sizeof(struct cour_base_hdr) == 32, "base header is 32 bytes on the wire");
+_Static_assert(sizeof(struct cour_msg_hdr) == 40, "message header is 40 bytes on the wire");
+_Static_assert(sizeof(struct cour_pkt_hdr) == 72, "full header is 72 bytes on the wire");
+_Static_assert(offsetof(struct cour_pkt_hdr, msg.offset) == 64, "offset field at byte 64");
+
+#define COUR_BASE_HDR_LEN sizeof(struct cour_base_hdr)
+#define COUR_PKT_HDR_LEN  sizeof(struct cour_pkt_hdr)
+#define COUR_SACK_BITS    32
+
+/* Largest UDP payload courier ever sends or accepts. */
+#define COUR_MAX_PKT      65000
+
+/* Wrap-safe comparisons of 32-bit sequence numbers (and credit counters). */
+static inline int cour_seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+static inline int cour_seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0; }
+static inline int cour_seq_gt(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
+static inline int cour_seq_ge(uint32_t a, uint32_t b) { return (int32_t)(a - b) >= 0; }
+
+/* crc32c (Castagnoli); hardware-accelerated where the CPU has SSE4.2. */
+uint32_t cour_crc32c(uint32_t crc, const void *buf, size_t len);
+
+#endif

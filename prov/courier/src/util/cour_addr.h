@@ -1,0 +1,36 @@
+/*
+ * Endpoint addresses. courier's addr_format is FI_SOCKADDR_IN (or FI_SOCKADDR_IN6): the name of
+ * an endpoint is the UDP socket address it listens on, so applications and fi_getinfo's
+ * node/service speak the same language. Internally every address is normalised to a fixed
+ * 20-byte key (IPv4 as v4-mapped IPv6) that hashes and compares as plain bytes.
+ */
+#ifndef COUR_ADDR_H
+#define COUR_ADDR_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct cour_addr {
+	uint8_t  ip[16];      /* IPv6, or IPv4 mapped as ::ffff:a.b.c.d */
+	uint16_t port;        /* network byte order */
+	uint8_t  is_v4;       /* the application spoke IPv4: answer it in IPv4 */
+	uint8_t  pad;         /* always zero, so the struct hashes as bytes */
+};
+_Static_assert(sizeof(struct cour_addr) == 20, "cour_addr is a hash key");
+
+/* Accepts sockaddr_in and sockaddr_in6 of at least the right length. 0 or -FI_EINVAL. */
+int cour_addr_from_sockaddr(struct cour_addr *a, const void *sa, size_t len);
+/* Writes the sockaddr the address came from (in or in6); returns its length. */
+size_t cour_addr_to_sockaddr(const struct cour_addr *a, struct sockaddr_storage *ss);
+/* "fi_sockaddr_in://1.2.3.4:5" style text, always NUL-terminated; returns buf. */
+char *cour_addr_str(const struct cour_addr *a, char *buf, size_t len);
+bool cour_addr_is_loopback(const struct cour_addr *a);
+static inline bool cour_addr_eq(const struct cour_addr *a, const struct cour_addr *b)
+{
+	return __builtin_memcmp(a, b, sizeof(*a)) == 0;
+}
+
+#endif

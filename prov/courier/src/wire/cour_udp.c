@@ -1,0 +1,277 @@
+/*
+ * The UDP wire: one non-blocking datagram socket per endpoint, packets batched through
+ * sendmmsg/recvmmsg. Unreliable and unordered: the engine's reliability layer runs on top.
+ *
+ * Contract with the engine:
+ *   cour_udp_queue   adds a packet to the endpoint's send batch (the header is copied and
+ *                    finished there; the payload iov must stay valid until the flush);
+ *   cour_udp_flush   hands the batch to the kernel; packets it refuses are lost as far as the
+ *                    engine is concerned (the retransmit timer recovers them), counted;
+ *   cour_udp_poll    reads up to a batch and gives each packet to cour_ep_rx_packet.
+ */
+#include "cour_ep.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#ifndef IP_MTU
+#define IP_MTU 14
+#endif
+
+static void cour_udp_sockbuf(int fd, int opt, int force_opt, size_t want)
+{
+	int v = (int)COUR_MIN(want, (size_t)(1u << 30));
+
+	/* As root the FORCE variant passes the rmem_max/wmem_max ceiling; otherwise take what
+	 * the system allows. */
+	if (setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof(v)) == 0)
+		return;
+	if (setsockopt(fd, SOL_SOCKET, opt, &v, sizeof(v)) != 0)
+		COUR_INFO(FI_LOG_EP_CTRL, "setsockopt(%d, %d): %s\n", opt, v, strerror(errno));
+}
+
+int cour_udp_open(struct cour_ep *ep, const struct cour_addr *want)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char str[80];
+	int fd;
+
+	len = (socklen_t)cour_addr_to_sockaddr(want, &ss);
+	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		COUR_WARN(FI_LOG_EP_CTRL, "socket: %s\n", strerror(errno));
+		return -FI_ENOMEM;
+	}
+	if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
+		int err = errno;
+		COUR_WARN(FI_LOG_EP_CTRL, "bind %s: %s\n", cour_addr_str(want, str, sizeof(str)),
+			  strerror(err));
+		close(fd);
+		return err == EADDRINUSE ? -FI_EADDRINUSE :
+		       err == EADDRNOTAVAIL ? -FI_EADDRNOTAVAIL : -FI_EINVAL;
+	}
+	cour_udp_sockbuf(fd, SO_SNDBUF, SO_SNDBUFFORCE, cour_params.sockbuf);
+	cour_udp_sockbuf(fd, SO_RCVBUF, SO_RCVBUFFORCE, cour_params.sockbuf);
+
+	ep->bound_len = sizeof(ep->bound_sa);
+	if (getsockname(fd, (struct sockaddr *)&ep->bound_sa, &ep->bound_len) != 0 ||
+	    cour_addr_from_sockaddr(&ep->addr, &ep->bound_sa, ep->bound_len) != 0) {
+		COUR_WARN(FI_LOG_EP_CTRL, "getsockname: %s\n", strerror(errno));
+		close(fd);
+		return -FI_EOTHER;
+	}
+	/* The app spoke IPv4 (or not): answer in the same family as it asked. */
+	ep->addr.is_v4 = want->is_v4;
+	ep->fd = fd;
+
+	for (int i = 0; i < COUR_RX_BATCH; i++) {
+		ep->rx_bufs[i] = cour_pool_get(&ep->rxbuf_pool);
+		if (!ep->rx_bufs[i]) {
+			cour_udp_close(ep);
+			return -FI_ENOMEM;
+		}
+	}
+	COUR_INFO(FI_LOG_EP_CTRL, "endpoint bound to %s\n",
+		  cour_addr_str(&ep->addr, str, sizeof(str)));
+	return 0;
+}
+
+void cour_udp_close(struct cour_ep *ep)
+{
+	for (int i = 0; i < COUR_RX_BATCH; i++) {
+		if (ep->rx_bufs[i])
+			cour_pool_put(&ep->rxbuf_pool, ep->rx_bufs[i]);
+		ep->rx_bufs[i] = NULL;
+	}
+	if (ep->fd >= 0)
+		close(ep->fd);
+	ep->fd = -1;
+}
+
+/* Largest datagram (our header included) worth sending to addr: the route's MTU, so that IP
+ * never fragments (one lost fragment would cost the whole datagram). Slow path: once per peer. */
+uint32_t cour_udp_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = (socklen_t)cour_addr_to_sockaddr(addr, &ss);
+	int mtu = 0, fd;
+	socklen_t olen = sizeof(mtu);
+	uint32_t ip_udp = addr->is_v4 ? 28 : 48;
+
+	if (cour_params.mtu)
+		return (uint32_t)cour_params.mtu;
+	if (cour_addr_is_loopback(addr))
+		return COUR_MAX_PKT;
+	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		if (connect(fd, (struct sockaddr *)&ss, len) == 0)
+			getsockopt(fd, ss.ss_family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
+				   ss.ss_family == AF_INET ? IP_MTU : IPV6_MTU, &mtu, &olen);
+		close(fd);
+	}
+	if (mtu <= (int)ip_udp + 512)
+		return 1500 - ip_udp;
+	return (uint32_t)COUR_MIN((uint32_t)mtu - ip_udp, (uint32_t)COUR_MAX_PKT);
+}
+
+void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hdr_len,
+		     const struct iovec *iov, size_t iovcnt)
+{
+	uint32_t crc;
+
+	if (peer) {
+		hdr->base.ack = peer->rx_next;
+		hdr->base.sack = 0;
+		if (peer->rx_held && peer->rxwin) {
+			uint32_t w = (uint32_t)cour_params.window;
+			for (uint32_t i = 0; i < COUR_SACK_BITS && i + 1 < w; i++)
+				if (peer->rxwin[(peer->rx_next + 1 + i) % w].buf)
+					hdr->base.sack |= 1u << i;
+		}
+		hdr->base.credits = peer->credits_granted;
+		hdr->base.src_session = peer->local_session;
+		hdr->base.dst_session = peer->remote_session;
+		peer->credits_sent = peer->credits_granted;
+		/* Whatever we send carries the ACK: a pending delayed ACK is no longer needed. */
+		peer->ack_needed = false;
+		peer->rx_since_ack = 0;
+	}
+	hdr->base.version = COUR_WIRE_VERSION;
+	hdr->base.crc = 0;
+	crc = cour_crc32c(0, hdr, hdr_len);
+	if (cour_params.checksum) {
+		hdr->base.flags |= COUR_F_PCSUM;
+		crc = cour_crc32c(0, hdr, hdr_len);
+		for (size_t i = 0; i < iovcnt; i++)
+			crc = cour_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+	}
+	hdr->base.crc = crc;
+}
+
+void cour_udp_queue(struct cour_ep *ep, struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+		    size_t hdr_len, const struct iovec *iov, size_t iovcnt)
+{
+	uint32_t i = ep->tx_count;
+	struct msghdr *m;
+
+	assert(iovcnt <= COUR_IOV_MAX);
+	memcpy(&ep->tx_hdrs[i], hdr, hdr_len);
+	cour_hdr_finish(peer, &ep->tx_hdrs[i], hdr_len, iov, iovcnt);
+	ep->tx_iov[i][0].iov_base = &ep->tx_hdrs[i];
+	ep->tx_iov[i][0].iov_len = hdr_len;
+	if (iovcnt)
+		memcpy(&ep->tx_iov[i][1], iov, iovcnt * sizeof(*iov));
+	m = &ep->tx_msgs[i].msg_hdr;
+	m->msg_name = &peer->sa;
+	m->msg_namelen = peer->sa_len;
+	m->msg_iov = ep->tx_iov[i];
+	m->msg_iovlen = iovcnt + 1;
+	m->msg_control = NULL;
+	m->msg_controllen = 0;
+	m->msg_flags = 0;
+	ep->tx_peer[i] = peer;
+	ep->stats.tx_pkts++;
+	for (size_t k = 0; k < iovcnt; k++)
+		ep->stats.tx_bytes += iov[k].iov_len;
+	if (++ep->tx_count == COUR_TX_BATCH)
+		cour_udp_flush(ep);
+}
+
+int cour_udp_flush(struct cour_ep *ep)
+{
+	uint32_t n = ep->tx_count, done = 0;
+	int ret;
+
+	if (!n)
+		return 0;
+	if (COUR_UNLIKELY(ep->fault)) {
+		for (uint32_t i = 0; i < n; i++)
+			cour_fault_sendmsg(ep, &ep->tx_msgs[i].msg_hdr);
+		ep->tx_count = 0;
+		return 0;
+	}
+	while (done < n) {
+		ret = sendmmsg(ep->fd, &ep->tx_msgs[done], n - done, 0);
+		if (ret > 0) {
+			done += (uint32_t)ret;
+			continue;
+		}
+		if (ret < 0 && errno == EINTR)
+			continue;
+		/* EAGAIN (socket full) or a transient error such as ECONNREFUSED from an earlier
+		 * ICMP: the unsent packets are in their peers' windows and the retransmit timer
+		 * will resend them. Skip the one that failed so one bad destination cannot block
+		 * the batch. */
+		if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNREFUSED)
+			COUR_WARN(FI_LOG_EP_DATA, "sendmmsg: %s\n", strerror(errno));
+		ep->tx_blocked = true;
+		done++;
+	}
+	ep->tx_count = 0;
+	return 0;
+}
+
+int cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len,
+		      const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt)
+{
+	struct iovec v[COUR_IOV_MAX + 1];
+	struct msghdr m = {
+		.msg_name = (void *)sa,
+		.msg_namelen = sa_len,
+		.msg_iov = v,
+		.msg_iovlen = iovcnt + 1,
+	};
+
+	v[0].iov_base = (void *)hdr;
+	v[0].iov_len = hdr_len;
+	if (iovcnt)
+		memcpy(&v[1], iov, iovcnt * sizeof(*iov));
+	ep->stats.tx_pkts++;
+	if (COUR_UNLIKELY(ep->fault))
+		return cour_fault_sendmsg(ep, &m);
+	while (sendmsg(ep->fd, &m, 0) < 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNREFUSED)
+			return -FI_EAGAIN;
+		COUR_WARN(FI_LOG_EP_DATA, "sendmsg: %s\n", strerror(errno));
+		return -FI_EIO;
+	}
+	return 0;
+}
+
+int cour_udp_poll(struct cour_ep *ep)
+{
+	int n, i;
+
+	for (i = 0; i < COUR_RX_BATCH; i++) {
+		ep->rx_iov[i].iov_base = ep->rx_bufs[i];
+		ep->rx_iov[i].iov_len = ep->rxbuf_size;
+		ep->rx_msgs[i].msg_hdr.msg_name = &ep->rx_sa[i];
+		ep->rx_msgs[i].msg_hdr.msg_namelen = sizeof(ep->rx_sa[i]);
+		ep->rx_msgs[i].msg_hdr.msg_iov = &ep->rx_iov[i];
+		ep->rx_msgs[i].msg_hdr.msg_iovlen = 1;
+		ep->rx_msgs[i].msg_hdr.msg_control = NULL;
+		ep->rx_msgs[i].msg_hdr.msg_controllen = 0;
+		ep->rx_msgs[i].msg_hdr.msg_flags = 0;
+	}
+	n = recvmmsg(ep->fd, ep->rx_msgs, COUR_RX_BATCH, MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		struct msghdr *m = &ep->rx_msgs[i].msg_hdr;
+
+		ep->stats.rx_pkts++;
+		if (m->msg_flags & MSG_TRUNC) {
+			ep->stats.drop_bad_hdr++;
+			continue;
+		}
+		ep->rx_bufs[i] = cour_ep_rx_packet(ep, ep->rx_bufs[i], ep->rx_msgs[i].msg_len,
+						   &ep->rx_sa[i], m->msg_namelen);
+	}
+	return n;
+}

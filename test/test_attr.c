@@ -1,0 +1,793 @@
+/*
+ * cour_getinfo and cour_info_check: what courier offers, how hints narrow it, which addresses
+ * node/service/flags produce. Expected values are written out as numbers on purpose, so a
+ * wrong constant in cour_attr.h fails here instead of being restated.
+ */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cour.h"
+#include "cour_attr.h"
+
+#define V117 FI_VERSION(1, 17)
+#define V14  FI_VERSION(1, 4)
+
+#define ALL_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | \
+		  FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define COMM (FI_LOCAL_COMM | FI_REMOTE_COMM)
+
+static struct fi_info *hints;
+static struct fi_info *info;
+
+static void setup(void)
+{
+	hints = fi_allocinfo();
+	cr_assert_not_null(hints);
+	info = NULL;
+}
+
+static void teardown(void)
+{
+	fi_freeinfo(hints);
+	fi_freeinfo(info);
+}
+
+TestSuite(attr, .init = setup, .fini = teardown);
+
+static size_t count(const struct fi_info *fi)
+{
+	size_t n = 0;
+
+	for (; fi && n < 100; fi = fi->next)
+		n++;
+	return n;
+}
+
+static void drop(void)
+{
+	fi_freeinfo(info);
+	info = NULL;
+}
+
+/* Succeeds with n infos, kept in `info` for teardown. */
+static struct fi_info *get(uint32_t version, const char *node, const char *service,
+			   uint64_t flags, const struct fi_info *h, size_t n)
+{
+	int ret = cour_getinfo(version, node, service, flags, h, &info);
+
+	cr_assert_eq(ret, 0, "cour_getinfo: %d (%s)", ret, fi_strerror(-ret));
+	cr_assert_eq(count(info), n, "got %zu infos, expected %zu", count(info), n);
+	return info;
+}
+
+/* Fails with err and leaves *info alone. */
+static void fail(uint32_t version, const char *node, const char *service, uint64_t flags,
+		 const struct fi_info *h, int err)
+{
+	struct fi_info *out = (struct fi_info *)&out;
+	int ret = cour_getinfo(version, node, service, flags, h, &out);
+
+	cr_assert_eq(ret, err, "cour_getinfo: %d, expected %d", ret, err);
+	cr_assert_eq(out, (struct fi_info *)&out, "*info written on failure");
+}
+
+static void assert_in(const void *addr, size_t len, const char *ip, int port)
+{
+	const struct sockaddr_in *sin = addr;
+	char buf[INET_ADDRSTRLEN];
+
+	cr_assert_not_null(addr);
+	cr_assert_eq(len, 16);
+	cr_assert_eq(sin->sin_family, AF_INET);
+	cr_assert_str_eq(inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)), ip);
+	cr_assert_eq(ntohs(sin->sin_port), port);
+}
+
+static void assert_in6(const void *addr, size_t len, const char *ip, int port)
+{
+	const struct sockaddr_in6 *sin6 = addr;
+	char buf[INET6_ADDRSTRLEN];
+
+	cr_assert_not_null(addr);
+	cr_assert_eq(len, 28);
+	cr_assert_eq(sin6->sin6_family, AF_INET6);
+	cr_assert_str_eq(inet_ntop(AF_INET6, &sin6->sin6_addr, buf, sizeof(buf)), ip);
+	cr_assert_eq(ntohs(sin6->sin6_port), port);
+}
+
+static void check_default(const struct fi_info *fi, enum fi_ep_type type)
+{
+	bool rdm = type == FI_EP_RDM;
+
+	cr_assert_eq(fi->caps, ALL_CAPS, "caps 0x%lx", (unsigned long)fi->caps);
+	cr_assert_eq(fi->mode, 0);
+	cr_assert_eq(fi->addr_format, FI_SOCKADDR_IN);
+	assert_in(fi->src_addr, fi->src_addrlen, "127.0.0.1", 0);
+	cr_assert_null(fi->dest_addr);
+	cr_assert_eq(fi->dest_addrlen, 0);
+	cr_assert_null(fi->handle);
+	cr_assert_null(fi->nic);
+
+	cr_assert_eq(fi->tx_attr->caps, FI_MSG | FI_TAGGED | FI_SEND | COMM);
+	cr_assert_eq(fi->tx_attr->mode, 0);
+	cr_assert_eq(fi->tx_attr->op_flags, 0);
+	cr_assert_eq(fi->tx_attr->msg_order, rdm ? FI_ORDER_SAS : 0);
+	cr_assert_eq(fi->tx_attr->comp_order, FI_ORDER_NONE);
+	cr_assert_eq(fi->tx_attr->inject_size, 4096);
+	cr_assert_eq(fi->tx_attr->size, 1024);
+	cr_assert_eq(fi->tx_attr->iov_limit, 8);
+	cr_assert_eq(fi->tx_attr->rma_iov_limit, 0);
+
+	cr_assert_eq(fi->rx_attr->caps, FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV |
+		     FI_MULTI_RECV | FI_SOURCE | COMM);
+	cr_assert_eq(fi->rx_attr->mode, 0);
+	cr_assert_eq(fi->rx_attr->op_flags, 0);
+	cr_assert_eq(fi->rx_attr->msg_order, rdm ? FI_ORDER_SAS : 0);
+	cr_assert_eq(fi->rx_attr->comp_order, FI_ORDER_NONE);
+	cr_assert_eq(fi->rx_attr->total_buffered_recv, 0);
+	cr_assert_eq(fi->rx_attr->size, 1024);
+	cr_assert_eq(fi->rx_attr->iov_limit, 8);
+
+	cr_assert_eq(fi->ep_attr->type, type);
+	cr_assert_eq(fi->ep_attr->protocol, FI_PROTO_UDP);
+	cr_assert_eq(fi->ep_attr->protocol_version, 1);
+	cr_assert_eq(fi->ep_attr->max_msg_size, rdm ? 0xffffffffULL : 64928);
+	cr_assert_eq(fi->ep_attr->msg_prefix_size, 0);
+	cr_assert_eq(fi->ep_attr->max_order_raw_size, 0);
+	cr_assert_eq(fi->ep_attr->max_order_war_size, 0);
+	cr_assert_eq(fi->ep_attr->max_order_waw_size, 0);
+	cr_assert_eq(fi->ep_attr->mem_tag_format, 0xAAAAAAAAAAAAAAAAULL);
+	cr_assert_eq(fi->ep_attr->tx_ctx_cnt, 1);
+	cr_assert_eq(fi->ep_attr->rx_ctx_cnt, 1);
+	cr_assert_eq(fi->ep_attr->auth_key_size, 0);
+
+	cr_assert_str_eq(fi->domain_attr->name, "udp");
+	cr_assert_eq(fi->domain_attr->threading, FI_THREAD_SAFE);
+	cr_assert_eq(fi->domain_attr->control_progress, FI_PROGRESS_AUTO);
+	cr_assert_eq(fi->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	cr_assert_eq(fi->domain_attr->resource_mgmt, FI_RM_ENABLED);
+	cr_assert_eq(fi->domain_attr->av_type, FI_AV_UNSPEC);
+	cr_assert_eq(fi->domain_attr->mr_mode, 0);
+	cr_assert_eq(fi->domain_attr->mr_key_size, 8);
+	cr_assert_eq(fi->domain_attr->cq_data_size, 8);
+	cr_assert_eq(fi->domain_attr->cq_cnt, 256);
+	cr_assert_eq(fi->domain_attr->ep_cnt, 1024);
+	cr_assert_eq(fi->domain_attr->tx_ctx_cnt, 1024);
+	cr_assert_eq(fi->domain_attr->rx_ctx_cnt, 1024);
+	cr_assert_eq(fi->domain_attr->max_ep_tx_ctx, 1);
+	cr_assert_eq(fi->domain_attr->max_ep_rx_ctx, 1);
+	cr_assert_eq(fi->domain_attr->max_ep_stx_ctx, 0);
+	cr_assert_eq(fi->domain_attr->max_ep_srx_ctx, 0);
+	cr_assert_eq(fi->domain_attr->cntr_cnt, 256);
+	cr_assert_eq(fi->domain_attr->mr_iov_limit, 1);
+	cr_assert_eq(fi->domain_attr->caps, COMM);
+	cr_assert_eq(fi->domain_attr->mode, 0);
+	cr_assert_eq(fi->domain_attr->auth_key_size, 0);
+	cr_assert_eq(fi->domain_attr->max_err_data, 0);
+	cr_assert_eq(fi->domain_attr->mr_cnt, 65536);
+
+	cr_assert_str_eq(fi->fabric_attr->name, "courier");
+	cr_assert_null(fi->fabric_attr->prov_name, "the core appends to a prov_name we set");
+	cr_assert_eq(fi->fabric_attr->prov_version, FI_VERSION(0, 1));
+	cr_assert_eq(fi->fabric_attr->api_version, V117);
+}
+
+/* ---- the offer ---- */
+
+Test(attr, null_hints_offer_rdm_then_dgram_with_every_attribute)
+{
+	get(V117, NULL, NULL, 0, NULL, 2);
+	check_default(info, FI_EP_RDM);
+	check_default(info->next, FI_EP_DGRAM);
+}
+
+Test(attr, empty_hints_are_wildcards)
+{
+	get(V117, NULL, NULL, 0, hints, 2);
+	check_default(info, FI_EP_RDM);
+	check_default(info->next, FI_EP_DGRAM);
+}
+
+Test(attr, results_are_independent)
+{
+	struct fi_info *second;
+
+	get(V117, "127.0.0.1", "4567", 0, NULL, 2);
+	cr_assert_neq(info->src_addr, info->next->src_addr);
+	cr_assert_neq(info->dest_addr, info->next->dest_addr);
+	cr_assert_neq(info->domain_attr->name, info->next->domain_attr->name);
+	cr_assert_neq(info->tx_attr, info->next->tx_attr);
+	second = info->next;
+	info->next = NULL;
+	drop();
+	info = second;
+	cr_assert_str_eq(info->domain_attr->name, "udp");
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4567);
+}
+
+Test(attr, dgram_inject_is_capped_at_dgram_max)
+{
+	cour_params.inject_size = 65536;
+	cour_params.tx_size = 64;
+	cour_params.rx_size = 32;
+	get(V117, NULL, NULL, 0, NULL, 2);
+	cr_assert_eq(info->tx_attr->inject_size, 65536);
+	cr_assert_eq(info->next->tx_attr->inject_size, 64928);
+	cr_assert_eq(info->tx_attr->size, 64);
+	cr_assert_eq(info->rx_attr->size, 32);
+	cr_assert_eq(cour_attr_max_inject(), 65536);
+}
+
+Test(attr, offer_by_type)
+{
+	struct fi_info *o = cour_attr_offer(FI_EP_DGRAM);
+
+	cr_assert_not_null(o);
+	cr_assert_eq(o->ep_attr->max_msg_size, 64928);
+	cr_assert_eq(o->tx_attr->inject_size, 4096);
+	cr_assert_null(o->src_addr);
+	fi_freeinfo(o);
+	cr_assert_null(cour_attr_offer(FI_EP_MSG));
+	cr_assert_eq(cour_info_templates[0]->ep_attr->type, FI_EP_RDM);
+	cr_assert_eq(cour_info_templates[1]->ep_attr->type, FI_EP_DGRAM);
+	cr_assert_null(cour_info_templates[2]);
+}
+
+Test(attr, prov_attr_only_returns_one_info)
+{
+	get(V117, NULL, NULL, FI_PROV_ATTR_ONLY | FI_SOURCE, hints, 1);
+	cr_assert_eq(info->fabric_attr->prov_version, FI_VERSION(0, 1));
+}
+
+/* ---- capabilities ---- */
+
+Test(attr, msg_alone_gets_both_directions_and_comm_but_no_secondary)
+{
+	hints->caps = FI_MSG;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->caps, FI_MSG | FI_SEND | FI_RECV | COMM);
+	cr_assert_eq(info->tx_attr->caps, FI_MSG | FI_SEND | COMM);
+	cr_assert_eq(info->rx_attr->caps, FI_MSG | FI_RECV | COMM);
+	cr_assert_eq(info->next->caps, FI_MSG | FI_SEND | FI_RECV | COMM);
+}
+
+Test(attr, requested_secondary_caps_are_returned)
+{
+	hints->caps = FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->caps, FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |
+		     FI_SEND | FI_RECV | COMM);
+	cr_assert_eq(info->rx_attr->caps, FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV |
+		     FI_SOURCE | FI_RECV | COMM);
+	cr_assert_eq(info->tx_attr->caps, FI_TAGGED | FI_SEND | COMM);
+}
+
+Test(attr, direction_modifier_limits)
+{
+	hints->caps = FI_MSG | FI_TAGGED | FI_SEND;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->caps, FI_MSG | FI_TAGGED | FI_SEND | COMM);
+	cr_assert_eq(info->rx_attr->caps, FI_MSG | FI_TAGGED | COMM);
+}
+
+Test(attr, local_comm_alone_is_not_widened)
+{
+	hints->caps = FI_MSG | FI_LOCAL_COMM;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM);
+	cr_assert_eq(info->domain_attr->caps, FI_LOCAL_COMM);
+}
+
+Test(attr, secondary_alone_gets_all_primaries)
+{
+	hints->caps = FI_SOURCE;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->caps, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SEND | FI_RECV |
+		     FI_SOURCE | COMM);
+}
+
+Test(attr, caps_superset_is_refused)
+{
+	static const uint64_t extra[] = {
+		FI_RMA, FI_ATOMIC, FI_MSG | FI_READ, FI_HMEM, FI_MULTICAST, FI_NAMED_RX_CTX,
+		FI_RMA_EVENT, FI_FENCE, FI_TRIGGER, FI_SHARED_AV, FI_VARIABLE_MSG,
+		FI_SOURCE_ERR, FI_COLLECTIVE, FI_AV_USER_ID,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
+		hints->caps = FI_MSG | extra[i];
+		fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	}
+}
+
+Test(attr, tx_rx_and_domain_caps_are_checked)
+{
+	hints->tx_attr->caps = FI_MSG | FI_RECV | FI_SOURCE;	/* rx bits in tx caps: fine */
+	get(V117, NULL, NULL, 0, hints, 2);
+	hints->rx_attr->caps = FI_RMA;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->rx_attr->caps = 0;
+	hints->domain_attr->caps = FI_SHARED_AV;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, mode_bits_are_cleared)
+{
+	hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX | FI_LOCAL_MR | FI_RX_CQ_DATA;
+	hints->domain_attr->mode = ~0ULL;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->mode, 0);
+	cr_assert_eq(info->domain_attr->mode, 0);
+	cr_assert_eq(info->ep_attr->msg_prefix_size, 0);
+}
+
+/* ---- endpoint, tx and rx attributes ---- */
+
+Test(attr, ep_type_filters)
+{
+	hints->ep_attr->type = FI_EP_RDM;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
+	drop();
+	hints->ep_attr->type = FI_EP_DGRAM;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->type, FI_EP_DGRAM);
+	hints->ep_attr->type = FI_EP_MSG;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, msg_order_raw_matches_nothing)
+{
+	hints->tx_attr->msg_order = FI_ORDER_RAW;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->tx_attr->msg_order = 0;
+	hints->rx_attr->comp_order = FI_ORDER_STRICT;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, msg_order_sas_only_rdm)
+{
+	hints->tx_attr->msg_order = FI_ORDER_SAS;
+	hints->rx_attr->msg_order = FI_ORDER_SAS;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
+	cr_assert_eq(info->tx_attr->msg_order, FI_ORDER_SAS);
+}
+
+Test(attr, inject_size_bound_and_reflection)
+{
+	hints->tx_attr->inject_size = 4097;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->tx_attr->inject_size = 4096;
+	get(V117, NULL, NULL, 0, hints, 2);
+	drop();
+	hints->tx_attr->inject_size = 100;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->tx_attr->inject_size, 100);
+}
+
+Test(attr, queue_sizes_and_iov_limits)
+{
+	hints->tx_attr->size = 1025;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->tx_attr->size = 0;
+	hints->rx_attr->size = 1025;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->rx_attr->size = 0;
+	hints->tx_attr->iov_limit = 9;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->tx_attr->iov_limit = 0;
+	hints->tx_attr->rma_iov_limit = 1;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->tx_attr->rma_iov_limit = 0;
+	hints->tx_attr->size = 16;
+	hints->rx_attr->size = 32;
+	hints->rx_attr->iov_limit = 8;
+	hints->rx_attr->total_buffered_recv = 1 << 20;	/* a sizing hint, not a requirement */
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->tx_attr->size, 16);
+	cr_assert_eq(info->rx_attr->size, 32);
+	cr_assert_eq(info->rx_attr->iov_limit, 8);
+	cr_assert_eq(info->tx_attr->iov_limit, 8);
+}
+
+Test(attr, max_msg_size_splits_rdm_from_dgram)
+{
+	hints->ep_attr->max_msg_size = 64929;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
+	cr_assert_eq(info->ep_attr->max_msg_size, 0xffffffffULL);
+	drop();
+	hints->ep_attr->max_msg_size = 64928;
+	get(V117, NULL, NULL, 0, hints, 2);
+	hints->ep_attr->max_msg_size = 1ULL << 32;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, op_flags)
+{
+	hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE | FI_COMPLETION;
+	hints->rx_attr->op_flags = FI_MULTI_RECV | FI_COMPLETION;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->tx_attr->op_flags, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+	cr_assert_eq(info->rx_attr->op_flags, FI_MULTI_RECV | FI_COMPLETION);
+	hints->tx_attr->op_flags = FI_COMMIT_COMPLETE;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->tx_attr->op_flags = 0;
+	hints->rx_attr->op_flags = FI_INJECT;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, contexts_protocol_auth)
+{
+	hints->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->tx_ctx_cnt = 2;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->tx_ctx_cnt = 1;
+	hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->rx_ctx_cnt = 1;
+	hints->ep_attr->protocol = FI_PROTO_RXM;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->protocol = FI_PROTO_UDP;
+	hints->ep_attr->protocol_version = 2;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->protocol_version = 1;
+	hints->ep_attr->auth_key_size = 8;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->auth_key_size = 0;
+	hints->ep_attr->mem_tag_format = 0x0000FFFF0000FFFFULL;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->ep_attr->mem_tag_format, 0x0000FFFF0000FFFFULL);
+	cr_assert_eq(info->ep_attr->tx_ctx_cnt, 1);
+}
+
+/* ---- domain and fabric ---- */
+
+Test(attr, progress_honoured)
+{
+	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	cr_assert_eq(info->domain_attr->control_progress, FI_PROGRESS_AUTO);
+	drop();
+	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+	cr_assert_eq(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	hints->domain_attr->data_progress = 7;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, threading_rm_av_type_honoured)
+{
+	static const enum fi_threading levels[] = {
+		FI_THREAD_SAFE, FI_THREAD_FID, FI_THREAD_DOMAIN, FI_THREAD_COMPLETION,
+		FI_THREAD_ENDPOINT,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		hints->domain_attr->threading = levels[i];
+		get(V117, NULL, NULL, 0, hints, 2);
+		cr_assert_eq(info->domain_attr->threading, levels[i]);
+		cr_assert_eq(info->next->domain_attr->threading, levels[i]);
+		drop();
+	}
+	hints->domain_attr->resource_mgmt = FI_RM_DISABLED;
+	hints->domain_attr->av_type = FI_AV_TABLE;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->resource_mgmt, FI_RM_DISABLED);
+	cr_assert_eq(info->domain_attr->av_type, FI_AV_TABLE);
+	drop();
+	hints->domain_attr->av_type = FI_AV_MAP;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->av_type, FI_AV_MAP);
+	hints->domain_attr->threading = 99;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, domain_limits)
+{
+	hints->domain_attr->mr_key_size = 8;
+	hints->domain_attr->cq_data_size = 8;
+	hints->domain_attr->mr_iov_limit = 1;
+	hints->domain_attr->cq_cnt = 100000;	/* "optimal" counts do not exclude us */
+	hints->domain_attr->mr_cnt = 1 << 20;
+	get(V117, NULL, NULL, 0, hints, 2);
+	hints->domain_attr->mr_key_size = 9;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->domain_attr->mr_key_size = 0;
+	hints->domain_attr->cq_data_size = 9;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->domain_attr->cq_data_size = 0;
+	hints->domain_attr->mr_iov_limit = 2;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->domain_attr->mr_iov_limit = 0;
+	hints->domain_attr->max_ep_stx_ctx = 1;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->domain_attr->max_ep_stx_ctx = 0;
+	hints->domain_attr->max_err_data = 64;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, names)
+{
+	hints->domain_attr->name = strdup("udp");
+	hints->fabric_attr->name = strdup("courier");
+	hints->fabric_attr->prov_name = strdup("ofi_rxm;courier");
+	get(V117, NULL, NULL, 0, hints, 2);
+	drop();
+	free(hints->fabric_attr->prov_name);
+	hints->fabric_attr->prov_name = strdup("COURIER");
+	get(V117, NULL, NULL, 0, hints, 2);
+	free(hints->fabric_attr->prov_name);
+	hints->fabric_attr->prov_name = strdup("tcp");
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	free(hints->fabric_attr->prov_name);
+	hints->fabric_attr->prov_name = strdup("courierx");
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	free(hints->fabric_attr->prov_name);
+	hints->fabric_attr->prov_name = NULL;
+	free(hints->domain_attr->name);
+	hints->domain_attr->name = strdup("eth0");
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	free(hints->domain_attr->name);
+	hints->domain_attr->name = NULL;
+	free(hints->fabric_attr->name);
+	hints->fabric_attr->name = strdup("tcp");
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+/* ---- mr_mode ---- */
+
+Test(attr, mr_mode_legacy_api)
+{
+	get(V14, NULL, NULL, 0, NULL, 2);
+	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_SCALABLE);
+	cr_assert_eq(cour_attr_mr_mode(info), 0);
+	drop();
+
+	hints->domain_attr->mr_mode = FI_MR_BASIC;
+	get(V14, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_BASIC);
+	cr_assert_eq(info->fabric_attr->api_version, V14);
+	cr_assert_eq(cour_attr_mr_mode(info), FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	drop();
+
+	hints->domain_attr->mr_mode = FI_MR_SCALABLE;
+	get(V14, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_SCALABLE);
+
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR;	/* not a 1.4 value */
+	fail(V14, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, mr_mode_bits)
+{
+	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->mr_mode,
+		     FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED);
+	cr_assert_eq(cour_attr_mr_mode(info), FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED);
+	drop();
+
+	/* what fi_info(1) asks: every bit but the legacy ones; unsupported ones are cleared */
+	hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+		     FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_RMA_EVENT);
+	drop();
+
+	hints->domain_attr->mr_mode = FI_MR_HMEM | FI_MR_RAW | FI_MR_MMU_NOTIFY;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->mr_mode, 0);
+	drop();
+
+	hints->domain_attr->mr_mode = FI_MR_BASIC;	/* never cleared, fi_mr(3) */
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_BASIC);
+
+	hints->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL;	/* BASIC must be alone */
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+/* ---- addresses ---- */
+
+Test(attr, node_service_give_dest_addr)
+{
+	get(V117, "127.0.0.1", "4567", 0, NULL, 2);
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4567);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
+	assert_in(info->next->dest_addr, info->next->dest_addrlen, "127.0.0.1", 4567);
+	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN);
+}
+
+Test(attr, fi_source_gives_src_addr)
+{
+	get(V117, "127.0.0.1", "4567", FI_SOURCE, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 4567);
+	cr_assert_null(info->dest_addr);
+	drop();
+
+	get(V117, NULL, "4568", FI_SOURCE, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 4568);
+	cr_assert_null(info->dest_addr);
+}
+
+Test(attr, iface_addr_parameter_is_the_default_source)
+{
+	cour_params.iface_addr = "127.0.0.2";
+	get(V117, NULL, "4569", FI_SOURCE, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.2", 4569);
+	drop();
+	get(V117, "127.0.0.1", "4570", 0, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.2", 0);
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4570);
+}
+
+Test(attr, unresolvable_node, .timeout = 30)
+{
+	fail(V117, "no-such-host.invalid", "4567", 0, NULL, -FI_ENODATA);
+	fail(V117, "localhost", "4567", FI_NUMERICHOST, NULL, -FI_ENODATA);
+	fail(V117, "127.0.0.1", "70000", 0, NULL, -FI_ENODATA);
+}
+
+Test(attr, name_resolution_without_numerichost)
+{
+	get(V117, "localhost", "4567", 0, NULL, 2);
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4567);
+}
+
+Test(attr, ipv6)
+{
+	get(V117, "::1", "5000", 0, NULL, 2);
+	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN6);
+	assert_in6(info->dest_addr, info->dest_addrlen, "::1", 5000);
+	assert_in6(info->src_addr, info->src_addrlen, "::1", 0);
+	drop();
+
+	hints->addr_format = FI_SOCKADDR_IN6;
+	get(V117, NULL, "5001", FI_SOURCE, hints, 2);
+	assert_in6(info->src_addr, info->src_addrlen, "::1", 5001);
+
+	hints->addr_format = FI_SOCKADDR_IN;
+	fail(V117, "::1", "5000", 0, hints, -FI_ENODATA);
+	hints->addr_format = FI_SOCKADDR_IN6;
+	fail(V117, "127.0.0.1", "5000", FI_NUMERICHOST, hints, -FI_ENODATA);
+}
+
+Test(attr, addr_format)
+{
+	hints->addr_format = FI_ADDR_STR;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->addr_format = FI_SOCKADDR_IB;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->addr_format = FI_SOCKADDR;
+	get(V117, "127.0.0.1", "1", 0, hints, 2);
+	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN);
+}
+
+Test(attr, hint_addresses_are_copied)
+{
+	struct sockaddr_in src = { .sin_family = AF_INET, .sin_port = htons(7777) };
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(8888) };
+
+	inet_pton(AF_INET, "127.0.0.5", &src.sin_addr);
+	inet_pton(AF_INET, "127.0.0.6", &dst.sin_addr);
+	hints->addr_format = FI_SOCKADDR_IN;
+	hints->src_addr = malloc(sizeof(src));
+	memcpy(hints->src_addr, &src, sizeof(src));
+	hints->src_addrlen = sizeof(src);
+	hints->dest_addr = malloc(sizeof(dst));
+	memcpy(hints->dest_addr, &dst, sizeof(dst));
+	hints->dest_addrlen = sizeof(dst);
+	get(V117, NULL, NULL, 0, hints, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.5", 7777);
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.6", 8888);
+	cr_assert_neq(info->src_addr, hints->src_addr);
+	drop();
+
+	/* with node/service the hints' dest_addr gives way, src_addr stays */
+	get(V117, "127.0.0.1", "9999", 0, hints, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.5", 7777);
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 9999);
+	drop();
+
+	/* with FI_SOURCE the hints' src_addr gives way, dest_addr stays */
+	get(V117, "127.0.0.1", "9998", FI_SOURCE, hints, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 9998);
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.6", 8888);
+	drop();
+
+	hints->src_addrlen = 4;
+	fail(V117, NULL, NULL, 0, hints, -FI_EINVAL);
+	hints->src_addrlen = sizeof(src);
+	hints->addr_format = FI_SOCKADDR_IN6;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, address_string_node)
+{
+	get(V117, "fi_sockaddr_in://127.0.0.1:7000", NULL, 0, NULL, 2);
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 7000);
+	drop();
+	get(V117, "fi_sockaddr_in6://[::1]:7001", NULL, 0, NULL, 2);
+	assert_in6(info->dest_addr, info->dest_addrlen, "::1", 7001);
+	drop();
+	get(V117, "fi_sockaddr_in://127.0.0.1:7002", NULL, FI_SOURCE, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 7002);
+	fail(V117, "fi_sockaddr_in://127.0.0.1:7000", "7000", 0, NULL, -FI_EINVAL);
+	fail(V117, "fi_sockaddr_in6://[::1:7000", NULL, 0, NULL, -FI_EINVAL);
+	fail(V117, "fi_sockaddr_in://127.0.0.1:x", NULL, 0, NULL, -FI_EINVAL);
+}
+
+/* ---- giving an info back ---- */
+
+Test(attr, returned_infos_work_as_hints_and_pass_the_check)
+{
+	struct fi_info *out, *fi;
+	int ret;
+
+	hints->caps = FI_TAGGED | FI_SOURCE;
+	hints->domain_attr->mr_mode = FI_MR_PROV_KEY;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	get(V117, "127.0.0.1", "4567", 0, hints, 2);
+	for (fi = info; fi; fi = fi->next) {
+		cr_assert_eq(cour_info_check(fi), 0);
+		ret = cour_getinfo(V117, NULL, NULL, 0, fi, &out);
+		cr_assert_eq(ret, 0);
+		cr_assert_eq(count(out), 1);
+		cr_assert_eq(out->ep_attr->type, fi->ep_attr->type);
+		cr_assert_eq(out->caps, fi->caps);
+		cr_assert_eq(out->domain_attr->mr_mode, FI_MR_PROV_KEY);
+		cr_assert_eq(out->domain_attr->threading, FI_THREAD_DOMAIN);
+		assert_in(out->dest_addr, out->dest_addrlen, "127.0.0.1", 4567);
+		fi_freeinfo(out);
+	}
+}
+
+Test(attr, info_check_refuses_what_we_never_return)
+{
+	get(V14, NULL, NULL, 0, NULL, 2);
+	cr_assert_eq(cour_info_check(info), 0);
+	cr_assert_eq(cour_info_check(info->next), 0);
+	info->tx_attr->size = 1025;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->tx_attr->size = 1024;
+	info->tx_attr->inject_size = 4097;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->tx_attr->inject_size = 4096;
+	info->rx_attr->iov_limit = 9;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->rx_attr->iov_limit = 8;
+	info->caps |= FI_RMA;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->caps &= ~FI_RMA;
+	info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->ep_attr->rx_ctx_cnt = 1;
+	info->ep_attr->type = FI_EP_MSG;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->ep_attr->type = FI_EP_RDM;
+	info->fabric_attr->api_version = V117;
+	info->domain_attr->mr_mode = FI_MR_HMEM;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->domain_attr->mr_mode = 0;
+	info->src_addrlen = 3;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->src_addrlen = 16;
+	info->ep_attr->max_msg_size = 64929;
+	cr_assert_eq(cour_info_check(info), 0);
+	cr_assert_eq(cour_info_check(info->next), 0);
+	info->next->ep_attr->max_msg_size = 64929;
+	cr_assert_eq(cour_info_check(info->next), -FI_EINVAL);
+	cr_assert_eq(cour_info_check(NULL), -FI_EINVAL);
+}
