@@ -714,21 +714,6 @@ Test(attr, hint_addresses_are_copied)
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 
-Test(attr, address_string_node)
-{
-	get(V117, "fi_sockaddr_in://127.0.0.1:7000", NULL, 0, NULL, 2);
-	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 7000);
-	drop();
-	get(V117, "fi_sockaddr_in6://[::1]:7001", NULL, 0, NULL, 2);
-	assert_in6(info->dest_addr, info->dest_addrlen, "::1", 7001);
-	drop();
-	get(V117, "fi_sockaddr_in://127.0.0.1:7002", NULL, FI_SOURCE, NULL, 2);
-	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 7002);
-	fail(V117, "fi_sockaddr_in://127.0.0.1:7000", "7000", 0, NULL, -FI_EINVAL);
-	fail(V117, "fi_sockaddr_in6://[::1:7000", NULL, 0, NULL, -FI_EINVAL);
-	fail(V117, "fi_sockaddr_in://127.0.0.1:x", NULL, 0, NULL, -FI_EINVAL);
-}
-
 /* ---- giving an info back ---- */
 
 Test(attr, returned_infos_work_as_hints_and_pass_the_check)

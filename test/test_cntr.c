@@ -8,7 +8,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-/* from test_domain_stub.c while it exists (see there) */
+/* from test_domain_stub.c; NULL when linked without it (see there) */
 extern int cour_test_progress_calls __attribute__((weak));
 
 static struct cour_domain dom;

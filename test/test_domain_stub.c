@@ -1,12 +1,13 @@
 /*
  * Test doubles for the unit tests of CQs, counters and EQs (test_cq, test_cntr, test_eq), which
- * link cour_cq.c, cour_cntr.c and cour_eq.c directly instead of libcourier_core.la.
+ * link cour_cq.c, cour_cntr.c and cour_eq.c directly instead of libcourier_core.la: the domain's
+ * progress and wait (in place of cour_progress.c) and the parts of cour_init.c the objects need
+ * (cour_prov, the cour_no_* slots; cour_init.c itself would drag in getinfo and the fabric).
  *
- * TEMPORARY: this file stands in for prov/courier/src/cour_progress.c (the domain's progress and
- * wait) and for the parts of cour_init.c the objects need (cour_prov, the cour_no_* slots).
- * Remove it, and link those tests against libcourier_core.la, once cour_progress.c lands. The
- * tests reach cour_test_progress_calls and cour_test_progress_hook through weak references and
- * skip what needs them when this file is gone.
+ * The doubles count progress calls and let a test play the engine during progress, which is how
+ * the tests check that every read and wait drives progress. The tests reach them through weak
+ * references: linked against libcourier_core.la without this file they still pass, skipping
+ * only those checks.
  */
 #include "cour.h"
 

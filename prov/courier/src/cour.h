@@ -61,7 +61,7 @@ extern struct fi_provider cour_prov;
 
 #define COUR_WARN(subsys, ...) FI_WARN(&cour_prov, subsys, __VA_ARGS__)
 #define COUR_INFO(subsys, ...) FI_INFO(&cour_prov, subsys, __VA_ARGS__)
-#define COUR_DBG(subsys, ...)  FI_DBG(&cour_prov, subsys, __VA_ARGS__)
+#define COUR_DBG(subsys, ...)  FI_LOG(&cour_prov, FI_LOG_DEBUG, subsys, __VA_ARGS__)
 
 /* ---- parameters (FI_COURIER_*), read once at fi_prov_ini; see cour_init.c and the man page ---- */
 struct cour_params {

@@ -8,7 +8,6 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -88,7 +87,6 @@ static const struct fi_domain_attr cour_domain_attr = {
 	.data_progress = FI_PROGRESS_AUTO,
 	.resource_mgmt = FI_RM_ENABLED,
 	.av_type = FI_AV_UNSPEC,
-	.mr_mode = 0,
 	.mr_key_size = COUR_MR_KEY_SIZE,
 	.cq_data_size = COUR_CQ_DATA_SIZE,
 	.cq_cnt = 256,
@@ -196,24 +194,21 @@ struct cour_match {
 	enum fi_log_level     level;	/* INFO while negotiating, WARN when checking an info */
 };
 
-/* Logs why an offer does not fit and returns false, for "return COUR_NOMATCH(...)". */
-#define COUR_NOMATCH(m, ...) cour_nomatch((m), __func__, __LINE__, __VA_ARGS__)
+/* Logs why an offer does not fit and yields false: "return COUR_NOMATCH(m, ...)". */
+#define COUR_NOMATCH(m, fmt, ...)						\
+	(fi_log_enabled(&cour_prov, (m)->level, FI_LOG_CORE) ?			\
+	 (fi_log(&cour_prov, (m)->level, FI_LOG_CORE, __func__, __LINE__,	\
+		 "%s does not fit: " fmt "\n",					\
+		 cour_ep_type_name((m)->offer->ep_attr->type), ##__VA_ARGS__), false) : \
+	 false)
 
-static bool __attribute__((format(printf, 4, 5)))
-cour_nomatch(const struct cour_match *m, const char *func, int line, const char *fmt, ...)
-{
-	char why[200];
-	va_list ap;
-
-	if (!fi_log_enabled(&cour_prov, m->level, FI_LOG_CORE))
-		return false;
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
-	fi_log(&cour_prov, m->level, FI_LOG_CORE, func, line, "%s does not fit: %s\n",
-	       cour_ep_type_name(m->offer->ep_attr->type), why);
-	return false;
-}
+/* Numbers above ours, or bits outside ours, exclude the offer (the log names the field). */
+#define COUR_LE(m, h, o, field)							\
+	((h)->field <= (o)->field ||						\
+	 COUR_NOMATCH(m, #field " %zu > %zu", (size_t)(h)->field, (size_t)(o)->field))
+#define COUR_SUBSET(m, name, want, have)					\
+	(!((want) & ~(uint64_t)(have)) ||					\
+	 COUR_NOMATCH(m, name " 0x%" PRIx64 " not offered", (uint64_t)((want) & ~(uint64_t)(have))))
 
 /* prov_name may list providers ("ofi_rxm;courier"); libfabric's core has already decided
  * that courier is wanted, we only refuse a list that does not name us at all. */
@@ -223,9 +218,7 @@ static bool cour_attr_names_us(const char *list)
 	size_t len = strlen(COUR_PROV_NAME);
 
 	while (*tok) {
-		end = strchr(tok, ';');
-		if (!end)
-			end = tok + strlen(tok);
+		end = tok + strcspn(tok, ";");
 		if ((size_t)(end - tok) == len && !strncasecmp(tok, COUR_PROV_NAME, len))
 			return true;
 		tok = *end ? end + 1 : end;
@@ -236,60 +229,40 @@ static bool cour_attr_names_us(const char *list)
 static bool cour_match_ep(const struct cour_match *m, const struct fi_info *hints)
 {
 	const struct fi_ep_attr *h = hints->ep_attr, *o = m->offer->ep_attr;
+	bool rma = m->offer->caps & (FI_RMA | FI_ATOMIC);
 
 	if (!h)
 		return true;
 	if (h->type != FI_EP_UNSPEC && h->type != o->type)
 		return COUR_NOMATCH(m, "ep_attr->type %d asked", (int)h->type);
 	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != o->protocol)
-		return COUR_NOMATCH(m, "ep_attr->protocol %u asked, ours is FI_PROTO_UDP",
-				    h->protocol);
-	if (h->protocol_version > o->protocol_version)
-		return COUR_NOMATCH(m, "ep_attr->protocol_version %u > %u", h->protocol_version,
-				    o->protocol_version);
-	if (h->max_msg_size > o->max_msg_size)
-		return COUR_NOMATCH(m, "ep_attr->max_msg_size %zu > %zu", h->max_msg_size,
-				    o->max_msg_size);
-	/* FI_SHARED_CONTEXT is SIZE_MAX, so this also refuses shared contexts */
-	if (h->tx_ctx_cnt > o->tx_ctx_cnt)
-		return COUR_NOMATCH(m, "ep_attr->tx_ctx_cnt %zu: one unshared context only",
-				    h->tx_ctx_cnt);
-	if (h->rx_ctx_cnt > o->rx_ctx_cnt)
-		return COUR_NOMATCH(m, "ep_attr->rx_ctx_cnt %zu: one unshared context only",
-				    h->rx_ctx_cnt);
+		return COUR_NOMATCH(m, "ep_attr->protocol %u asked", h->protocol);
 	if (h->auth_key_size || h->auth_key)
 		return COUR_NOMATCH(m, "ep_attr->auth_key: no authentication keys");
-	/* Data ordering sizes only mean something for RMA and atomics. */
-	if ((m->offer->caps & (FI_RMA | FI_ATOMIC)) &&
-	    (h->max_order_raw_size > o->max_order_raw_size ||
-	     h->max_order_war_size > o->max_order_war_size ||
-	     h->max_order_waw_size > o->max_order_waw_size))
-		return COUR_NOMATCH(m, "ep_attr->max_order_*_size larger than offered");
-	/* mem_tag_format: any layout fits in our 64 bits with arbitrary masks */
-	return true;
+	/* FI_SHARED_CONTEXT is SIZE_MAX, so the context counts refuse shared contexts too.
+	 * Data ordering sizes only mean something with RMA or atomics. Any mem_tag_format
+	 * fits our 64-bit tags with arbitrary masks. */
+	return COUR_LE(m, h, o, protocol_version) && COUR_LE(m, h, o, max_msg_size) &&
+	       COUR_LE(m, h, o, tx_ctx_cnt) && COUR_LE(m, h, o, rx_ctx_cnt) &&
+	       (!rma || (COUR_LE(m, h, o, max_order_raw_size) &&
+			 COUR_LE(m, h, o, max_order_war_size) &&
+			 COUR_LE(m, h, o, max_order_waw_size)));
 }
 
 static bool cour_match_caps(const struct cour_match *m, const struct fi_info *hints)
 {
 	const struct fi_info *o = m->offer;
-	uint64_t extra;
 
-	/* The whole endpoint's caps are the bound for tx/rx caps too: applications commonly
-	 * copy info->caps into both. */
-	extra = hints->caps & ~o->caps;
-	if (extra)
-		return COUR_NOMATCH(m, "caps 0x%" PRIx64 " not offered", extra);
-	extra = hints->tx_attr ? hints->tx_attr->caps & ~o->caps : 0;
-	if (extra)
-		return COUR_NOMATCH(m, "tx_attr->caps 0x%" PRIx64 " not offered", extra);
-	extra = hints->rx_attr ? hints->rx_attr->caps & ~o->caps : 0;
-	if (extra)
-		return COUR_NOMATCH(m, "rx_attr->caps 0x%" PRIx64 " not offered", extra);
-	extra = hints->domain_attr ? hints->domain_attr->caps & ~o->domain_attr->caps : 0;
-	if (extra)
-		return COUR_NOMATCH(m, "domain_attr->caps 0x%" PRIx64 " not offered", extra);
-	/* hints->mode: we need no mode bit, so whatever the application supports is enough */
-	return true;
+	/* The endpoint's caps bound tx/rx caps too: applications commonly copy caps into both.
+	 * hints->mode needs no check: whatever the application supports, we need no mode. */
+	return COUR_SUBSET(m, "caps", hints->caps, o->caps) &&
+	       (!hints->tx_attr ||
+		COUR_SUBSET(m, "tx_attr->caps", hints->tx_attr->caps, o->caps)) &&
+	       (!hints->rx_attr ||
+		COUR_SUBSET(m, "rx_attr->caps", hints->rx_attr->caps, o->caps)) &&
+	       (!hints->domain_attr ||
+		COUR_SUBSET(m, "domain_attr->caps", hints->domain_attr->caps,
+			    o->domain_attr->caps));
 }
 
 static bool cour_match_addr_format(const struct cour_match *m, const struct fi_info *hints)
@@ -317,8 +290,7 @@ static bool cour_match_fabric(const struct cour_match *m, const struct fi_info *
 	if (h->prov_name && !cour_attr_names_us(h->prov_name))
 		return COUR_NOMATCH(m, "provider \"%s\" asked", h->prov_name);
 	if (h->prov_version > COUR_PROV_VERSION)
-		return COUR_NOMATCH(m, "provider version 0x%x asked, ours is 0x%x",
-				    h->prov_version, COUR_PROV_VERSION);
+		return COUR_NOMATCH(m, "provider version 0x%x asked", h->prov_version);
 	return true;
 }
 
@@ -353,92 +325,50 @@ static bool cour_match_domain(const struct cour_match *m, const struct fi_info *
 	if (!h)
 		return true;
 	if (h->name && strcmp(h->name, o->name))
-		return COUR_NOMATCH(m, "domain \"%s\" asked, ours is \"%s\"", h->name, o->name);
-	if ((unsigned)h->threading > FI_THREAD_ENDPOINT)
-		return COUR_NOMATCH(m, "threading %d unknown", (int)h->threading);
-	if ((unsigned)h->control_progress > FI_PROGRESS_MANUAL ||
-	    (unsigned)h->data_progress > FI_PROGRESS_MANUAL)
-		return COUR_NOMATCH(m, "progress %d/%d unknown", (int)h->control_progress,
-				    (int)h->data_progress);
-	if ((unsigned)h->resource_mgmt > FI_RM_ENABLED)
-		return COUR_NOMATCH(m, "resource_mgmt %d unknown", (int)h->resource_mgmt);
-	if ((unsigned)h->av_type > FI_AV_TABLE)
-		return COUR_NOMATCH(m, "av_type %d unknown", (int)h->av_type);
+		return COUR_NOMATCH(m, "domain \"%s\" asked", h->name);
+	/* every known threading, progress, resource_mgmt and av_type value is supported */
+	if ((unsigned)h->threading > FI_THREAD_ENDPOINT ||
+	    (unsigned)h->control_progress > FI_PROGRESS_MANUAL ||
+	    (unsigned)h->data_progress > FI_PROGRESS_MANUAL ||
+	    (unsigned)h->resource_mgmt > FI_RM_ENABLED || (unsigned)h->av_type > FI_AV_TABLE)
+		return COUR_NOMATCH(m, "unknown threading %d, progress %d/%d, resource_mgmt %d "
+				    "or av_type %d", (int)h->threading, (int)h->control_progress,
+				    (int)h->data_progress, (int)h->resource_mgmt, (int)h->av_type);
 	if (cour_attr_pick_mr_mode(m->version, hints) < 0)
 		return COUR_NOMATCH(m, "mr_mode 0x%x invalid for API %u.%u", h->mr_mode,
 				    FI_MAJOR(m->version), FI_MINOR(m->version));
-	if (h->mr_key_size > o->mr_key_size)
-		return COUR_NOMATCH(m, "mr_key_size %zu > %zu", h->mr_key_size, o->mr_key_size);
-	if (h->cq_data_size > o->cq_data_size)
-		return COUR_NOMATCH(m, "cq_data_size %zu > %zu", h->cq_data_size,
-				    o->cq_data_size);
-	if (h->mr_iov_limit > o->mr_iov_limit)
-		return COUR_NOMATCH(m, "mr_iov_limit %zu > %zu", h->mr_iov_limit,
-				    o->mr_iov_limit);
-	if (h->max_ep_tx_ctx > o->max_ep_tx_ctx || h->max_ep_rx_ctx > o->max_ep_rx_ctx ||
-	    h->max_ep_stx_ctx > o->max_ep_stx_ctx || h->max_ep_srx_ctx > o->max_ep_srx_ctx)
-		return COUR_NOMATCH(m, "more than one, or shared, tx/rx contexts per endpoint");
 	if (h->auth_key_size || h->auth_key)
 		return COUR_NOMATCH(m, "domain_attr->auth_key: no authentication keys");
-	if (h->max_err_data > o->max_err_data)
-		return COUR_NOMATCH(m, "max_err_data %zu: no provider error data",
-				    h->max_err_data);
 	/* cq_cnt, ep_cnt, cntr_cnt, mr_cnt, tx/rx_ctx_cnt are "optimal" counts, not limits:
 	 * larger wishes still work, so they do not exclude us. */
-	return true;
+	return COUR_LE(m, h, o, mr_key_size) && COUR_LE(m, h, o, cq_data_size) &&
+	       COUR_LE(m, h, o, mr_iov_limit) && COUR_LE(m, h, o, max_ep_tx_ctx) &&
+	       COUR_LE(m, h, o, max_ep_rx_ctx) && COUR_LE(m, h, o, max_ep_stx_ctx) &&
+	       COUR_LE(m, h, o, max_ep_srx_ctx) && COUR_LE(m, h, o, max_err_data);
 }
 
 static bool cour_match_tx(const struct cour_match *m, const struct fi_info *hints)
 {
 	const struct fi_tx_attr *h = hints->tx_attr, *o = m->offer->tx_attr;
 
-	if (!h)
-		return true;
-	if (h->op_flags & ~(uint64_t)COUR_TX_OP_FLAGS)
-		return COUR_NOMATCH(m, "tx_attr->op_flags 0x%" PRIx64 " not supported",
-				    h->op_flags & ~(uint64_t)COUR_TX_OP_FLAGS);
-	if (h->msg_order & ~o->msg_order)
-		return COUR_NOMATCH(m, "tx_attr->msg_order 0x%" PRIx64 " not kept",
-				    h->msg_order & ~o->msg_order);
-	if (h->comp_order & ~o->comp_order)
-		return COUR_NOMATCH(m, "tx_attr->comp_order 0x%" PRIx64 " not kept",
-				    h->comp_order & ~o->comp_order);
-	if (h->inject_size > o->inject_size)
-		return COUR_NOMATCH(m, "tx_attr->inject_size %zu > %zu", h->inject_size,
-				    o->inject_size);
-	if (h->size > o->size)
-		return COUR_NOMATCH(m, "tx_attr->size %zu > %zu", h->size, o->size);
-	if (h->iov_limit > o->iov_limit)
-		return COUR_NOMATCH(m, "tx_attr->iov_limit %zu > %zu", h->iov_limit,
-				    o->iov_limit);
-	if (h->rma_iov_limit > o->rma_iov_limit)
-		return COUR_NOMATCH(m, "tx_attr->rma_iov_limit %zu > %zu", h->rma_iov_limit,
-				    o->rma_iov_limit);
-	return true;
+	return !h ||
+	       (COUR_SUBSET(m, "tx_attr->op_flags", h->op_flags, COUR_TX_OP_FLAGS) &&
+		COUR_SUBSET(m, "tx_attr->msg_order", h->msg_order, o->msg_order) &&
+		COUR_SUBSET(m, "tx_attr->comp_order", h->comp_order, o->comp_order) &&
+		COUR_LE(m, h, o, inject_size) && COUR_LE(m, h, o, size) &&
+		COUR_LE(m, h, o, iov_limit) && COUR_LE(m, h, o, rma_iov_limit));
 }
 
 static bool cour_match_rx(const struct cour_match *m, const struct fi_info *hints)
 {
 	const struct fi_rx_attr *h = hints->rx_attr, *o = m->offer->rx_attr;
 
-	if (!h)
-		return true;
-	if (h->op_flags & ~(uint64_t)COUR_RX_OP_FLAGS)
-		return COUR_NOMATCH(m, "rx_attr->op_flags 0x%" PRIx64 " not supported",
-				    h->op_flags & ~(uint64_t)COUR_RX_OP_FLAGS);
-	if (h->msg_order & ~o->msg_order)
-		return COUR_NOMATCH(m, "rx_attr->msg_order 0x%" PRIx64 " not kept",
-				    h->msg_order & ~o->msg_order);
-	if (h->comp_order & ~o->comp_order)
-		return COUR_NOMATCH(m, "rx_attr->comp_order 0x%" PRIx64 " not kept",
-				    h->comp_order & ~o->comp_order);
-	if (h->size > o->size)
-		return COUR_NOMATCH(m, "rx_attr->size %zu > %zu", h->size, o->size);
-	if (h->iov_limit > o->iov_limit)
-		return COUR_NOMATCH(m, "rx_attr->iov_limit %zu > %zu", h->iov_limit,
-				    o->iov_limit);
 	/* total_buffered_recv is a sizing hint for unexpected data (fi_endpoint(3)) */
-	return true;
+	return !h ||
+	       (COUR_SUBSET(m, "rx_attr->op_flags", h->op_flags, COUR_RX_OP_FLAGS) &&
+		COUR_SUBSET(m, "rx_attr->msg_order", h->msg_order, o->msg_order) &&
+		COUR_SUBSET(m, "rx_attr->comp_order", h->comp_order, o->comp_order) &&
+		COUR_LE(m, h, o, size) && COUR_LE(m, h, o, iov_limit));
 }
 
 static bool cour_match(const struct cour_match *m, const struct fi_info *hints)
@@ -479,6 +409,9 @@ static uint64_t cour_attr_pick_caps(uint64_t offer, const struct fi_info *hints)
 	return caps & offer;
 }
 
+/* A zero hint is a wildcard that keeps our value; anything else was validated by the match. */
+#define COUR_ASKED(ours, hint) do { if (hint) (ours) = (hint); } while (0)
+
 static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct fi_info *hints)
 {
 	const struct fi_tx_attr *ht;
@@ -501,37 +434,26 @@ static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct f
 	ht = hints->tx_attr;
 	if (ht) {
 		fi->tx_attr->op_flags = ht->op_flags;
-		if (ht->inject_size)
-			fi->tx_attr->inject_size = ht->inject_size;
-		if (ht->size)
-			fi->tx_attr->size = ht->size;
-		if (ht->iov_limit)
-			fi->tx_attr->iov_limit = ht->iov_limit;
+		COUR_ASKED(fi->tx_attr->inject_size, ht->inject_size);
+		COUR_ASKED(fi->tx_attr->size, ht->size);
+		COUR_ASKED(fi->tx_attr->iov_limit, ht->iov_limit);
 	}
 	hr = hints->rx_attr;
 	if (hr) {
 		fi->rx_attr->op_flags = hr->op_flags;
-		if (hr->size)
-			fi->rx_attr->size = hr->size;
-		if (hr->iov_limit)
-			fi->rx_attr->iov_limit = hr->iov_limit;
+		COUR_ASKED(fi->rx_attr->size, hr->size);
+		COUR_ASKED(fi->rx_attr->iov_limit, hr->iov_limit);
 	}
-	if (hints->ep_attr && hints->ep_attr->mem_tag_format)
-		fi->ep_attr->mem_tag_format = hints->ep_attr->mem_tag_format;
-
+	if (hints->ep_attr)
+		COUR_ASKED(fi->ep_attr->mem_tag_format, hints->ep_attr->mem_tag_format);
 	hd = hints->domain_attr;
 	if (hd) {
 		fi->domain_attr->domain = hd->domain;
-		if (hd->threading)
-			fi->domain_attr->threading = hd->threading;
-		if (hd->control_progress)
-			fi->domain_attr->control_progress = hd->control_progress;
-		if (hd->data_progress)
-			fi->domain_attr->data_progress = hd->data_progress;
-		if (hd->resource_mgmt)
-			fi->domain_attr->resource_mgmt = hd->resource_mgmt;
-		if (hd->av_type)
-			fi->domain_attr->av_type = hd->av_type;
+		COUR_ASKED(fi->domain_attr->threading, hd->threading);
+		COUR_ASKED(fi->domain_attr->control_progress, hd->control_progress);
+		COUR_ASKED(fi->domain_attr->data_progress, hd->data_progress);
+		COUR_ASKED(fi->domain_attr->resource_mgmt, hd->resource_mgmt);
+		COUR_ASKED(fi->domain_attr->av_type, hd->av_type);
 	}
 	if (hints->fabric_attr)
 		fi->fabric_attr->fabric = hints->fabric_attr->fabric;
@@ -544,6 +466,12 @@ struct cour_attr_addrs {
 	struct sockaddr_storage src, dest;
 	size_t                  src_len, dest_len;	/* 0: no such address */
 };
+
+static int cour_format_family(uint32_t addr_format)
+{
+	return addr_format == FI_SOCKADDR_IN ? AF_INET :
+	       addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_UNSPEC;
+}
 
 static size_t cour_sockaddr_len(int family)
 {
@@ -596,12 +524,7 @@ static int cour_attr_take_addr(const char *what, const void *addr, size_t len, i
 
 static bool cour_is_number(const char *s)
 {
-	if (!*s)
-		return false;
-	for (; *s; s++)
-		if (*s < '0' || *s > '9')
-			return false;
-	return true;
+	return *s && strspn(s, "0123456789") == strlen(s);
 }
 
 /* getaddrinfo for one UDP address; with no family asked, IPv4 is preferred. */
@@ -633,11 +556,8 @@ static int cour_attr_lookup(const char *what, const char *host, const char *serv
 			  gai_strerror(ret));
 		return ret == EAI_MEMORY ? -FI_ENOMEM : -FI_ENODATA;
 	}
-	for (ai = res; ai && !pick; ai = ai->ai_next)
-		if (ai->ai_family == AF_INET)
-			pick = ai;
-	for (ai = res; ai && !pick; ai = ai->ai_next)
-		if (ai->ai_family == AF_INET6)
+	for (ai = res; ai && (!pick || pick->ai_family != AF_INET); ai = ai->ai_next)
+		if (ai->ai_family == AF_INET || (ai->ai_family == AF_INET6 && !pick))
 			pick = ai;
 	if (!pick || pick->ai_addrlen > sizeof(*ss)) {
 		COUR_WARN(FI_LOG_CORE, "%s \"%s\" has no IP address\n", what, host ? host : "");
@@ -650,63 +570,6 @@ static int cour_attr_lookup(const char *what, const char *host, const char *serv
 	*family = pick->ai_family;
 	freeaddrinfo(res);
 	return 0;
-}
-
-/*
- * node as an FI_ADDR_STR address (fi_getinfo(3)): "fi_sockaddr_in://1.2.3.4:5",
- * "fi_sockaddr_in6://[::1]:5" or "fi_sockaddr://...". Splits it into host and port.
- * Returns 1 if it was one, 0 if node is a plain name, -FI_EINVAL if malformed.
- */
-static int cour_attr_split_str(const char *node, char *host, size_t hlen, char *port,
-			       size_t plen, int *family)
-{
-	static const struct { const char *prefix; int family; } forms[] = {
-		{ "fi_sockaddr_in6://", AF_INET6 },
-		{ "fi_sockaddr_in://", AF_INET },
-		{ "fi_sockaddr://", AF_UNSPEC },
-	};
-	const char *p = NULL, *h, *hend, *rest;
-	size_t i, n;
-
-	for (i = 0; i < COUR_ARRAY_SIZE(forms) && !p; i++) {
-		if (!strncasecmp(node, forms[i].prefix, strlen(forms[i].prefix))) {
-			p = node + strlen(forms[i].prefix);
-			*family = forms[i].family;
-		}
-	}
-	if (!p)
-		return 0;
-	if (*p == '[') {
-		h = p + 1;
-		hend = strchr(h, ']');
-		if (!hend)
-			goto bad;
-		rest = hend + 1;
-	} else {
-		h = p;
-		hend = h + strcspn(h, ":/?");
-		rest = hend;
-	}
-	n = (size_t)(hend - h);
-	if (!n || n >= hlen)
-		goto bad;
-	memcpy(host, h, n);
-	host[n] = '\0';
-	port[0] = '\0';
-	if (*rest == ':') {
-		rest++;
-		n = strcspn(rest, "/?");
-		if (!n || n >= plen)
-			goto bad;
-		memcpy(port, rest, n);
-		port[n] = '\0';
-		if (!cour_is_number(port))
-			goto bad;
-	}
-	return 1;
-bad:
-	COUR_WARN(FI_LOG_CORE, "node \"%s\" is not a valid address string\n", node);
-	return -FI_EINVAL;
 }
 
 /*
@@ -772,15 +635,10 @@ static int cour_attr_resolve(const char *node, const char *service, uint64_t fla
 	bool by_name = node || service;
 	bool source = (flags & FI_SOURCE) && by_name;
 	bool numeric = flags & FI_NUMERICHOST;
-	char host[256], port[8];
-	int ret, strfam;
+	int ret;
 
 	memset(a, 0, sizeof(*a));
-	a->family = AF_UNSPEC;
-	if (hints && hints->addr_format == FI_SOCKADDR_IN)
-		a->family = AF_INET;
-	else if (hints && hints->addr_format == FI_SOCKADDR_IN6)
-		a->family = AF_INET6;
+	a->family = cour_format_family(hints ? hints->addr_format : FI_FORMAT_UNSPEC);
 
 	if (hints && hints->src_addr && !source) {
 		ret = cour_attr_take_addr("hints->src_addr", hints->src_addr, hints->src_addrlen,
@@ -795,72 +653,40 @@ static int cour_attr_resolve(const char *node, const char *service, uint64_t fla
 			return ret;
 	}
 
-	if (node) {
-		ret = cour_attr_split_str(node, host, sizeof(host), port, sizeof(port), &strfam);
-		if (ret < 0)
-			return ret;
-		if (ret > 0) {
-			if (service) {
-				COUR_WARN(FI_LOG_CORE, "node \"%s\" is an address string: service "
-					  "must be NULL, not \"%s\"\n", node, service);
-				return -FI_EINVAL;
-			}
-			if (strfam != AF_UNSPEC && a->family != AF_UNSPEC && strfam != a->family) {
-				COUR_INFO(FI_LOG_CORE, "node \"%s\" is not %s\n", node,
-					  cour_family_name(a->family));
-				return -FI_ENODATA;
-			}
-			if (strfam != AF_UNSPEC)
-				a->family = strfam;
-			node = host;
-			service = port[0] ? port : NULL;
-			numeric = true;
-		}
-	} else if (source) {
+	if (!node && source) {
 		/* a local port alone: on the interface we would bind anyway */
-		node = cour_params.iface_addr;
-		numeric = false;
-		if (!node) {
-			node = cour_loopback(a->family);
-			numeric = true;
-		}
+		numeric = !cour_params.iface_addr;
+		node = numeric ? cour_loopback(a->family) : cour_params.iface_addr;
 	}
-
-	if (source)
-		ret = cour_attr_lookup("node", node, service, numeric, &a->family, &a->src,
-				       &a->src_len);
-	else if (by_name)
-		ret = cour_attr_lookup("node", node, service, numeric, &a->family, &a->dest,
-				       &a->dest_len);
-	else
-		ret = 0;
-	if (ret)
-		return ret;
-
+	if (by_name) {
+		ret = cour_attr_lookup("node", node, service, numeric, &a->family,
+				       source ? &a->src : &a->dest,
+				       source ? &a->src_len : &a->dest_len);
+		if (ret)
+			return ret;
+	}
 	return a->src_len ? 0 : cour_attr_default_src(a);
+}
+
+static int cour_attr_copy_addr(void **addr, size_t *addrlen, const void *ss, size_t len)
+{
+	if (!len)
+		return 0;
+	*addr = malloc(len);
+	if (!*addr) {
+		COUR_WARN(FI_LOG_CORE, "out of memory copying an address into an fi_info\n");
+		return -FI_ENOMEM;
+	}
+	memcpy(*addr, ss, len);
+	*addrlen = len;
+	return 0;
 }
 
 static int cour_attr_set_addrs(struct fi_info *fi, const struct cour_attr_addrs *a)
 {
 	fi->addr_format = a->family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
-	if (a->src_len) {
-		fi->src_addr = malloc(a->src_len);
-		if (!fi->src_addr)
-			goto nomem;
-		memcpy(fi->src_addr, &a->src, a->src_len);
-		fi->src_addrlen = a->src_len;
-	}
-	if (a->dest_len) {
-		fi->dest_addr = malloc(a->dest_len);
-		if (!fi->dest_addr)
-			goto nomem;
-		memcpy(fi->dest_addr, &a->dest, a->dest_len);
-		fi->dest_addrlen = a->dest_len;
-	}
-	return 0;
-nomem:
-	COUR_WARN(FI_LOG_CORE, "out of memory copying an address into an fi_info\n");
-	return -FI_ENOMEM;
+	return cour_attr_copy_addr(&fi->src_addr, &fi->src_addrlen, &a->src, a->src_len) ?:
+	       cour_attr_copy_addr(&fi->dest_addr, &fi->dest_addrlen, &a->dest, a->dest_len);
 }
 
 /* ---- entry points ---- */
@@ -955,19 +781,14 @@ int cour_info_check(const struct fi_info *info)
 			  info->domain_attr->mr_mode);
 		ret = -FI_EINVAL;
 	} else {
-		if (info->addr_format == FI_SOCKADDR_IN)
-			a.family = AF_INET;
-		else if (info->addr_format == FI_SOCKADDR_IN6)
-			a.family = AF_INET6;
-		if (info->src_addr)
-			ret = cour_attr_take_addr("src_addr", info->src_addr, info->src_addrlen,
-						  &a.family, &a.src, &a.src_len);
-		if (!ret && info->dest_addr)
-			ret = cour_attr_take_addr("dest_addr", info->dest_addr,
-						  info->dest_addrlen, &a.family, &a.dest,
-						  &a.dest_len);
-		if (ret) {
-			COUR_WARN(FI_LOG_CORE, "info's addresses do not fit its addr_format %u\n",
+		a.family = cour_format_family(info->addr_format);
+		if ((info->src_addr &&
+		     cour_attr_take_addr("src_addr", info->src_addr, info->src_addrlen, &a.family,
+					 &a.src, &a.src_len)) ||
+		    (info->dest_addr &&
+		     cour_attr_take_addr("dest_addr", info->dest_addr, info->dest_addrlen,
+					 &a.family, &a.dest, &a.dest_len))) {
+			COUR_WARN(FI_LOG_CORE, "addresses do not fit addr_format %u\n",
 				  info->addr_format);
 			ret = -FI_EINVAL;
 		}

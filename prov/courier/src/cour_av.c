@@ -571,7 +571,8 @@ static int cour_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
 		return -FI_EINVAL;
 	}
 	/* fi_av(3): truncate to the buffer and report the full size; not an error. */
-	memcpy(addr, &ss, COUR_MIN(len, *addrlen));
+	if (*addrlen)
+		memcpy(addr, &ss, COUR_MIN(len, *addrlen));
 	*addrlen = len;
 	return 0;
 }

@@ -189,6 +189,12 @@ struct cour_peer {
 	struct cour_rxmsg   *rx_cur;          /* eager message being reassembled */
 };
 
+/* Every packet dropped as malformed is counted, and said why at debug level. */
+#define COUR_DROP_BAD(ep, why) do { \
+	(ep)->stats.drop_bad_hdr++; \
+	COUR_DBG(FI_LOG_EP_DATA, "dropped packet: %s\n", why); \
+} while (0)
+
 struct cour_ep_stats {
 	struct fi_courier_stats s;
 };

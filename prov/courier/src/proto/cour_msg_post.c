@@ -305,7 +305,7 @@ void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 	struct cour_rxe *rxe;
 
 	if (hdr->msg.total_len != plen) {
-		ep->stats.drop_bad_hdr++;
+		COUR_DROP_BAD(ep, "datagram length disagrees with its header");
 		return;
 	}
 	rxe = cour_msg_find_rxe(ep, tagged, hdr->msg.tag, src);

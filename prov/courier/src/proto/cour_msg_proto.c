@@ -296,7 +296,7 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 
 	if (!rts && (hdr->msg.offset != 0 || plen > hdr->msg.total_len ||
 		     hdr->msg.total_len > COUR_EAGER_LIMIT)) {
-		ep->stats.drop_bad_hdr++;
+		COUR_DROP_BAD(ep, "bad eager first fragment");
 		return;
 	}
 	m = cour_pool_get(&ep->rxmsg_pool);
@@ -339,17 +339,22 @@ static void cour_handle_more(struct cour_peer *peer, const struct cour_pkt_hdr *
 
 	if (!m || m->msg_id != hdr->msg.msg_id || hdr->msg.offset != m->received ||
 	    plen > m->total_len - m->received) {
-		peer->ep->stats.drop_bad_hdr++;
+		COUR_DROP_BAD(peer->ep, "eager fragment does not continue the message in progress");
 		return;
 	}
 	cour_rx_eager_data(peer, m, payload, plen);
 }
 
+/* The send waiting for a CTS or DONE. Its own packets are normally acknowledged by then (the
+ * answer carries the ACK), but an answer may overtake the ACK of a retransmitted packet. */
 static struct cour_txe *cour_find_wait(struct cour_peer *peer, uint32_t msg_id, uint8_t type)
 {
 	struct cour_txe *txe;
 
 	DL_FOREACH(peer->tx_wait, txe)
+		if (txe->msg_id == msg_id && txe->op_type == type)
+			return txe;
+	DL_FOREACH(peer->tx_inflight, txe)
 		if (txe->msg_id == msg_id && txe->op_type == type)
 			return txe;
 	return NULL;
@@ -360,10 +365,20 @@ static void cour_handle_cts(struct cour_peer *peer, const struct cour_pkt_hdr *h
 	struct cour_txe *txe = cour_find_wait(peer, hdr->msg.msg_id, COUR_PKT_RTS);
 
 	if (!txe || hdr->msg.total_len > txe->msg_len) {
-		peer->ep->stats.drop_bad_hdr++;
+		COUR_DROP_BAD(peer->ep, "CTS for no waiting rendezvous");
 		return;
 	}
-	DL_DELETE(peer->tx_wait, txe);
+	if (txe->pkts_out) {
+		/* the RTS is still unacknowledged: its slot will release it, but it must not
+		 * count against the RDATA phase. Detach the slot's reference. */
+		uint32_t w = (uint32_t)cour_params.window;
+		for (uint32_t s = peer->tx_una; s != peer->tx_next; s++)
+			if (peer->txwin[s % w].txe == txe) {
+				peer->txwin[s % w].txe = NULL;
+				txe->pkts_out--;
+			}
+	}
+	DL_DELETE(*txe->list, txe);
 	txe->list = NULL;
 	txe->op_type = COUR_PKT_RDATA;
 	txe->rx_id = hdr->msg.rx_id;
@@ -382,7 +397,7 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
 	if (!m || m->peer != peer || hdr->msg.offset != m->received ||
 	    plen > m->accept_len - m->received) {
-		ep->stats.drop_bad_hdr++;
+		COUR_DROP_BAD(ep, "RDATA for no matched rendezvous");
 		return;
 	}
 	if (m->discard) {           /* FI_DISCARD answered with a CTS for nothing */
@@ -404,9 +419,11 @@ static void cour_handle_done(struct cour_peer *peer, const struct cour_pkt_hdr *
 	struct cour_txe *txe = cour_find_wait(peer, hdr->msg.msg_id, COUR_PKT_EAGER);
 
 	if (!txe) {
-		peer->ep->stats.drop_bad_hdr++;
+		COUR_DROP_BAD(peer->ep, "DONE for no waiting send");
 		return;
 	}
+	if (txe->pkts_out)
+		return;     /* completes when its packets are acknowledged, see below */
 	DL_DELETE(peer->tx_wait, txe);
 	txe->list = NULL;
 	cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
@@ -436,7 +453,7 @@ void cour_msg_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		cour_handle_done(peer, hdr);
 		break;
 	default:
-		peer->ep->stats.drop_bad_hdr++;
+		COUR_DROP_BAD(peer->ep, "unknown message type");
 		break;
 	}
 }

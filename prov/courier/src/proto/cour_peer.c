@@ -564,19 +564,21 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 	struct cour_ep *ep = peer->ep;
 	uint32_t w = (uint32_t)cour_params.window;
 
-	cour_peer_deliver(peer, buf, len);
+	/* rx_next moves first: whatever the handler sends (a CTS, a DONE) must already
+	 * acknowledge the packet that caused it */
 	peer->rx_next++;
 	peer->rx_since_ack++;
+	cour_peer_deliver(peer, buf, len);
 	while (peer->rx_held && peer->rxwin[peer->rx_next % w].buf) {
 		struct cour_rxslot *slot = &peer->rxwin[peer->rx_next % w];
 		void *held = slot->buf;
 
 		slot->buf = NULL;
 		peer->rx_held--;
-		cour_peer_deliver(peer, held, slot->len);
-		cour_pool_put(&ep->rxbuf_pool, held);
 		peer->rx_next++;
 		peer->rx_since_ack++;
+		cour_peer_deliver(peer, held, slot->len);
+		cour_pool_put(&ep->rxbuf_pool, held);
 	}
 }
 
@@ -592,7 +594,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 
 	if (!cour_pkt_valid(ep, buf, len) ||
 	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0) {
-		ep->stats.drop_bad_hdr++;
+		COUR_DROP_BAD(ep, "failed validation (version, type, length or checksum)");
 		return buf;
 	}
 	from.is_v4 = ep->addr.is_v4;
@@ -602,7 +604,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 			cour_msg_handle_dgram(ep, hdr, (char *)buf + COUR_PKT_HDR_LEN,
 					      len - COUR_PKT_HDR_LEN, &from);
 		else
-			ep->stats.drop_bad_hdr++;
+			COUR_DROP_BAD(ep, "datagram packet on a reliable endpoint or the reverse");
 		return buf;
 	}
 

@@ -267,7 +267,7 @@ int cour_udp_poll(struct cour_ep *ep)
 
 		ep->stats.rx_pkts++;
 		if (m->msg_flags & MSG_TRUNC) {
-			ep->stats.drop_bad_hdr++;
+			COUR_DROP_BAD(ep, "larger than any courier packet");
 			continue;
 		}
 		ep->rx_bufs[i] = cour_ep_rx_packet(ep, ep->rx_bufs[i], ep->rx_msgs[i].msg_len,

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# README's second command (and CI's): install, build, and run every test:
+#   1. warnings-as-errors build, Criterion unit tests and fabtests functional tests (make check)
+#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer
+# Prints "N passed, N failed" at the end; exits non-zero on any failure.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+bash "$top/scripts/install-deps.sh" || exit 1
+pass=0; fail=0; failed=()
+stage() {   # stage NAME COMMAND...
+	local name=$1; shift
+	local t0=$SECONDS
+	echo "=== $name"
+	if "$@"; then pass=$((pass + 1)); echo "=== $name: ok ($((SECONDS - t0)) s)"
+	else fail=$((fail + 1)); failed+=("$name"); echo "=== $name: FAILED ($((SECONDS - t0)) s)"; fi
+}
+check() {   # check BUILDDIR: run make check, show the logs of failures
+	local dir=$1
+	if make -C "$dir" -j2 check >"$dir/check.out" 2>&1; then
+		grep -E "^(# |PASS|FAIL|XFAIL|ERROR|SKIP)" "$dir/check.out" | grep -v "^PASS" || true
+		grep -E "^# (TOTAL|PASS|FAIL)" "$dir/check.out"
+		return 0
+	fi
+	cat "$dir/check.out" | tail -40
+	for log in $(grep -l -E "^(FAIL|ERROR)" $(find "$dir" -name "*.log" -path "*test*") 2>/dev/null); do
+		echo "--- $log"; tail -30 "$log"
+	done
+	return 1
+}
+stage "build (-Werror)" bash "$top/scripts/build.sh" "$top/build-ci" --enable-werror
+stage "make check" check "$top/build-ci"
+stage "build (ASan+UBSan)" bash "$top/scripts/build.sh" "$top/build-asan" --enable-werror --enable-sanitizers
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+stage "make check (ASan+UBSan)" check "$top/build-asan"
+echo
+[ $fail -eq 0 ] || echo "failed stages: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
