@@ -1,11 +1,11 @@
-/*
- * cour_getinfo and cour_info_check: what courier offers, how hints narrow it, which addresses
- * node/service/flags produce. Expected values are written out as numbers on purpose, so a
- * wrong constant in cour_attr.h fails here instead of being restated.
- */
+/* cour_getinfo and cour_info_check: the offer, how hints narrow it, which addresses node,
+ * service and flags give. Expected values are numbers on purpose: a wrong constant in
+ * cour_attr.h fails here instead of being restated. */
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,11 +292,9 @@ Test(attr, secondary_alone_gets_all_primaries)
 
 Test(attr, caps_superset_is_refused)
 {
-	static const uint64_t extra[] = {
-		FI_RMA, FI_ATOMIC, FI_MSG | FI_READ, FI_HMEM, FI_MULTICAST, FI_NAMED_RX_CTX,
-		FI_RMA_EVENT, FI_FENCE, FI_TRIGGER, FI_SHARED_AV, FI_VARIABLE_MSG,
-		FI_SOURCE_ERR, FI_COLLECTIVE, FI_AV_USER_ID,
-	};
+	static const uint64_t extra[] = { FI_RMA, FI_ATOMIC, FI_READ, FI_HMEM, FI_MULTICAST,
+		FI_NAMED_RX_CTX, FI_RMA_EVENT, FI_FENCE, FI_TRIGGER, FI_SHARED_AV,
+		FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_COLLECTIVE, FI_AV_USER_ID };
 	size_t i;
 
 	for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
@@ -631,6 +629,28 @@ Test(attr, iface_addr_parameter_is_the_default_source)
 	get(V117, "127.0.0.1", "4570", 0, NULL, 2);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.2", 0);
 	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4570);
+}
+
+/* A peer on another interface gets the source address the kernel routes from, not loopback. */
+Test(attr, default_source_follows_the_route)
+{
+	struct ifaddrs *ifs, *ifa;
+	char ip[INET_ADDRSTRLEN] = "";
+
+	cr_assert_eq(getifaddrs(&ifs), 0);
+	for (ifa = ifs; ifa && !ip[0]; ifa = ifa->ifa_next) {
+		const struct sockaddr_in *sin = (const void *)ifa->ifa_addr;
+
+		if (sin && sin->sin_family == AF_INET &&
+		    ntohl(sin->sin_addr.s_addr) >> 24 != 127 && (ifa->ifa_flags & IFF_UP))
+			inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+	}
+	freeifaddrs(ifs);
+	if (!ip[0])
+		cr_skip_test("no non-loopback IPv4 address here");
+	get(V117, ip, "4567", FI_NUMERICHOST, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, ip, 0);
+	assert_in(info->dest_addr, info->dest_addrlen, ip, 4567);
 }
 
 Test(attr, unresolvable_node, .timeout = 30)

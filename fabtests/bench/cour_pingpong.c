@@ -182,7 +182,9 @@ int main(int argc, char **argv)
 
 	cour_ft_opts_init(&opts);
 	opts.test_name = "pingpong";
-	ret = cour_ft_parse_opts(&opts, argc, argv, NULL, NULL, NULL, NULL);
+	ret = cour_ft_parse_opts(&opts, argc, argv, NULL, NULL, NULL,
+				 "pingpong: prints one-way latency (half the mean round trip);\n"
+				 "  default sizes 1,8,64,512,4k,64k,1m; -n counts round trips.\n");
 	if (ret)
 		return ret > 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 	if (!opts.nsizes) {

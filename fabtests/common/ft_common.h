@@ -11,6 +11,13 @@
  * because providers with manual progress (ofi_rxd) only handshake and acknowledge from inside
  * fi_cq_read.
  *
+ * Setup: hints carry the program's caps, mode FI_CONTEXT|FI_CONTEXT2 (every operation gets a
+ * struct fi_context2), mr_mode LOCAL|VIRT_ADDR|ALLOCATED|PROV_KEY|ENDPOINT (buffers are
+ * registered, and bound under FI_MR_ENDPOINT, only when the provider keeps FI_MR_LOCAL). Of the
+ * fi_info entries returned, the one whose source IP is our end of the oob socket wins, else
+ * the first: so the fabric runs over the same interface as the oob (loopback for 127.0.0.1).
+ * One tx and one rx CQ (FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE), one FI_AV_TABLE.
+ *
  * Bounds: every wait checks one deadline, set -T seconds after start; passing it prints what
  * was awaited and fails with -FI_ETIMEDOUT. A SIGALRM a little later ends the process if a call
  * blocks inside a provider, so no run can hang.
@@ -58,6 +65,11 @@ struct cour_ft_opts {
 	enum fi_progress progress;	/* -M: data_progress hint; 0 leaves it to the provider */
 	uint64_t caps;			/* asked in hints; FI_TAGGED is dropped unless tagged */
 	uint64_t msg_order;		/* ordering the program needs, asked in hints */
+	/*
+	 * Optional: called on both sides once the run options are final (the server has the
+	 * client's), before fi_getinfo, to derive caps or msg_order from them.
+	 */
+	void (*finalize)(struct cour_ft_opts *opts);
 
 	/* run: copied from the client to the server */
 	int nsizes;
@@ -133,7 +145,7 @@ typedef int (*cour_ft_opt_cb)(int opt, const char *arg, void *ctx);
 int cour_ft_parse_opts(struct cour_ft_opts *opts, int argc, char **argv,
 		       const char *prog_optstr, cour_ft_opt_cb prog_opt, void *ctx,
 		       const char *prog_usage);
-void cour_ft_usage(const char *prog, const char *prog_usage);
+void cour_ft_usage(FILE *out, const char *prog, const char *prog_usage);
 
 /* "1,8,4k,1m" -> sizes; returns the count or -FI_EINVAL. */
 int cour_ft_parse_sizes(const char *list, size_t *sizes, int max);
@@ -197,6 +209,11 @@ int cour_ft_barrier(struct cour_ft *ft);
  * every 100 ms so a failed peer ends the run at once instead of at the deadline.
  */
 int cour_ft_oob_check_peer(struct cour_ft *ft);
+
+/* ---- harness internals ---- */
+
+/* ft_opts.c: the client sends its run options, the server adopts them (both check the test). */
+int cour_ft_sync_opts(struct cour_ft *ft);
 
 /* ---- utilities ---- */
 

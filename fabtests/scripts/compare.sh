@@ -133,6 +133,11 @@ echo "# programs: $BIN_DIR"
 [ -n "$COURIER_PROVIDER_PATH" ] && echo "# courier from: $COURIER_PROVIDER_PATH"
 echo "# host: $(uname -n), $(nproc) cpus, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# logs: $LOG_DIR"
+read -r load1 _ < /proc/loadavg
+if awk -v l="$load1" -v n="$(nproc)" 'BEGIN { exit !(l >= n / 2) }'; then
+	echo "# warning: the host is busy (load $load1 on $(nproc) cpus); each side spins on a cpu," \
+		"so expect noisy numbers"
+fi
 
 FAILED=()
 COURIER_FAILED=0

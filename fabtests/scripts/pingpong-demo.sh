@@ -53,15 +53,19 @@ if [ "$PROVIDER" = courier ]; then
 			fi
 		done
 	fi
-	[ -n "${COURIER_PROVIDER_PATH:-}" ] &&
+	if [ -n "${COURIER_PROVIDER_PATH:-}" ]; then
 		ENV_CMD+=("FI_PROVIDER_PATH=$COURIER_PROVIDER_PATH")
+	elif ! fi_info -l 2>/dev/null | grep -q '^courier:'; then
+		echo "pingpong-demo: libfabric does not list courier and no build was found;" \
+			"set COURIER_PROVIDER_PATH to the directory holding libcourier-fi.so" >&2
+	fi
 fi
 
 LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cour-demo.XXXXXX") || exit 1
 
 # run <program> <log name> <options...>: server in the background, client in the foreground
 run() {
-	local prog=$BIN_DIR/$1 log=$LOG_DIR/$2 spid crc src
+	local name=$1 prog=$BIN_DIR/$1 log=$LOG_DIR/$2 spid crc src
 	shift 2
 	local -a opts=(-p "$PROVIDER" -P "$PORT" -T "$((RUN_TIMEOUT - 2))" "$@" "${EXTRA_OPTS[@]}")
 
@@ -74,7 +78,7 @@ run() {
 	wait "$spid"
 	src=$?
 	if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
-		echo "pingpong-demo: $1 over $PROVIDER failed (client $crc, server $src):" >&2
+		echo "pingpong-demo: $name over $PROVIDER failed (client $crc, server $src):" >&2
 		sed 's/^/  client: /' "$log.client" | tail -5 >&2
 		sed 's/^/  server: /' "$log.server" | tail -5 >&2
 		echo "  logs kept in $LOG_DIR" >&2

@@ -701,6 +701,11 @@ int cour_getinfo(uint32_t version, const char *node, const char *service, uint64
 	size_t i;
 	int ret;
 
+	if (flags & COUR_UTIL_CORE_QUERY) {
+		COUR_INFO(FI_LOG_CORE, "not offered as a core under utility providers: courier "
+			  "has its own reliable endpoints\n");
+		return -FI_ENODATA;
+	}
 	/* fi_getinfo(3): exactly one info with defaults, whatever the hints */
 	if (flags & FI_PROV_ATTR_ONLY) {
 		fi = cour_attr_offer_dup(cour_info_templates[0]);
@@ -776,7 +781,8 @@ int cour_info_check(const struct fi_info *info)
 	if (!cour_match(&m, info)) {
 		ret = -FI_EINVAL;
 	} else if (info->domain_attr->mr_mode &
-		   ~(COUR_MR_MODE_SUPPORTED | FI_MR_BASIC | FI_MR_SCALABLE)) {
+		   ~(COUR_MR_MODE_SUPPORTED | FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_BASIC |
+		     FI_MR_SCALABLE)) {
 		COUR_WARN(FI_LOG_CORE, "mr_mode 0x%x has bits courier never returns\n",
 			  info->domain_attr->mr_mode);
 		ret = -FI_EINVAL;

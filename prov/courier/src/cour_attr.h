@@ -14,8 +14,8 @@
  * and are reported when the application names neither. hints->caps == 0 gets everything.
  *
  * mr_mode: courier needs no registration mode. The bits of COUR_MR_MODE_SUPPORTED that the
- * application says it supports are returned as they came (VIRT_ADDR, PROV_KEY, ENDPOINT,
- * RMA_EVENT select how keys, addresses and enabling work); others are cleared. The legacy
+ * application says it supports are returned as they came (VIRT_ADDR, PROV_KEY, ALLOCATED,
+ * RMA_EVENT select how keys and addresses work); others are cleared. The legacy
  * values are returned as legacy values, as fi_mr(3) requires (FI_MR_BASIC is never cleared,
  * and applications of API < 1.5 compare the field against FI_MR_BASIC / FI_MR_SCALABLE);
  * cour_attr_mr_mode() turns any of them into plain mode bits for the domain.
@@ -25,8 +25,13 @@
 
 #include "cour.h"
 
+/* cour_ep.h carries the same two limits under #ifndef; either header may come first. */
+#ifndef COUR_MAX_MSG_SIZE
 #define COUR_MAX_MSG_SIZE   ((1ULL << 32) - 1)
+#endif
+#ifndef COUR_DGRAM_MAX_MSG
 #define COUR_DGRAM_MAX_MSG  64928	/* 65000-byte UDP payload less the 72-byte packet header */
+#endif
 #define COUR_IOV_LIMIT      8
 #define COUR_PROTO_VERSION  1
 #define COUR_MR_KEY_SIZE    8
@@ -34,8 +39,16 @@
 /* Alternating bits: one unstructured 64-bit tag, any mask (fi_endpoint(3), mem_tag_format). */
 #define COUR_TAG_FORMAT     0xAAAAAAAAAAAAAAAAULL
 
-#define COUR_MR_MODE_SUPPORTED (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | \
-				FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_RMA_EVENT)
+/* Returned when the application offers them: they choose how keys and addresses work.
+ * FI_MR_LOCAL and FI_MR_ENDPOINT are never returned: courier needs neither local
+ * registration nor endpoint-bound regions, and returning them would force that work on the
+ * application (fi_mr(3): the provider clears the bits it does not need). */
+#define COUR_MR_MODE_SUPPORTED (FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | \
+				FI_MR_RMA_EVENT)
+/* libfabric marks with this flag the queries its utility providers (ofi_rxd, ofi_rxm) make for
+ * a core provider to layer over. courier implements reliability itself, so a layered
+ * "courier;ofi_rxd" would only shadow courier's own RDM endpoint (it is listed first). */
+#define COUR_UTIL_CORE_QUERY   (1ULL << 59)
 #define COUR_TX_OP_FLAGS (FI_INJECT | FI_COMPLETION | FI_INJECT_COMPLETE | \
 			  FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE)
 #define COUR_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)

@@ -1,0 +1,65 @@
+#!/bin/sh
+# peer_death: kill -9 the receiver in the middle of a stream, check the sender's errors, restart
+# the receiver on the same UDP port and check that the same sender endpoint reaches it.
+# Environment as run_pair.sh (COUR_BUILD, COUR_FT_PROVIDER); courier only (it needs
+# FI_COURIER_PEER_TIMEOUT), other providers skip.
+set -u
+build=${COUR_BUILD:-$PWD}
+prov=${COUR_FT_PROVIDER:-courier}
+[ "$prov" = courier ] || { echo "peer_death: courier only, skipped for $prov"; exit 77; }
+prog=$build/fabtests/functional/peer_death
+[ -x "$prog" ] || prog=$build/peer_death
+[ -x "$prog" ] || { echo "test_peer_death.sh: no peer_death program" >&2; exit 99; }
+if [ -d "$build/.libs" ] && [ -z "${FI_PROVIDER_PATH:-}" ]; then
+	FI_PROVIDER_PATH=$build/.libs; export FI_PROVIDER_PATH
+fi
+FI_PROVIDER=${FI_PROVIDER:-^ofi_rxd,ofi_rxm}; export FI_PROVIDER
+FI_COURIER_PEER_TIMEOUT=500; export FI_COURIER_PEER_TIMEOUT
+
+port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null)
+[ -n "$port" ] || port=$((20000 + $$ % 20000))
+out=$(mktemp -d "${TMPDIR:-/tmp}/peer_death.XXXXXX") || exit 99
+spid1= cpid= spid2=
+cleanup() {
+	for p in $spid1 $cpid $spid2; do kill -9 "$p" 2>/dev/null; done
+	rm -rf "$out"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "test_peer_death.sh: $*"
+	for f in server1 client server2; do
+		[ -f "$out/$f" ] && { echo "---- $f ----"; cat "$out/$f"; }
+	done
+	exit 1
+}
+
+# wait_for FILE PATTERN TENTHS
+wait_for() {
+	n=0
+	while ! grep -q "$2" "$1" 2>/dev/null; do
+		n=$((n + 1))
+		[ $n -gt "$3" ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+"$prog" -s -p "$prov" -A "$port" -T 20 >"$out/server1" 2>&1 &
+spid1=$!
+wait_for "$out/server1" "receiver up" 50 || fail "the first receiver did not start"
+timeout -k 5 40 "$prog" -c -p "$prov" -A "$port" -T 30 >"$out/client" 2>&1 &
+cpid=$!
+wait_for "$out/server1" "received 200 " 100 || fail "the stream did not start"
+kill -9 $spid1
+wait $spid1 2>/dev/null
+spid1=
+# long enough for the sender to declare the receiver unreachable (500 ms)
+wait_for "$out/client" "sends ok, then" 80 || fail "the sender saw no failure"
+timeout -k 5 30 "$prog" -s -p "$prov" -A "$port" -n 20 -T 20 >"$out/server2" 2>&1 &
+spid2=$!
+wait $cpid; crc=$?; cpid=
+wait $spid2; src=$?; spid2=
+[ $crc -eq 0 ] && [ $src -eq 0 ] || fail "sender exit $crc, restarted receiver exit $src"
+cat "$out/client" "$out/server2"
+exit 0
