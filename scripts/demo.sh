@@ -5,5 +5,6 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bash "$top/scripts/install-deps.sh"
 bash "$top/scripts/build.sh" "$top/build"
-export COURIER_BUILD="$top/build"
+cd "$top/build"
+export COURIER_PROVIDER_PATH="$top/build/.libs"
 exec bash "$top/fabtests/scripts/pingpong-demo.sh"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README's second command (and CI's): install, build, and run every test:
 #   1. warnings-as-errors build, Criterion unit tests and fabtests functional tests (make check)
-#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   2. Debian's Open MPI, two-sided over courier, at 2 and 8 ranks
+#   3. unit and functional tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 # Prints "N passed, N failed" at the end; exits non-zero on any failure.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +30,7 @@ check() {   # check BUILDDIR: run make check, show the logs of failures
 }
 stage "build (-Werror)" bash "$top/scripts/build.sh" "$top/build-ci" --enable-werror
 stage "make check" check "$top/build-ci"
+stage "Open MPI over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi.sh" "$top/build-ci"
 stage "build (ASan+UBSan)" bash "$top/scripts/build.sh" "$top/build-asan" --enable-werror --enable-sanitizers
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 stage "make check (ASan+UBSan)" check "$top/build-asan"

@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rdma/fi_ext_courier.h>
+
 #include "ft_common.h"
 
 #define PD_SIZE      (64 * 1024)
@@ -36,6 +38,7 @@ struct pd {
 	const char *prov;
 	const char *port;
 	bool server;
+	bool transmit_complete;
 	long count;
 	int timeout_s;
 	struct fi_info *info;
@@ -76,9 +79,16 @@ static int pd_setup(struct pd *pd)
 	hints->caps = FI_MSG;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				      FI_MR_PROV_KEY;
+	/* no FI_MR_LOCAL: this test passes no descriptors */
+	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->fabric_attr->prov_name = strdup(pd->prov);
+	/*
+	 * A send completes only once the receiver has taken it, so the sender never waits for
+	 * credits: courier cannot tell that a peer died while it only waits for credits (a
+	 * documented limitation, see fi_courier(7)); -C leaves the default to show it.
+	 */
+	if (!pd->transmit_complete)
+		hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
 	ret = fi_getinfo(FI_VERSION(1, 9), "127.0.0.1", pd->port,
 			 pd->server ? FI_SOURCE : 0, hints, &pd->info);
 	fi_freeinfo(hints);
@@ -210,6 +220,22 @@ static int pd_send(struct pd *pd, int slot, uint64_t seq)
 	return 0;
 }
 
+static void pd_print_stats(struct pd *pd)
+{
+	struct fi_courier_ops_ep *ops;
+	struct fi_courier_stats st;
+
+	if (fi_open_ops(&pd->ep->fid, FI_COURIER_EP_OPS, 0, (void **)&ops, NULL) ||
+	    ops->get_stats(pd->ep, &st))
+		return;
+	fprintf(stderr, "peer_death: sender stats: tx_pkts %llu retrans_timeout %llu "
+		"credit_stalls %llu window_stalls %llu peers_unreachable %llu peers_reset %llu "
+		"drop_stale_session %llu\n", (unsigned long long)st.tx_pkts,
+		(unsigned long long)st.retrans_timeout, (unsigned long long)st.credit_stalls,
+		(unsigned long long)st.window_stalls, (unsigned long long)st.peers_unreachable,
+		(unsigned long long)st.peers_reset, (unsigned long long)st.drop_stale_session);
+}
+
 static bool pd_peer_gone(int err)
 {
 	return err == FI_EHOSTUNREACH || err == FI_ECONNRESET;
@@ -228,10 +254,12 @@ static int pd_client(struct pd *pd)
 	/* phase 1: stream until the sends fail, then every in-flight one must fail */
 	while (inflight) {
 		ret = pd_read(pd, &e, &err, PD_FAIL_MS);
-		if (ret == -FI_ETIMEDOUT)
+		if (ret == -FI_ETIMEDOUT) {
+			pd_print_stats(pd);
 			PD_FAIL("%d sends neither completed nor failed %d ms after the last "
 				"success (%llu ok, %d errors)", inflight, PD_FAIL_MS,
 				(unsigned long long)ok, errors);
+		}
 		if (ret < 0)
 			return ret;
 		inflight--;
@@ -320,7 +348,7 @@ int main(int argc, char **argv)
 	struct pd pd = { .prov = "courier", .timeout_s = 30 };
 	int opt, ret;
 
-	while ((opt = getopt(argc, argv, "p:A:n:T:sc")) != -1) {
+	while ((opt = getopt(argc, argv, "p:A:n:T:scC")) != -1) {
 		switch (opt) {
 		case 'p': pd.prov = optarg; break;
 		case 'A': pd.port = optarg; break;
@@ -328,6 +356,7 @@ int main(int argc, char **argv)
 		case 'T': pd.timeout_s = atoi(optarg); break;
 		case 's': pd.server = true; break;
 		case 'c': pd.server = false; break;
+		case 'C': pd.transmit_complete = true; break;
 		default:
 			fprintf(stderr, "usage: peer_death -s|-c -A port [-p prov] [-n count] "
 				"[-T s]\n");

@@ -1,9 +1,13 @@
 #!/bin/sh
 # peer_death: kill -9 the receiver in the middle of a stream, check the sender's errors, restart
 # the receiver on the same UDP port and check that the same sender endpoint reaches it.
+# test_peer_death.sh            restart after the sender failed its sends (FI_EHOSTUNREACH)
+# test_peer_death.sh restart-now restart at once: the sender meets the new incarnation while
+#                               its sends are pending (FI_ECONNRESET, or FI_EHOSTUNREACH)
 # Environment as run_pair.sh (COUR_BUILD, COUR_FT_PROVIDER); courier only (it needs
 # FI_COURIER_PEER_TIMEOUT), other providers skip.
 set -u
+mode=${1:-}
 build=${COUR_BUILD:-$PWD}
 prov=${COUR_FT_PROVIDER:-courier}
 [ "$prov" = courier ] || { echo "peer_death: courier only, skipped for $prov"; exit 77; }
@@ -54,12 +58,17 @@ wait_for "$out/server1" "received 200 " 100 || fail "the stream did not start"
 kill -9 $spid1
 wait $spid1 2>/dev/null
 spid1=
-# long enough for the sender to declare the receiver unreachable (500 ms)
-wait_for "$out/client" "sends ok, then" 80 || fail "the sender saw no failure"
+if [ "$mode" != restart-now ]; then
+	# long enough for the sender to declare the receiver unreachable (500 ms)
+	wait_for "$out/client" "sends ok, then" 80 || fail "the sender saw no failure"
+fi
 timeout -k 5 30 "$prog" -s -p "$prov" -A "$port" -n 20 -T 20 >"$out/server2" 2>&1 &
 spid2=$!
 wait $cpid; crc=$?; cpid=
 wait $spid2; src=$?; spid2=
 [ $crc -eq 0 ] && [ $src -eq 0 ] || fail "sender exit $crc, restarted receiver exit $src"
 cat "$out/client" "$out/server2"
+if [ "$mode" = restart-now ] && ! grep -q "first: Connection reset" "$out/client"; then
+	echo "test_peer_death.sh: note: the sender saw no FI_ECONNRESET (timing), see above"
+fi
 exit 0

@@ -175,6 +175,8 @@ struct cour_peer {
 	uint64_t             srtt_us, rttvar_us, rto_us;
 	uint64_t             rto_deadline;    /* 0: not armed */
 	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
+	uint64_t             last_heard_us;   /* last valid packet of any kind from the peer */
+	uint64_t             probe_deadline;  /* credit-stalled: next liveness probe, 0: none */
 	uint64_t             fast_rexmit_us;  /* last fast retransmit, rate-limits them */
 
 	/* receive side */
@@ -289,7 +291,7 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now);
 void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		       const struct sockaddr_storage *sa, socklen_t sa_len);
 void cour_peer_credit_return(struct cour_peer *peer);
-void cour_peer_send_ack(struct cour_peer *peer);
+void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags);
 
 /* ---- proto/cour_msg_proto.c: message protocols and matching ---- */
 int  cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,

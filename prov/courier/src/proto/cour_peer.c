@@ -37,6 +37,8 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->rto_us = COUR_MAX((uint64_t)cour_params.rto_min_us, COUR_RTO_INIT_US);
 	peer->rto_deadline = 0;
 	peer->last_ack_us = now;
+	peer->last_heard_us = now;
+	peer->probe_deadline = 0;
 	peer->fast_rexmit_us = 0;
 	peer->rx_next = 0;
 	peer->rx_held = 0;
@@ -281,12 +283,15 @@ void cour_peer_push(struct cour_peer *peer)
 
 		if (txe->built == 0) {
 			if (!cour_seq_lt(peer->tx_credit_used, peer->tx_credit_limit)) {
-				if (!peer->credit_stalled)
+				if (!peer->credit_stalled) {
 					ep->stats.credit_stalls++;
+					peer->last_heard_us = cour_now_us();
+				}
 				peer->credit_stalled = true;
 				break;
 			}
 			peer->credit_stalled = false;
+			peer->probe_deadline = 0;
 			peer->tx_credit_used++;
 		}
 		while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
@@ -388,12 +393,13 @@ push:
 	cour_peer_push(peer);
 }
 
-void cour_peer_send_ack(struct cour_peer *peer)
+void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 {
 	struct cour_pkt_hdr hdr;
 
 	memset(&hdr.base, 0, sizeof(hdr.base));
 	hdr.base.type = COUR_PKT_ACK;
+	hdr.base.flags = flags;
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
 	if (cour_udp_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
 			      NULL, 0) == 0)
@@ -421,7 +427,7 @@ void cour_peer_credit_return(struct cour_peer *peer)
 {
 	peer->credits_granted++;
 	if (peer->credits_granted - peer->credits_sent >= (uint32_t)cour_params.credits / 2) {
-		cour_peer_send_ack(peer);
+		cour_peer_send_ack(peer, 0);
 		return;
 	}
 	if (!peer->ack_needed) {
@@ -468,6 +474,36 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 	cour_peer_state_init(peer);
 }
 
+static void cour_peer_unreachable(struct cour_peer *peer)
+{
+	char str[80];
+
+	COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: nothing heard for %d ms; failing its "
+		  "operations\n", cour_addr_str(&peer->addr, str, sizeof(str)),
+		  cour_params.peer_timeout_ms);
+	peer->ep->stats.peers_unreachable++;
+	cour_peer_reset(peer, COUR_E_UNREACHABLE);
+}
+
+/* A sender waiting for credits has nothing in flight, so no retransmit timer would ever notice
+ * that the peer died after acknowledging everything: ask it for an ACK now and then instead. */
+#define COUR_PROBE_US 100000
+static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
+{
+	if (!peer->probe_deadline) {
+		peer->probe_deadline = now + COUR_PROBE_US;
+		return;
+	}
+	if (now < peer->probe_deadline)
+		return;
+	if (now - peer->last_heard_us >= (uint64_t)cour_params.peer_timeout_ms * 1000) {
+		cour_peer_unreachable(peer);
+		return;
+	}
+	cour_peer_send_ack(peer, COUR_F_PROBE);
+	peer->probe_deadline = now + COUR_PROBE_US;
+}
+
 /* Timers of every active peer: delayed ACKs, retransmission, unreachable peers. */
 void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 {
@@ -477,17 +513,11 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 
 	DL_FOREACH_SAFE2(ep->active, peer, tmp, act_next) {
 		if (peer->ack_needed && now >= peer->ack_deadline)
-			cour_peer_send_ack(peer);
+			cour_peer_send_ack(peer, 0);
 
 		if (peer->rto_deadline && now >= peer->rto_deadline) {
 			if (now - peer->last_ack_us >= (uint64_t)cour_params.peer_timeout_ms * 1000) {
-				char str[80];
-				COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: nothing acknowledged "
-					  "for %d ms; failing its operations\n",
-					  cour_addr_str(&peer->addr, str, sizeof(str)),
-					  cour_params.peer_timeout_ms);
-				ep->stats.peers_unreachable++;
-				cour_peer_reset(peer, COUR_E_UNREACHABLE);
+				cour_peer_unreachable(peer);
 			} else {
 				/* resend the unacknowledged head of the window, then back off */
 				uint32_t n = 0;
@@ -507,6 +537,8 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 		}
 		if (peer->txq || peer->ctrlq)
 			cour_peer_push(peer);
+		if (peer->credit_stalled && peer->txq && !peer->rto_deadline)
+			cour_peer_probe(peer, now);
 
 		if (!peer->rto_deadline && !peer->ack_needed && !peer->txq && !peer->ctrlq) {
 			DL_DELETE2(ep->active, peer, act_prev, act_next);
@@ -519,6 +551,8 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			next = peer->ack_deadline;
 		if ((peer->txq || peer->ctrlq) && (!next || now + 1000 < next))
 			next = now + 1000;  /* blocked on credits or window: look again soon */
+		if (peer->probe_deadline && peer->probe_deadline < next)
+			next = peer->probe_deadline;
 	}
 	ep->next_timer = next;
 }
@@ -635,8 +669,12 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		peer->remote_session = h->src_session;
 	}
 	now = cour_now_us();
-	if (h->type == COUR_PKT_ACK)
+	peer->last_heard_us = now;
+	if (h->type == COUR_PKT_ACK) {
 		ep->stats.acks_rcvd++;
+		if (h->flags & COUR_F_PROBE)
+			cour_peer_send_ack(peer, 0);
+	}
 	cour_peer_ack(peer, h, now);
 	if (!cour_pkt_sequenced(h->type))
 		return buf;
@@ -652,7 +690,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	if (h->seq == peer->rx_next) {
 		cour_peer_rx_inorder(peer, buf, len);
 		if (peer->rx_since_ack >= COUR_ACK_EVERY || peer->rx_held) {
-			cour_peer_send_ack(peer);
+			cour_peer_send_ack(peer, 0);
 		} else if (!peer->ack_needed) {
 			peer->ack_needed = true;
 			peer->ack_deadline = now + (uint64_t)cour_params.ack_delay_us;
@@ -663,7 +701,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	}
 	if (cour_seq_lt(h->seq, peer->rx_next)) {
 		ep->stats.dup_rcvd++;
-		cour_peer_send_ack(peer);       /* the sender missed our ACK */
+		cour_peer_send_ack(peer, 0);       /* the sender missed our ACK */
 		return buf;
 	}
 	if (h->seq - peer->rx_next >= w) {
@@ -684,7 +722,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	slot->len = (uint32_t)len;
 	peer->rx_held++;
 	ep->stats.ooo_rcvd++;
-	cour_peer_send_ack(peer);               /* SACK tells the sender about the hole now */
+	cour_peer_send_ack(peer, 0);               /* SACK tells the sender about the hole now */
 	return fresh;
 }
 

@@ -79,7 +79,8 @@ enum {
 	COUR_F_CQ_DATA = 1 << 1,   /* data carries remote CQ data */
 	COUR_F_DC      = 1 << 2,   /* sender wants a DONE once the message is placed */
 	COUR_F_PCSUM   = 1 << 3,   /* crc covers the payload too */
-	COUR_F_ALL     = (1 << 4) - 1
+	COUR_F_PROBE   = 1 << 4,   /* ACK that asks for an ACK back at once (liveness probe) */
+	COUR_F_ALL     = (1 << 5) - 1
 };
 
 struct cour_base_hdr {
