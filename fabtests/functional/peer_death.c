@@ -1,10 +1,12 @@
 /*
  * peer_death: a receiver dies in the middle of a stream and comes back on the same address.
  *
- *   peer_death -s -A <port> [-n <count>]   receiver bound to 127.0.0.1:<port>: receives and
- *                                          verifies until killed, or, with -n, until <count>
- *                                          messages of the second phase have arrived
- *   peer_death -c -A <port>                sender
+ *   peer_death -s -A <port> [-n <count>] [-N]  receiver bound to 127.0.0.1:<port>: receives
+ *                                          and verifies until killed, or, with -n, until
+ *                                          <count> messages of the second phase have arrived;
+ *                                          -N: posts no receive (messages stay unexpected)
+ *   peer_death -c -A <port> [-D] [-k <n>]  sender; -D: FI_DELIVERY_COMPLETE sends; -k: sends
+ *                                          that must succeed before the failure (default 10)
  *
  * The sender streams 64 KiB messages (8 in flight) until its sends fail; each failure must be
  * FI_EHOSTUNREACH (the peer went silent for FI_COURIER_PEER_TIMEOUT) or FI_ECONNRESET (it was
@@ -38,7 +40,9 @@ struct pd {
 	const char *prov;
 	const char *port;
 	bool server;
-	bool transmit_complete;
+	bool delivery_complete;
+	bool no_recv;
+	long min_ok;
 	long count;
 	int timeout_s;
 	struct fi_info *info;
@@ -82,12 +86,7 @@ static int pd_setup(struct pd *pd)
 	/* no FI_MR_LOCAL: this test passes no descriptors */
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->fabric_attr->prov_name = strdup(pd->prov);
-	/*
-	 * A send completes only once the receiver has taken it, so the sender never waits for
-	 * credits: courier cannot tell that a peer died while it only waits for credits (a
-	 * documented limitation, see fi_courier(7)); -C leaves the default to show it.
-	 */
-	if (!pd->transmit_complete)
+	if (pd->delivery_complete)
 		hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
 	ret = fi_getinfo(FI_VERSION(1, 9), "127.0.0.1", pd->port,
 			 pd->server ? FI_SOURCE : 0, hints, &pd->info);
@@ -156,11 +155,16 @@ static int pd_server(struct pd *pd)
 	size_t bad;
 	int i, ret, idx;
 
-	for (i = 0; i < PD_WINDOW; i++)
+	for (i = 0; i < PD_WINDOW && !pd->no_recv; i++)
 		PD_CALL(fi_recv(pd->ep, pd->buf + i * PD_SIZE, PD_SIZE, NULL, FI_ADDR_UNSPEC,
 				&pd->ctx[i]));
 	printf("peer_death: receiver up on port %s\n", pd->port);
 	fflush(stdout);
+	if (pd->no_recv) {
+		/* keep acknowledging (progress) until killed */
+		ret = pd_read(pd, &e, &err, (uint64_t)pd->timeout_s * 1000);
+		PD_FAIL("-N: a completion without a receive (%d)", ret);
+	}
 	while (pd->count == 0 || phase2 < (uint64_t)pd->count) {
 		ret = pd_read(pd, &e, &err, (uint64_t)pd->timeout_s * 1000);
 		if (ret < 0)
@@ -250,6 +254,8 @@ static int pd_client(struct pd *pd)
 
 	for (i = 0; i < PD_WINDOW; i++, inflight++)
 		PD_CALL(pd_send(pd, i, seq++));
+	printf("peer_death: sender: window posted\n");
+	fflush(stdout);
 	last_ok_ms = pd_ms();
 	/* phase 1: stream until the sends fail, then every in-flight one must fail */
 	while (inflight) {
@@ -284,7 +290,7 @@ static int pd_client(struct pd *pd)
 			PD_FAIL("failures took %llu ms after the last success",
 				(unsigned long long)(pd_ms() - last_ok_ms));
 	}
-	if (ok < 10)
+	if ((long)ok < pd->min_ok)
 		PD_FAIL("only %llu sends succeeded before the receiver died",
 			(unsigned long long)ok);
 	printf("peer_death: sender: %llu sends ok, then %d failed (first: %s, %llu ms after "
@@ -345,10 +351,10 @@ static void pd_close(struct pd *pd)
 
 int main(int argc, char **argv)
 {
-	struct pd pd = { .prov = "courier", .timeout_s = 30 };
+	struct pd pd = { .prov = "courier", .timeout_s = 30, .min_ok = 10 };
 	int opt, ret;
 
-	while ((opt = getopt(argc, argv, "p:A:n:T:scC")) != -1) {
+	while ((opt = getopt(argc, argv, "p:A:n:T:k:scDN")) != -1) {
 		switch (opt) {
 		case 'p': pd.prov = optarg; break;
 		case 'A': pd.port = optarg; break;
@@ -356,10 +362,12 @@ int main(int argc, char **argv)
 		case 'T': pd.timeout_s = atoi(optarg); break;
 		case 's': pd.server = true; break;
 		case 'c': pd.server = false; break;
-		case 'C': pd.transmit_complete = true; break;
+		case 'D': pd.delivery_complete = true; break;
+		case 'N': pd.no_recv = true; break;
+		case 'k': pd.min_ok = atol(optarg); break;
 		default:
 			fprintf(stderr, "usage: peer_death -s|-c -A port [-p prov] [-n count] "
-				"[-T s]\n");
+				"[-T s] [-D] [-N] [-k n]\n");
 			return 2;
 		}
 	}

@@ -5,6 +5,10 @@
 # test_peer_death.sh restart-now restart at once, with a peer timeout (3 s) long enough that
 #                               the sender's retransmissions meet the new incarnation, which
 #                               answers RESET: the sends must fail with FI_ECONNRESET
+# test_peer_death.sh delivery   the receiver posts no receive and the sends ask for
+#                               FI_DELIVERY_COMPLETE: they are acknowledged but never
+#                               delivered, so only the peer timeout can end them
+#                               (FI_EHOSTUNREACH)
 # Environment as run_pair.sh (COUR_BUILD, COUR_FT_PROVIDER); courier only (it needs
 # FI_COURIER_PEER_TIMEOUT), other providers skip.
 set -u
@@ -55,12 +59,22 @@ wait_for() {
 	return 0
 }
 
-"$prog" -s -p "$prov" -A "$port" -T 20 >"$out/server1" 2>&1 &
+s1opt= copt=
+if [ "$mode" = delivery ]; then
+	s1opt=-N
+	copt="-D -k 0"
+fi
+"$prog" -s -p "$prov" -A "$port" -T 20 $s1opt >"$out/server1" 2>&1 &
 spid1=$!
 wait_for "$out/server1" "receiver up" 50 || fail "the first receiver did not start"
-timeout -k 5 40 "$prog" -c -p "$prov" -A "$port" -T 30 >"$out/client" 2>&1 &
+timeout -k 5 40 "$prog" -c -p "$prov" -A "$port" -T 30 $copt >"$out/client" 2>&1 &
 cpid=$!
-wait_for "$out/server1" "received 200 " 100 || fail "the stream did not start"
+if [ "$mode" = delivery ]; then
+	wait_for "$out/client" "window posted" 100 || fail "the sender did not start"
+	sleep 0.3	# every message acknowledged, none delivered
+else
+	wait_for "$out/server1" "received 200 " 100 || fail "the stream did not start"
+fi
 kill -9 $spid1
 wait $spid1 2>/dev/null
 spid1=
