@@ -298,6 +298,7 @@ static int pd_client(struct pd *pd)
 	       fi_strerror(first_err), (unsigned long long)(t_first_err - last_ok_ms),
 	       (unsigned long long)(pd_ms() - t_first_err));
 	fflush(stdout);
+	pd_print_stats(pd);
 
 	/* phase 2: the same endpoint reaches the restarted receiver */
 	seq = PD_PHASE2;
