@@ -197,10 +197,6 @@ struct cour_peer {
 	COUR_DBG(FI_LOG_EP_DATA, "dropped packet: %s\n", why); \
 } while (0)
 
-struct cour_ep_stats {
-	struct fi_courier_stats s;
-};
-
 struct cour_ep {
 	struct fid_ep        ep_fid;
 	struct cour_domain  *domain;
@@ -224,7 +220,6 @@ struct cour_ep {
 	socklen_t            bound_len;
 	bool                 tx_blocked;      /* the socket refused packets; retry in progress */
 
-	uint64_t             progress_calls;
 	size_t               tx_outstanding;  /* application sends not yet completed */
 
 	/* engine state */

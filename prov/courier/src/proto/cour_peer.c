@@ -575,12 +575,8 @@ static bool cour_pkt_valid(struct cour_ep *ep, void *buf, size_t len)
 		return false;
 	want = h->crc;
 	h->crc = 0;
+	/* the sender chained header then payload; crc32c chains, so one pass over the datagram */
 	crc = cour_crc32c(0, buf, (h->flags & COUR_F_PCSUM) ? len : hlen);
-	if (h->flags & COUR_F_PCSUM) {
-		/* the sender summed header then payload as one stream */
-		crc = cour_crc32c(0, buf, hlen);
-		crc = cour_crc32c(crc, (char *)buf + hlen, len - hlen);
-	}
 	h->crc = want;
 	return crc == want;
 }
