@@ -176,7 +176,7 @@ struct cour_peer {
 	uint64_t             rto_deadline;    /* 0: not armed */
 	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
 	uint64_t             last_heard_us;   /* last valid packet of any kind from the peer */
-	uint64_t             probe_deadline;  /* credit-stalled: next liveness probe, 0: none */
+	uint64_t             probe_deadline;  /* waiting on the peer: next liveness probe, 0: none */
 	uint64_t             fast_rexmit_us;  /* last fast retransmit, rate-limits them */
 
 	/* receive side */
@@ -189,6 +189,7 @@ struct cour_peer {
 	uint32_t             rx_since_ack;
 	uint64_t             ack_deadline;
 	struct cour_rxmsg   *rx_cur;          /* eager message being reassembled */
+	uint32_t             rx_rdv_pending;  /* our CTSes still waiting for the peer's RDATA */
 };
 
 /* Every packet dropped as malformed is counted, and said why at debug level. */

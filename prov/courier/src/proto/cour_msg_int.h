@@ -23,4 +23,18 @@ void cour_msg_fail_matched(struct cour_ep *ep, struct cour_rxmsg *m, int err, in
  * and a rendezvous sender is told to send nothing) rather than its session dying */
 void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed);
 
+/* Rendezvous receives waiting for RDATA, found by rx_id; each peer counts its own so that its
+ * timers know to watch it for liveness. */
+static inline void cour_rdv_add(struct cour_ep *ep, struct cour_rxmsg *m)
+{
+	HASH_ADD(hh, ep->rdv_by_id, rx_id, sizeof(m->rx_id), m);
+	m->peer->rx_rdv_pending++;
+}
+
+static inline void cour_rdv_del(struct cour_ep *ep, struct cour_rxmsg *m)
+{
+	HASH_DEL(ep->rdv_by_id, m);
+	m->peer->rx_rdv_pending--;
+}
+
 #endif

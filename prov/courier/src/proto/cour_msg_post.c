@@ -345,7 +345,7 @@ void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
 	HASH_ITER(hh, ep->rdv_by_id, m, tmp) {
 		if (m->peer != peer)
 			continue;
-		HASH_DEL(ep->rdv_by_id, m);
+		cour_rdv_del(ep, m);
 		cour_msg_fail_matched(ep, m, err, prov_errno);
 	}
 	/* unexpected RTS from the old session can never be cleared to send */

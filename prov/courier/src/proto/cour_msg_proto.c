@@ -177,7 +177,7 @@ static void cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe 
 
 	if (m->rts) {
 		m->rx_id = ep->next_rx_id++;
-		HASH_ADD(hh, ep->rdv_by_id, rx_id, sizeof(m->rx_id), m);
+		cour_rdv_add(ep, m);
 		cour_send_ctrl(peer, COUR_PKT_CTS, m->msg_id, m->rx_id, m->accept_len);
 		cour_peer_credit_return(peer);      /* the RTS itself is consumed */
 		return;
@@ -272,7 +272,7 @@ void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed)
 		/* the sender completes once it has "sent" the zero bytes we accept */
 		m->rx_id = ep->next_rx_id++;
 		m->accept_len = 0;
-		HASH_ADD(hh, ep->rdv_by_id, rx_id, sizeof(m->rx_id), m);
+		cour_rdv_add(ep, m);
 		cour_send_ctrl(peer, COUR_PKT_CTS, m->msg_id, m->rx_id, 0);
 		cour_peer_credit_return(peer);
 		return;
@@ -401,7 +401,7 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 		return;
 	}
 	if (m->discard) {           /* FI_DISCARD answered with a CTS for nothing */
-		HASH_DEL(ep->rdv_by_id, m);
+		cour_rdv_del(ep, m);
 		cour_pool_put(&ep->rxmsg_pool, m);
 		return;
 	}
@@ -409,7 +409,7 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 	m->received += plen;
 	if (m->received < m->accept_len)
 		return;
-	HASH_DEL(ep->rdv_by_id, m);
+	cour_rdv_del(ep, m);
 	cour_rxmsg_finish(ep, m, 0, 0);
 	cour_pool_put(&ep->rxmsg_pool, m);
 }

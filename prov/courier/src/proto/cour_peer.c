@@ -48,6 +48,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->rx_since_ack = 0;
 	peer->ack_deadline = 0;
 	peer->rx_cur = NULL;
+	peer->rx_rdv_pending = 0;
 }
 
 struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
@@ -485,8 +486,10 @@ static void cour_peer_unreachable(struct cour_peer *peer)
 	cour_peer_reset(peer, COUR_E_UNREACHABLE);
 }
 
-/* A sender waiting for credits has nothing in flight, so no retransmit timer would ever notice
- * that the peer died after acknowledging everything: ask it for an ACK now and then instead. */
+/* With nothing unacknowledged no retransmit timer runs, yet a sender may be credit-stalled or
+ * waiting for a CTS or DONE, and a receiver for RDATA: if the peer died after acknowledging
+ * everything, only asking it for an ACK now and then tells.  The answer carries no PROBE flag,
+ * so two waiting peers cannot ping-pong. */
 #define COUR_PROBE_US 100000
 static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
 {
@@ -502,6 +505,14 @@ static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
 	}
 	cour_peer_send_ack(peer, COUR_F_PROBE);
 	peer->probe_deadline = now + COUR_PROBE_US;
+}
+
+static bool cour_peer_needs_probe(const struct cour_peer *peer)
+{
+	if (peer->rto_deadline)
+		return false;       /* the retransmit timer watches the peer already */
+	return (peer->credit_stalled && peer->txq) || peer->tx_wait || peer->rx_rdv_pending ||
+	       peer->rx_cur;
 }
 
 /* Timers of every active peer: delayed ACKs, retransmission, unreachable peers. */
@@ -537,10 +548,13 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 		}
 		if (peer->txq || peer->ctrlq)
 			cour_peer_push(peer);
-		if (peer->credit_stalled && peer->txq && !peer->rto_deadline)
+		if (cour_peer_needs_probe(peer))
 			cour_peer_probe(peer, now);
+		else
+			peer->probe_deadline = 0;
 
-		if (!peer->rto_deadline && !peer->ack_needed && !peer->txq && !peer->ctrlq) {
+		if (!peer->rto_deadline && !peer->ack_needed && !peer->txq && !peer->ctrlq &&
+		    !peer->probe_deadline) {
 			DL_DELETE2(ep->active, peer, act_prev, act_next);
 			peer->on_active = false;
 			continue;
@@ -551,7 +565,7 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			next = peer->ack_deadline;
 		if ((peer->txq || peer->ctrlq) && (!next || now + 1000 < next))
 			next = now + 1000;  /* blocked on credits or window: look again soon */
-		if (peer->probe_deadline && peer->probe_deadline < next)
+		if (peer->probe_deadline && (!next || peer->probe_deadline < next))
 			next = peer->probe_deadline;
 	}
 	ep->next_timer = next;
@@ -621,6 +635,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	struct cour_addr from;
 	uint32_t w = (uint32_t)cour_params.window;
 	uint64_t now;
+	bool probe;
 
 	if (!cour_pkt_valid(ep, buf, len) ||
 	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0) {
@@ -638,16 +653,19 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		return buf;
 	}
 
-	peer = cour_peer_by_addr_locked(ep, &from, cour_pkt_sequenced(h->type));
+	/* a probe from a sender we forgot (we restarted) must learn that, so it gets a peer and,
+	 * below, a RESET */
+	probe = h->type == COUR_PKT_ACK && (h->flags & COUR_F_PROBE);
+	peer = cour_peer_by_addr_locked(ep, &from, cour_pkt_sequenced(h->type) || probe);
 	if (!peer || !h->src_session) {
 		ep->stats.drop_stale_session++;
 		return buf;
 	}
 	if (h->dst_session && h->dst_session != peer->local_session) {
 		/* meant for an earlier session of ours: tell the sender, unless it is itself
-		 * only an ACK or RESET (never answer those, so two sides cannot ping-pong) */
+		 * only a plain ACK or a RESET (never answer those: two sides must not ping-pong) */
 		ep->stats.drop_stale_session++;
-		if (cour_pkt_sequenced(h->type))
+		if (cour_pkt_sequenced(h->type) || probe)
 			cour_send_reset(ep, peer, h->src_session);
 		return buf;
 	}
@@ -668,7 +686,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	peer->last_heard_us = now;
 	if (h->type == COUR_PKT_ACK) {
 		ep->stats.acks_rcvd++;
-		if (h->flags & COUR_F_PROBE)
+		if (probe)
 			cour_peer_send_ack(peer, 0);
 	}
 	cour_peer_ack(peer, h, now);
