@@ -81,6 +81,7 @@ struct cour_params {
 	size_t   sockbuf;          /* SO_SNDBUF / SO_RCVBUF request, bytes */
 	char    *iface_addr;       /* local address to bind when no node is given */
 	char    *fault;            /* fault injection spec, see wire/cour_fault.c */
+	char    *wire;             /* "udp" (default) or "loop" (one process, for tests) */
 };
 extern struct cour_params cour_params;
 

@@ -200,8 +200,8 @@ static int cour_ep_setname(fid_t fid, void *addr, size_t addrlen)
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: not a sockaddr_in/in6\n");
 		return -FI_EINVAL;
 	}
-	cour_udp_close(ep);
-	ret = cour_udp_open(ep, &want);
+	ep->wire->close(ep);
+	ret = ep->wire->open(ep, &want);
 	if (ret) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: the old name (fd %d) is gone too\n", fd);
 		return ret;
@@ -365,7 +365,7 @@ static int cour_ep_close(struct fid *fid)
 	cour_msg_ep_close(ep);
 	if (cour_params.stats)
 		cour_ep_print_stats(ep);
-	cour_udp_close(ep);
+	ep->wire->close(ep);
 	if (ep->tx_cq)
 		cour_ref_dec(&ep->tx_cq->refcnt);
 	if (ep->rx_cq)
@@ -441,7 +441,12 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 			goto err_free;
 		}
 	}
-	ret = cour_udp_open(ep, &want);
+	ep->wire = cour_wire_lookup(cour_params.wire);
+	if (!ep->wire) {
+		ret = -FI_EINVAL;
+		goto err_free;
+	}
+	ret = ep->wire->open(ep, &want);
 	if (ret)
 		goto err_free;
 

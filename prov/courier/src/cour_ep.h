@@ -31,6 +31,7 @@
 #include "cour_cq.h"
 #include "cour_errno.h"
 #include "proto/cour_wire_fmt.h"
+#include "wire/cour_wire.h"
 #include "util/cour_addr.h"
 #include "util/cour_pool.h"
 
@@ -214,8 +215,10 @@ struct cour_ep {
 	uint64_t             tx_op_flags, rx_op_flags;
 	size_t               min_multi_recv;
 
-	/* the wire: one UDP socket */
-	int                  fd;
+	/* the wire, chosen at open (wire/cour_wire.h) */
+	const struct cour_wire_ops *wire;
+	void                *wire_priv;       /* the wire's own state, if any */
+	int                  fd;              /* readable when packets wait */
 	struct cour_addr     addr;            /* bound address: fi_getname */
 	struct sockaddr_storage bound_sa;
 	socklen_t            bound_len;
@@ -304,20 +307,40 @@ void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno);
 void cour_msg_ep_close(struct cour_ep *ep);
 
-/* ---- wire/cour_udp.c ---- */
-int  cour_udp_open(struct cour_ep *ep, const struct cour_addr *want);
-void cour_udp_close(struct cour_ep *ep);
-/* Queue one packet for the batch; flushes when full. hdr is copied; iov points at payload. */
-void cour_udp_queue(struct cour_ep *ep, struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
-		    size_t hdr_len, const struct iovec *iov, size_t iovcnt);
-/* Send the batch; returns the number of packets the socket refused (left queued). */
-int  cour_udp_flush(struct cour_ep *ep);
-/* Read and process up to a batch of packets; returns the count read. */
-int  cour_udp_poll(struct cour_ep *ep);
-/* Send one bare datagram now (ACK, RESET, DGRAM); -FI_EAGAIN if the socket is full. */
-int  cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len,
-		       const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt);
-uint32_t cour_udp_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr);
+/* ---- the wire (wire/cour_wire.h): calls through the endpoint's ops table ---- */
+static inline void cour_wire_queue(struct cour_ep *ep, struct cour_peer *peer,
+				   const struct cour_pkt_hdr *hdr, size_t hdr_len,
+				   const struct iovec *iov, size_t iovcnt)
+{
+	ep->wire->queue(ep, peer, hdr, hdr_len, iov, iovcnt);
+}
+
+static inline int cour_wire_flush(struct cour_ep *ep)
+{
+	return ep->wire->flush(ep);
+}
+
+static inline int cour_wire_poll(struct cour_ep *ep)
+{
+	return ep->wire->poll(ep);
+}
+
+static inline int cour_wire_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa,
+				     socklen_t sa_len, const void *hdr, size_t hdr_len,
+				     const struct iovec *iov, size_t iovcnt)
+{
+	return ep->wire->send_now(ep, sa, sa_len, hdr, hdr_len, iov, iovcnt);
+}
+
+static inline uint32_t cour_wire_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr)
+{
+	return ep->wire->peer_mtu(ep, addr);
+}
+
+/* ---- wire/cour_wire.c: shared by the wires ---- */
+/* The receive batch's buffers, from rxbuf_pool. */
+int  cour_wire_rxbufs_init(struct cour_ep *ep);
+void cour_wire_rxbufs_fini(struct cour_ep *ep);
 
 /* ---- wire/cour_fault.c ---- */
 struct cour_fault *cour_fault_create(const char *spec);

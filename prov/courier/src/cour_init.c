@@ -23,6 +23,7 @@ struct cour_params cour_params = {
 	.sockbuf = 8u << 20,
 	.iface_addr = NULL,
 	.fault = NULL,
+	.wire = NULL,
 };
 
 static void cour_fini(void)
@@ -114,6 +115,9 @@ static void cour_params_define(void)
 	fi_param_define(&cour_prov, "fault", FI_PARAM_STRING,
 		"Fault injection for tests: drop=P,dup=P,reorder=P,corrupt=P,seed=N with P in "
 		"percent of packets sent (default: none)");
+	fi_param_define(&cour_prov, "wire", FI_PARAM_STRING,
+		"Transport under the protocol engine: udp, or loop (endpoints of one process "
+		"only, for tests) (default: udp)");
 
 	cour_param_size("mtu", &p->mtu, 0, 65000);
 	if (p->mtu && p->mtu < 512) {
@@ -135,6 +139,7 @@ static void cour_params_define(void)
 	cour_param_size("sockbuf", &p->sockbuf, 65536, 1u << 30);
 	fi_param_get_str(&cour_prov, "iface_addr", &p->iface_addr);
 	fi_param_get_str(&cour_prov, "fault", &p->fault);
+	fi_param_get_str(&cour_prov, "wire", &p->wire);
 	if (p->rto_max_us < p->rto_min_us)
 		p->rto_max_us = p->rto_min_us;
 }

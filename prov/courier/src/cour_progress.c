@@ -22,7 +22,7 @@ static void cour_ep_progress(struct cour_ep *ep)
 
 	/* drain, but bounded so one busy endpoint cannot starve the others */
 	do {
-		n = cour_udp_poll(ep);
+		n = cour_wire_poll(ep);
 	} while (n == COUR_RX_BATCH && ++rounds < 8);
 
 	if (ep->active) {

@@ -48,7 +48,7 @@ static int cour_dgram_send(struct cour_ep *ep, const struct iovec *iov, size_t c
 	hdr.msg.data = data;
 	hdr.msg.total_len = len;
 	cour_hdr_finish(NULL, &hdr, COUR_PKT_HDR_LEN, iov, count);
-	ret = cour_udp_send_now(ep, &ss, sl, &hdr, COUR_PKT_HDR_LEN, iov, count);
+	ret = cour_wire_send_now(ep, &ss, sl, &hdr, COUR_PKT_HDR_LEN, iov, count);
 	if (ret)
 		return ret;
 	ep->stats.tx_bytes += len;

@@ -69,7 +69,7 @@ struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour
 	peer->sa_len = (socklen_t)cour_addr_to_sockaddr(addr, &peer->sa);
 	peer->fi_addr = FI_ADDR_NOTAVAIL;
 	peer->av_gen = UINT64_MAX;
-	peer->mtu = cour_udp_peer_mtu(ep, addr);
+	peer->mtu = cour_wire_peer_mtu(ep, addr);
 	cour_peer_state_init(peer);
 	HASH_ADD(hh, ep->peers, addr, sizeof(peer->addr), peer);
 	return peer;
@@ -207,7 +207,7 @@ static void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint
 		n = cour_txe_iov(slot->txe, slot->offset, slot->len, iov);
 	slot->sent_us = now;
 	slot->tries++;
-	cour_udp_queue(peer->ep, peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
+	cour_wire_queue(peer->ep, peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
 }
 
 /* Build the next packet of txe into the window; false when txe has nothing more to build. */
@@ -300,7 +300,7 @@ void cour_peer_push(struct cour_peer *peer)
 	}
 	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer))
 		ep->stats.window_stalls++;
-	cour_udp_flush(ep);
+	cour_wire_flush(ep);
 }
 
 static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt)
@@ -355,7 +355,7 @@ static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
 			peer->ep->stats.retrans_fast++;
 		}
 	}
-	cour_udp_flush(peer->ep);
+	cour_wire_flush(peer->ep);
 }
 
 /* The acknowledgement fields of any valid packet from the peer. */
@@ -402,7 +402,7 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 	hdr.base.type = COUR_PKT_ACK;
 	hdr.base.flags = flags;
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
-	if (cour_udp_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
+	if (cour_wire_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
 			      NULL, 0) == 0)
 		peer->ep->stats.acks_sent++;
 	else
@@ -419,7 +419,7 @@ static void cour_send_reset(struct cour_ep *ep, struct cour_peer *peer, uint32_t
 	hdr.base.src_session = peer->local_session;
 	hdr.base.dst_session = their_session;
 	hdr.base.crc = cour_crc32c(0, &hdr, COUR_BASE_HDR_LEN);
-	cour_udp_send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
+	cour_wire_send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
 }
 
 /* Grant one more eager message to the peer; the grant rides on the next packet, or on an ACK
@@ -540,7 +540,7 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 					cour_slot_send(peer, slot, now);
 					ep->stats.retrans_timeout++;
 				}
-				cour_udp_flush(ep);
+				cour_wire_flush(ep);
 				peer->rto_us = COUR_MIN(peer->rto_us * 2,
 							(uint64_t)cour_params.rto_max_us);
 				peer->rto_deadline = now + peer->rto_us;

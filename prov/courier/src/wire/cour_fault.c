@@ -96,8 +96,7 @@ static size_t cour_fault_gather(struct msghdr *m, char *dst)
 static void cour_fault_raw(struct cour_ep *ep, const void *sa, socklen_t salen, const char *buf,
 			   size_t len)
 {
-	if (sendto(ep->fd, buf, len, 0, sa, salen) < 0 && errno != EAGAIN)
-		COUR_DBG(FI_LOG_EP_DATA, "fault sendto: %s\n", strerror(errno));
+	ep->wire->send_raw(ep, sa, salen, buf, len);
 }
 
 int cour_fault_sendmsg(struct cour_ep *ep, struct msghdr *m)

@@ -2,12 +2,7 @@
  * The UDP wire: one non-blocking datagram socket per endpoint, packets batched through
  * sendmmsg/recvmmsg. Unreliable and unordered: the engine's reliability layer runs on top.
  *
- * Contract with the engine:
- *   cour_udp_queue   adds a packet to the endpoint's send batch (the header is copied and
- *                    finished there; the payload iov must stay valid until the flush);
- *   cour_udp_flush   hands the batch to the kernel; packets it refuses are lost as far as the
- *                    engine is concerned (the retransmit timer recovers them), counted;
- *   cour_udp_poll    reads up to a batch and gives each packet to cour_ep_rx_packet.
+ * The contract is in cour_wire.h.
  */
 #include "cour_ep.h"
 
@@ -33,7 +28,10 @@ static void cour_udp_sockbuf(int fd, int opt, int force_opt, size_t want)
 		COUR_INFO(FI_LOG_EP_CTRL, "setsockopt(%d, %d): %s\n", opt, v, strerror(errno));
 }
 
-int cour_udp_open(struct cour_ep *ep, const struct cour_addr *want)
+static void cour_udp_close(struct cour_ep *ep);
+static int cour_udp_flush(struct cour_ep *ep);
+
+static int cour_udp_open(struct cour_ep *ep, const struct cour_addr *want)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -68,25 +66,18 @@ int cour_udp_open(struct cour_ep *ep, const struct cour_addr *want)
 	ep->addr.is_v4 = want->is_v4;
 	ep->fd = fd;
 
-	for (int i = 0; i < COUR_RX_BATCH; i++) {
-		ep->rx_bufs[i] = cour_pool_get(&ep->rxbuf_pool);
-		if (!ep->rx_bufs[i]) {
-			cour_udp_close(ep);
-			return -FI_ENOMEM;
-		}
+	if (cour_wire_rxbufs_init(ep)) {
+		cour_udp_close(ep);
+		return -FI_ENOMEM;
 	}
 	COUR_INFO(FI_LOG_EP_CTRL, "endpoint bound to %s\n",
 		  cour_addr_str(&ep->addr, str, sizeof(str)));
 	return 0;
 }
 
-void cour_udp_close(struct cour_ep *ep)
+static void cour_udp_close(struct cour_ep *ep)
 {
-	for (int i = 0; i < COUR_RX_BATCH; i++) {
-		if (ep->rx_bufs[i])
-			cour_pool_put(&ep->rxbuf_pool, ep->rx_bufs[i]);
-		ep->rx_bufs[i] = NULL;
-	}
+	cour_wire_rxbufs_fini(ep);
 	if (ep->fd >= 0)
 		close(ep->fd);
 	ep->fd = -1;
@@ -94,7 +85,7 @@ void cour_udp_close(struct cour_ep *ep)
 
 /* Largest datagram (our header included) worth sending to addr: the route's MTU, so that IP
  * never fragments (one lost fragment would cost the whole datagram). Slow path: once per peer. */
-uint32_t cour_udp_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr)
+static uint32_t cour_udp_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = (socklen_t)cour_addr_to_sockaddr(addr, &ss);
@@ -151,7 +142,7 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 	hdr->base.crc = crc;
 }
 
-void cour_udp_queue(struct cour_ep *ep, struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+static void cour_udp_queue(struct cour_ep *ep, struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		    size_t hdr_len, const struct iovec *iov, size_t iovcnt)
 {
 	uint32_t i = ep->tx_count;
@@ -180,7 +171,7 @@ void cour_udp_queue(struct cour_ep *ep, struct cour_peer *peer, const struct cou
 		cour_udp_flush(ep);
 }
 
-int cour_udp_flush(struct cour_ep *ep)
+static int cour_udp_flush(struct cour_ep *ep)
 {
 	uint32_t n = ep->tx_count, done = 0;
 	int ret;
@@ -214,7 +205,7 @@ int cour_udp_flush(struct cour_ep *ep)
 	return 0;
 }
 
-int cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len,
+static int cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len,
 		      const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt)
 {
 	struct iovec v[COUR_IOV_MAX + 1];
@@ -243,7 +234,7 @@ int cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa, soc
 	return 0;
 }
 
-int cour_udp_poll(struct cour_ep *ep)
+static int cour_udp_poll(struct cour_ep *ep)
 {
 	int n, i;
 
@@ -274,3 +265,22 @@ int cour_udp_poll(struct cour_ep *ep)
 	}
 	return n;
 }
+
+static void cour_udp_send_raw(struct cour_ep *ep, const void *sa, socklen_t sa_len,
+			      const char *buf, size_t len)
+{
+	if (sendto(ep->fd, buf, len, 0, sa, sa_len) < 0 && errno != EAGAIN)
+		COUR_DBG(FI_LOG_EP_DATA, "sendto: %s\n", strerror(errno));
+}
+
+const struct cour_wire_ops cour_udp_wire = {
+	.name = "udp",
+	.open = cour_udp_open,
+	.close = cour_udp_close,
+	.queue = cour_udp_queue,
+	.flush = cour_udp_flush,
+	.poll = cour_udp_poll,
+	.send_now = cour_udp_send_now,
+	.send_raw = cour_udp_send_raw,
+	.peer_mtu = cour_udp_peer_mtu,
+};
