@@ -159,7 +159,7 @@ struct cour_domain {
 	bool                thread_running;
 	volatile bool       thread_stop;
 	int                 wake_fd;       /* eventfd: kicks the thread (new ep, close) */
-	uint64_t            app_progress_us; /* last time the application drove progress */
+	uint64_t            app_polls;       /* progress calls by the application, not the thread */
 };
 
 /* Run the protocol engine once for every endpoint of the domain. Lock held. */

@@ -1,9 +1,10 @@
 /*
  * Progress: what runs the protocol engine. Manual progress runs inside every CQ, counter and EQ
  * read and wait. Automatic progress adds one thread per domain that sleeps on the endpoints'
- * sockets and the next engine timer: it never spins, and it stands back (sleeping in 1 ms
- * naps) while the application itself has driven progress within the last millisecond, so
- * the two do not fight over the lock on the latency path.
+ * sockets and the next engine timer: it never spins, and while the application itself drives
+ * progress (it polled during the thread's last nap) the thread stands back, napping 1 ms at a
+ * time on its wake fd alone, so the two neither fight over the lock nor take turns on the
+ * CPU on the latency path.
  */
 #include "cour_ep.h"
 
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define COUR_APP_ACTIVE_US   1000
+#define COUR_APP_NAP_US      1000
 #define COUR_MAX_SLEEP_US    100000
 #define COUR_POLL_MAX        64
 
@@ -40,7 +41,7 @@ void cour_domain_progress_locked(struct cour_domain *dom)
 
 	cour_lock_assert_held(&dom->lock);
 	if (!dom->thread_running || !pthread_equal(pthread_self(), dom->progress_thread))
-		dom->app_progress_us = cour_now_us();
+		__atomic_store_n(&dom->app_polls, dom->app_polls + 1, __ATOMIC_RELAXED);
 	DL_FOREACH2(dom->eps, ep, dom_next)
 		cour_ep_progress(ep);
 }
@@ -118,11 +119,23 @@ void cour_domain_kick(struct cour_domain *dom)
 		COUR_WARN(FI_LOG_DOMAIN, "kick progress thread: %s\n", strerror(errno));
 }
 
+/* Has the application driven progress since we last looked? A counter, not a clock: the
+ * application's side of this is on every poll of the latency path. */
+static bool cour_app_polled(struct cour_domain *dom, uint64_t *seen)
+{
+	uint64_t now = __atomic_load_n(&dom->app_polls, __ATOMIC_RELAXED);
+
+	if (now == *seen)
+		return false;
+	*seen = now;
+	return true;
+}
+
 static void *cour_progress_main(void *arg)
 {
 	struct cour_domain *dom = arg;
 	struct pollfd pfds[COUR_POLL_MAX + 1];
-	uint64_t drain;
+	uint64_t drain, seen = 0;
 
 	pfds[0].fd = dom->wake_fd;
 	pfds[0].events = POLLIN;
@@ -130,23 +143,27 @@ static void *cour_progress_main(void *arg)
 		int64_t us;
 		int n;
 
-		cour_lock_acquire(&dom->lock);
-		uint64_t now = cour_now_us();
-		if (now - dom->app_progress_us < COUR_APP_ACTIVE_US) {
-			cour_lock_release(&dom->lock);
-			pfds[0].revents = 0;
-			cour_sleep(pfds, 1, COUR_APP_ACTIVE_US);
+		pfds[0].revents = 0;
+		if (cour_app_polled(dom, &seen)) {
+			/* The application drives progress: neither the lock nor the sockets are
+			 * ours until it stops. Napping on the wake fd alone keeps us from being
+			 * woken by its packets and preempting it. */
+			cour_sleep(pfds, 1, COUR_APP_NAP_US);
 		} else {
+			uint64_t now = cour_now_us();
+
+			cour_lock_acquire(&dom->lock);
 			n = cour_domain_poll_fds_locked(dom, pfds + 1, COUR_POLL_MAX);
 			us = cour_domain_next_timer_locked(dom, now);
 			cour_lock_release(&dom->lock);
-			pfds[0].revents = 0;
 			cour_sleep(pfds, n + 1, us);
 		}
 		if (pfds[0].revents & POLLIN) {
 			if (read(dom->wake_fd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
 				COUR_WARN(FI_LOG_DOMAIN, "progress wake fd: %s\n", strerror(errno));
 		}
+		if (cour_app_polled(dom, &seen))
+			continue;
 		cour_lock_acquire(&dom->lock);
 		cour_domain_progress_locked(dom);
 		cour_lock_release(&dom->lock);
