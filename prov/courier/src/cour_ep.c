@@ -3,6 +3,7 @@
  * extension, and how a finished send is reported.
  */
 #include "cour_ep.h"
+#include "cour_attr.h"
 #include "cour_mr.h"
 
 #include <arpa/inet.h>
@@ -398,11 +399,10 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	struct cour_ep *ep;
 	int ret;
 
-	if (!info || !info->ep_attr ||
-	    (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM)) {
-		COUR_WARN(FI_LOG_EP_CTRL, "courier offers FI_EP_RDM and FI_EP_DGRAM only\n");
-		return -FI_EINVAL;
-	}
+	/* an info edited after fi_getinfo may ask for what courier does not do: say so now */
+	ret = cour_info_check(info);
+	if (ret)
+		return ret;
 	if (info->src_addr) {
 		if (cour_addr_from_sockaddr(&want, info->src_addr, info->src_addrlen)) {
 			COUR_WARN(FI_LOG_EP_CTRL, "src_addr is not a sockaddr_in/in6\n");
