@@ -45,32 +45,14 @@ PORT=${BASE_PORT:-47600}
 SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 
 # ---- where the programs and courier are ----
-find_bin_dir() {
-	local d
-	for d in "$BIN_DIR" "$PWD/fabtests/bench" "$SCRIPT_DIR/../bench"; do
-		if [ -n "$d" ] && [ -x "$d/cour_pingpong" ]; then
-			(cd "$d" && pwd)
-			return 0
-		fi
-	done
-	d=$(command -v cour_pingpong 2>/dev/null) || return 1
-	dirname "$d"
-}
-
-BIN_DIR=$(find_bin_dir) || {
+# shellcheck source=bench-env.sh
+. "$SCRIPT_DIR/bench-env.sh"
+BIN_DIR=$(cour_find_bin_dir "$BIN_DIR") || {
 	echo "compare.sh: cannot find cour_pingpong; build first or pass -b <dir>" >&2
 	exit 64
 }
-if [ -z "${COURIER_PROVIDER_PATH:-}" ]; then
-	# an uninstalled build: <builddir>/fabtests/bench holds the programs, <builddir>/.libs courier
-	for d in "$BIN_DIR/../../.libs" "$PWD/.libs"; do
-		if [ -e "$d/libcourier-fi.so" ]; then
-			COURIER_PROVIDER_PATH=$(cd "$d" && pwd)
-			break
-		fi
-	done
-fi
-COURIER_PROVIDER_PATH=${COURIER_PROVIDER_PATH:-}
+# an uninstalled build: <builddir>/fabtests/bench holds the programs, <builddir>/.libs courier
+COURIER_PROVIDER_PATH=${COURIER_PROVIDER_PATH:-$(cour_find_provider_path "$BIN_DIR")}
 
 MADE_LOG_DIR=0
 if [ -z "$LOG_DIR" ]; then

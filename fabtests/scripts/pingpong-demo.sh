@@ -28,31 +28,16 @@ PORT=${DEMO_PORT:-47590}
 RUN_TIMEOUT=${DEMO_TIMEOUT:-30}
 SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 
-for d in "$BIN_DIR" "$PWD/fabtests/bench" "$SCRIPT_DIR/../bench"; do
-	if [ -n "$d" ] && [ -x "$d/cour_pingpong" ]; then
-		BIN_DIR=$(cd "$d" && pwd)
-		break
-	fi
-	BIN_DIR=""
-done
-if [ -z "$BIN_DIR" ]; then
-	p=$(command -v cour_pingpong 2>/dev/null) || {
-		echo "pingpong-demo: cannot find cour_pingpong; build first or pass -b <dir>" >&2
-		exit 64
-	}
-	BIN_DIR=$(dirname "$p")
-fi
+# shellcheck source=bench-env.sh
+. "$SCRIPT_DIR/bench-env.sh"
+BIN_DIR=$(cour_find_bin_dir "$BIN_DIR") || {
+	echo "pingpong-demo: cannot find cour_pingpong; build first or pass -b <dir>" >&2
+	exit 64
+}
 
 ENV_CMD=(env)
 if [ "$PROVIDER" = courier ]; then
-	if [ -z "${COURIER_PROVIDER_PATH:-}" ]; then
-		for d in "$BIN_DIR/../../.libs" "$PWD/.libs"; do
-			if [ -e "$d/libcourier-fi.so" ]; then
-				COURIER_PROVIDER_PATH=$(cd "$d" && pwd)
-				break
-			fi
-		done
-	fi
+	COURIER_PROVIDER_PATH=${COURIER_PROVIDER_PATH:-$(cour_find_provider_path "$BIN_DIR")}
 	if [ -n "${COURIER_PROVIDER_PATH:-}" ]; then
 		ENV_CMD+=("FI_PROVIDER_PATH=$COURIER_PROVIDER_PATH")
 	elif ! fi_info -l 2>/dev/null | grep -q '^courier:'; then

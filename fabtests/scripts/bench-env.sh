@@ -1,0 +1,33 @@
+# bench-env.sh: sourced by the benchmark scripts; finds the benchmark programs and an
+# uninstalled courier build.
+#
+# cour_find_bin_dir [DIR]    prints the directory holding cour_pingpong: DIR if given and it
+#                            holds it, else ./fabtests/bench, else ../bench next to the script,
+#                            else $PATH; returns 1 if none
+# cour_find_provider_path BINDIR
+#                            prints the directory holding libcourier-fi.so of the build BINDIR
+#                            belongs to (<builddir>/fabtests/bench -> <builddir>/.libs), or
+#                            ./.libs; prints nothing if neither
+# Both expect SCRIPT_DIR set to the calling script's directory.
+
+cour_find_bin_dir() {
+	local d
+	for d in "${1:-}" "$PWD/fabtests/bench" "$SCRIPT_DIR/../bench"; do
+		if [ -n "$d" ] && [ -x "$d/cour_pingpong" ]; then
+			(cd "$d" && pwd)
+			return 0
+		fi
+	done
+	d=$(command -v cour_pingpong 2>/dev/null) || return 1
+	dirname "$d"
+}
+
+cour_find_provider_path() {
+	local d
+	for d in "$1/../../.libs" "$PWD/.libs"; do
+		if [ -e "$d/libcourier-fi.so" ]; then
+			(cd "$d" && pwd)
+			return 0
+		fi
+	done
+}
