@@ -112,7 +112,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_null(fi->handle);
 	cr_assert_null(fi->nic);
 
-	cr_assert_eq(fi->tx_attr->caps, FI_MSG | FI_TAGGED | FI_SEND | COMM);
+	cr_assert_eq(fi->tx_attr->caps, FI_MSG | FI_TAGGED | FI_SEND);
 	cr_assert_eq(fi->tx_attr->mode, 0);
 	cr_assert_eq(fi->tx_attr->op_flags, 0);
 	cr_assert_eq(fi->tx_attr->msg_order, rdm ? FI_ORDER_SAS : 0);
@@ -123,7 +123,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->tx_attr->rma_iov_limit, 0);
 
 	cr_assert_eq(fi->rx_attr->caps, FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV |
-		     FI_MULTI_RECV | FI_SOURCE | COMM);
+		     FI_MULTI_RECV | FI_SOURCE);
 	cr_assert_eq(fi->rx_attr->mode, 0);
 	cr_assert_eq(fi->rx_attr->op_flags, 0);
 	cr_assert_eq(fi->rx_attr->msg_order, rdm ? FI_ORDER_SAS : 0);
@@ -250,8 +250,8 @@ Test(attr, msg_alone_gets_both_directions_and_comm_but_no_secondary)
 	hints->caps = FI_MSG;
 	get(V117, NULL, NULL, 0, hints, 2);
 	cr_assert_eq(info->caps, FI_MSG | FI_SEND | FI_RECV | COMM);
-	cr_assert_eq(info->tx_attr->caps, FI_MSG | FI_SEND | COMM);
-	cr_assert_eq(info->rx_attr->caps, FI_MSG | FI_RECV | COMM);
+	cr_assert_eq(info->tx_attr->caps, FI_MSG | FI_SEND);
+	cr_assert_eq(info->rx_attr->caps, FI_MSG | FI_RECV);
 	cr_assert_eq(info->next->caps, FI_MSG | FI_SEND | FI_RECV | COMM);
 }
 
@@ -262,8 +262,8 @@ Test(attr, requested_secondary_caps_are_returned)
 	cr_assert_eq(info->caps, FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |
 		     FI_SEND | FI_RECV | COMM);
 	cr_assert_eq(info->rx_attr->caps, FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV |
-		     FI_SOURCE | FI_RECV | COMM);
-	cr_assert_eq(info->tx_attr->caps, FI_TAGGED | FI_SEND | COMM);
+		     FI_SOURCE | FI_RECV);
+	cr_assert_eq(info->tx_attr->caps, FI_TAGGED | FI_SEND);
 }
 
 Test(attr, direction_modifier_limits)
@@ -271,7 +271,7 @@ Test(attr, direction_modifier_limits)
 	hints->caps = FI_MSG | FI_TAGGED | FI_SEND;
 	get(V117, NULL, NULL, 0, hints, 2);
 	cr_assert_eq(info->caps, FI_MSG | FI_TAGGED | FI_SEND | COMM);
-	cr_assert_eq(info->rx_attr->caps, FI_MSG | FI_TAGGED | COMM);
+	cr_assert_eq(info->rx_attr->caps, FI_MSG | FI_TAGGED);
 }
 
 Test(attr, local_comm_alone_is_not_widened)

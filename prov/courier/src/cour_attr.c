@@ -16,12 +16,13 @@
 
 /* ---- the offer ---- */
 
+/* Domain capabilities (fi_domain(3)): in info->caps and domain_attr->caps, never in tx/rx caps,
+ * whose allowed bits fi_endpoint(3) lists. */
 #define COUR_COMM_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 /* Offering RMA or atomics means adding their capability and directions to these two lines. */
-#define COUR_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | COUR_COMM_CAPS)
-#define COUR_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | \
-		      FI_SOURCE | COUR_COMM_CAPS)
-#define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS)
+#define COUR_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
+#define COUR_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE)
+#define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS | COUR_COMM_CAPS)
 
 /* fi_getinfo(3) capability classes; they decide what a hint of some capabilities returns. */
 #define COUR_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST | \

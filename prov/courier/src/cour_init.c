@@ -76,7 +76,8 @@ static void cour_params_define(void)
 		"Largest UDP payload per packet, bytes; 0 picks per peer from the route's MTU "
 		"(65000 on loopback) (default: %zu)", p->mtu);
 	fi_param_define(&cour_prov, "window", FI_PARAM_SIZE_T,
-		"Send window per peer, packets in flight unacknowledged, 8..4096 (default: %zu)",
+		"Send window per peer, packets in flight unacknowledged, a power of two 8..4096 "
+		"(default: %zu)",
 		p->window);
 	fi_param_define(&cour_prov, "credits", FI_PARAM_SIZE_T,
 		"Eager messages a sender may have unconsumed at each receiver, 2..4096 "
@@ -125,6 +126,16 @@ static void cour_params_define(void)
 		p->mtu = 512;
 	}
 	cour_param_size("window", &p->window, 8, 4096);
+	if (p->window & (p->window - 1)) {
+		/* window slots are seq % window: only a power of two stays right across the
+		 * 2^32 wrap of the sequence numbers */
+		size_t w = 8;
+		while (w < p->window)
+			w <<= 1;
+		COUR_WARN(FI_LOG_CORE, "FI_COURIER_WINDOW=%zu is not a power of two, using %zu\n",
+			  p->window, w);
+		p->window = w;
+	}
 	cour_param_size("credits", &p->credits, 2, 4096);
 	cour_param_size("eager_max", &p->eager_max, 0, 1u << 24);
 	cour_param_size("inject_size", &p->inject_size, 16, 65536);

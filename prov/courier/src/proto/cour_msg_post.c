@@ -124,7 +124,8 @@ int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 		txe->iov[0].iov_len = len;
 		txe->iov_count = 1;
 	} else {
-		memcpy(txe->iov, iov, count * sizeof(*iov));
+		if (count)       /* iov may be NULL for an empty message */
+			memcpy(txe->iov, iov, count * sizeof(*iov));
 		txe->iov_count = (uint32_t)count;
 	}
 	if (len > cour_params.eager_max) {
@@ -220,7 +221,8 @@ int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	rxe->ignore = tagged ? ignore : 0;
 	rxe->src = src;
 	rxe->iov_count = (uint32_t)count;
-	memcpy(rxe->iov, iov, count * sizeof(*iov));
+	if (count)
+		memcpy(rxe->iov, iov, count * sizeof(*iov));
 	rxe->buf_len = cour_iov_len(iov, count);
 	rxe->multi_off = 0;
 	rxe->multi_pending = 0;

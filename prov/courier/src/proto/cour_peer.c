@@ -4,6 +4,7 @@
  * cour_ep.h above struct cour_peer.
  */
 #include "cour_ep.h"
+#include "proto/cour_rel.h"
 
 #include <stdlib.h>
 #include <sys/random.h>
@@ -305,20 +306,25 @@ void cour_peer_push(struct cour_peer *peer)
 
 static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt)
 {
-	if (!peer->srtt_us) {
-		peer->srtt_us = rtt ? rtt : 1;
-		peer->rttvar_us = rtt / 2;
-	} else {
-		uint64_t d = rtt > peer->srtt_us ? rtt - peer->srtt_us : peer->srtt_us - rtt;
-		peer->rttvar_us = (3 * peer->rttvar_us + d) / 4;
-		peer->srtt_us = (7 * peer->srtt_us + rtt) / 8;
-		if (!peer->srtt_us)
-			peer->srtt_us = 1;
-	}
-	peer->rto_us = COUR_MAX(peer->srtt_us + 4 * peer->rttvar_us,
-				(uint64_t)cour_params.rto_min_us);
-	peer->rto_us = COUR_MIN(peer->rto_us, (uint64_t)cour_params.rto_max_us);
+	struct cour_rtt_est est = {
+		.srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us, .rto_us = peer->rto_us,
+	};
+
+	cour_rtt_update(&est, rtt, (uint64_t)cour_params.rto_min_us,
+			(uint64_t)cour_params.rto_max_us);
+	peer->srtt_us = est.srtt_us;
+	peer->rttvar_us = est.rttvar_us;
+	peer->rto_us = est.rto_us;
 	peer->ep->stats.rtt_srtt_us = peer->srtt_us;
+}
+
+/* The timeout the current estimate gives, without a new sample: ends a backoff. */
+static void cour_peer_rto_from_srtt(struct cour_peer *peer)
+{
+	uint64_t rto = peer->srtt_us + 4 * peer->rttvar_us;
+
+	rto = COUR_MAX(rto, (uint64_t)cour_params.rto_min_us);
+	peer->rto_us = COUR_MIN(rto, (uint64_t)cour_params.rto_max_us);
 }
 
 static void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
@@ -371,9 +377,17 @@ static void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h,
 		goto push;
 	if (cour_seq_gt(h->ack, peer->tx_una) && cour_seq_le(h->ack, peer->tx_next)) {
 		struct cour_txpkt *last = &peer->txwin[(h->ack - 1) % w];
+		bool clean = last->tries == 1 && last->sent_us && !last->sacked;
 
-		if (last->tries == 1 && last->sent_us)
+		/* Karn's rule over the whole range: a packet the receiver held behind a hole is
+		 * released only when the hole is repaired, so its age measures the repair, not
+		 * the path. Sample only when nothing the ACK releases was sent twice. */
+		for (uint32_t s = peer->tx_una; clean && s != h->ack; s++)
+			clean = peer->txwin[s % w].tries <= 1;
+		if (clean)
 			cour_peer_rtt_sample(peer, now - last->sent_us);
+		else if (peer->srtt_us)
+			cour_peer_rto_from_srtt(peer);   /* new data got through: undo the backoff */
 		while (peer->tx_una != h->ack) {
 			cour_slot_release(peer, &peer->txwin[peer->tx_una % w]);
 			peer->tx_una++;
@@ -382,11 +396,9 @@ static void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h,
 		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
 	}
 	if (h->sack && peer->tx_una == h->ack) {
-		for (uint32_t i = 0; i < COUR_SACK_BITS; i++) {
-			uint32_t s = h->ack + 1 + i;
-			if ((h->sack >> i & 1) && cour_seq_lt(s, peer->tx_next))
+		for (uint32_t s = h->ack + 1; s != h->ack + 1 + COUR_SACK_BITS; s++)
+			if (cour_sack_has(h->sack, h->ack, s) && cour_seq_lt(s, peer->tx_next))
 				peer->txwin[s % w].sacked = true;
-		}
 		peer->last_ack_us = now;
 		cour_peer_fast_rexmit(peer, now);
 	}
@@ -745,6 +757,10 @@ void cour_peer_free_all(struct cour_ep *ep)
 	struct cour_peer *peer, *tmp;
 
 	HASH_ITER(hh, ep->peers, peer, tmp) {
+		/* What the application already took must still be acknowledged: the sender's
+		 * transmit completion waits for it, and a delayed ACK would otherwise die here. */
+		if (peer->ack_needed)
+			cour_peer_send_ack(peer, 0);
 		cour_peer_reset(peer, COUR_E_EP_CLOSED);
 		HASH_DEL(ep->peers, peer);
 		if (peer->on_active)

@@ -10,7 +10,8 @@ struct cour_pool_chunk {
 
 void cour_pool_init(struct cour_pool *p, size_t obj_size, size_t chunk_objs, size_t max_objs)
 {
-	p->obj_size = (obj_size < sizeof(void *) ? sizeof(void *) : obj_size + 15) & ~(size_t)15;
+	/* room for the free-list link, rounded up to 16 for alignment */
+	p->obj_size = ((obj_size < sizeof(void *) ? sizeof(void *) : obj_size) + 15) & ~(size_t)15;
 	p->chunk_objs = chunk_objs ? chunk_objs : 1;
 	p->max_objs = max_objs;
 	p->total = 0;

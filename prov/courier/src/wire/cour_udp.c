@@ -5,6 +5,7 @@
  * The contract is in cour_wire.h.
  */
 #include "cour_ep.h"
+#include "proto/cour_rel.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -119,9 +120,12 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 		hdr->base.sack = 0;
 		if (peer->rx_held && peer->rxwin) {
 			uint32_t w = (uint32_t)cour_params.window;
-			for (uint32_t i = 0; i < COUR_SACK_BITS && i + 1 < w; i++)
-				if (peer->rxwin[(peer->rx_next + 1 + i) % w].buf)
-					hdr->base.sack |= 1u << i;
+			for (uint32_t i = 0; i < cour_sack_span(w); i++) {
+				uint32_t s = peer->rx_next + 1 + i;
+				if (peer->rxwin[s % w].buf)
+					hdr->base.sack = cour_sack_mark(hdr->base.sack,
+									peer->rx_next, s);
+			}
 		}
 		hdr->base.credits = peer->credits_granted;
 		hdr->base.src_session = peer->local_session;

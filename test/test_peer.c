@@ -1,0 +1,527 @@
+/*
+ * cour_peer.c, receiving side, over the capture wire (test_capwire.h): the receive window
+ * (in order, held, duplicate, beyond the window, across the 2^32 wrap), the ACKs and SACKs it
+ * sends and when, credit grants, packet validation, sessions, and the liveness timers.
+ * Parameters: window 16, credits 8, ACK delay 20 us, peer timeout 10 s.
+ */
+#include "test_capwire.h"
+
+#include <criterion/criterion.h>
+
+static struct cour_ep *ep;
+static struct cour_peer *peer;
+
+static void setup(void)
+{
+	capwire_params();
+	ep = capwire_open(FI_MSG | FI_TAGGED);
+	peer = capwire_peer(ep);
+}
+
+static void teardown(void)
+{
+	capwire_close(ep);
+}
+
+TestSuite(rxwin, .init = setup, .fini = teardown, .timeout = 20);
+TestSuite(session, .init = setup, .fini = teardown, .timeout = 20);
+TestSuite(liveness, .init = setup, .fini = teardown, .timeout = 20);
+
+/* One fragment of message msg_id at offset off of a total_len-byte message, as seq. */
+static void rx_frag(uint32_t seq, uint32_t msg_id, uint64_t total_len, uint64_t off,
+		    const char *payload, size_t len)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, seq, 0, 0, 8);
+
+	h.msg.msg_id = msg_id;
+	h.msg.total_len = total_len;
+	h.msg.offset = off;
+	capwire_rx(ep, &h, payload, len);
+}
+
+static void rx_msg(uint32_t seq, uint32_t msg_id)
+{
+	char b[4];
+
+	memcpy(b, &msg_id, sizeof(b));
+	rx_frag(seq, msg_id, sizeof(b), 0, b, sizeof(b));
+}
+
+/* msg_ids of the unexpected messages, in queue order (all complete here). */
+static size_t unexp_ids(uint32_t *ids, size_t max)
+{
+	struct cour_rxmsg *m;
+	size_t n = 0;
+
+	DL_FOREACH(ep->unexp_msg, m) {
+		cr_assert_lt(n, max);
+		cr_assert_eq(m->received, m->total_len);
+		ids[n++] = m->msg_id;
+	}
+	return n;
+}
+
+static const struct capwire_pkt *last_ack(void)
+{
+	size_t n = capwire_count(COUR_PKT_ACK);
+
+	cr_assert_gt(n, 0, "no ACK was sent");
+	return capwire_nth(COUR_PKT_ACK, n - 1);
+}
+
+/* ---- the receive window ---- */
+
+Test(rxwin, an_in_order_packet_is_delivered_and_acknowledged_after_the_delay)
+{
+	const struct capwire_pkt *a;
+	struct cour_rxmsg *m;
+
+	rx_frag(0, 5, 5, 0, "hello", 5);
+	m = ep->unexp_msg;
+	cr_assert_not_null(m);
+	cr_assert_eq(m->msg_id, 5);
+	cr_assert_arr_eq(m->ubuf, "hello", 5);
+	cr_assert_eq(peer->rx_next, 1);
+	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS);
+	cr_assert_eq(capwire.count, 0, "the ACK waits for a packet to ride on");
+	cr_assert(peer->ack_needed);
+	cr_assert_eq(ep->next_timer, peer->ack_deadline);
+
+	cour_ep_timers(ep, peer->ack_deadline - 1);
+	cr_assert_eq(capwire.count, 0);
+	cour_ep_timers(ep, peer->ack_deadline);
+	cr_assert_eq(capwire.count, 1);
+	a = last_ack();
+	cr_assert(a->now);
+	cr_assert_eq(a->hdr_len, COUR_BASE_HDR_LEN);
+	cr_assert_eq(a->hdr.base.ack, 1);
+	cr_assert_eq(a->hdr.base.sack, 0);
+	cr_assert_eq(a->hdr.base.seq, 0);
+	cr_assert_eq(a->hdr.base.credits, 8);
+	cr_assert_eq(a->hdr.base.src_session, peer->local_session);
+	cr_assert_eq(a->hdr.base.dst_session, CAPWIRE_REMOTE_SESS);
+	cr_assert_not(peer->ack_needed);
+	/* the ACK is a valid packet: its crc is over the 32-byte header */
+	struct cour_base_hdr h = a->hdr.base;
+	h.crc = 0;
+	cr_assert_eq(cour_crc32c(0, &h, sizeof(h)), a->hdr.base.crc);
+}
+
+Test(rxwin, every_eighth_packet_is_acknowledged_at_once)
+{
+	for (uint32_t s = 0; s < 7; s++)
+		rx_msg(s, s);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 0);
+	rx_msg(7, 7);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert_eq(last_ack()->hdr.base.ack, 8);
+	cr_assert_eq(peer->rx_since_ack, 0);
+	cr_assert_eq(ep->stats.acks_sent, 1);
+}
+
+Test(rxwin, early_packets_are_held_sacked_and_delivered_in_order)
+{
+	uint32_t ids[8];
+
+	rx_msg(2, 2);
+	cr_assert_eq(peer->rx_held, 1);
+	cr_assert_eq(ep->rxbuf_pool.in_use, 1, "the held packet keeps its buffer");
+	cr_assert_eq(last_ack()->hdr.base.ack, 0);
+	cr_assert_eq(last_ack()->hdr.base.sack, 0x2);
+	rx_msg(3, 3);
+	cr_assert_eq(last_ack()->hdr.base.sack, 0x6);
+	cr_assert_eq(unexp_ids(ids, 8), 0, "nothing delivered past the hole");
+
+	rx_msg(0, 0);
+	cr_assert_eq(peer->rx_next, 1);
+	cr_assert_eq(last_ack()->hdr.base.ack, 1, "still a hole: ACK at once");
+	cr_assert_eq(last_ack()->hdr.base.sack, 0x3);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 3);
+
+	rx_msg(1, 1);
+	cr_assert_eq(peer->rx_next, 4);
+	cr_assert_eq(peer->rx_held, 0);
+	cr_assert_eq(ep->rxbuf_pool.in_use, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 3, "hole filled: the ACK may wait again");
+	cr_assert(peer->ack_needed);
+	cr_assert_eq(unexp_ids(ids, 8), 4);
+	for (uint32_t i = 0; i < 4; i++)
+		cr_assert_eq(ids[i], i);
+	cr_assert_eq(ep->stats.ooo_rcvd, 2);
+}
+
+Test(rxwin, a_message_reassembles_from_fragments_out_of_order)
+{
+	char msg[2000];
+	uint32_t room = CAPWIRE_ROOM;
+
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (char)(i * 13 + 1);
+	rx_frag(2, 9, sizeof(msg), 2 * room, msg + 2 * room, sizeof(msg) - 2 * room);
+	rx_frag(0, 9, sizeof(msg), 0, msg, room);
+	cr_assert_not_null(peer->rx_cur, "message in progress");
+	rx_frag(1, 9, sizeof(msg), room, msg + room, room);
+	cr_assert_null(peer->rx_cur);
+	cr_assert_not_null(ep->unexp_msg);
+	cr_assert_eq(ep->unexp_msg->received, sizeof(msg));
+	cr_assert_arr_eq(ep->unexp_msg->ubuf, msg, sizeof(msg));
+	cr_assert_null(ep->unexp_msg->next);
+}
+
+Test(rxwin, duplicates_are_dropped_and_reacknowledged)
+{
+	uint32_t ids[4];
+
+	rx_msg(0, 0);
+	rx_msg(0, 0);                       /* our ACK was lost: answer at once */
+	cr_assert_eq(ep->stats.dup_rcvd, 1);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert_eq(last_ack()->hdr.base.ack, 1);
+	rx_msg(2, 2);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
+	rx_msg(2, 2);                       /* a duplicate of a held packet */
+	cr_assert_eq(ep->stats.dup_rcvd, 2);
+	cr_assert_eq(peer->rx_held, 1);
+	cr_assert_eq(ep->rxbuf_pool.in_use, 1);
+	cr_assert_eq(unexp_ids(ids, 4), 1);
+}
+
+Test(rxwin, the_window_ends_w_minus_1_past_the_hole)
+{
+	rx_msg(15, 15);                     /* rx_next 0: seqs 0..15 fit the 16 slots */
+	cr_assert_eq(peer->rx_held, 1);
+	cr_assert_eq(last_ack()->hdr.base.sack, 1u << 14);
+	rx_msg(16, 16);
+	cr_assert_eq(ep->stats.drop_window, 1);
+	cr_assert_eq(peer->rx_held, 1);
+	rx_msg(0x80000000u, 1);             /* far ahead, or far behind: never held */
+	cr_assert_eq(peer->rx_held, 1);
+	cr_assert_eq(ep->stats.drop_window + ep->stats.dup_rcvd, 2);
+}
+
+Test(rxwin, the_sack_describes_only_the_window)
+{
+	for (uint32_t s = 1; s < 16; s++)
+		rx_msg(s, s);
+	cr_assert_eq(peer->rx_held, 15);
+	cr_assert_eq(last_ack()->hdr.base.sack, 0x7fff, "bits for seqs 1..15 only");
+}
+
+Test(rxwin, the_receive_window_wraps)
+{
+	uint32_t ids[4];
+
+	peer->rx_next = 0xfffffffeu;
+	rx_msg(0, 2);
+	cr_assert_eq(peer->rx_held, 1);
+	cr_assert_eq(last_ack()->hdr.base.ack, 0xfffffffeu);
+	cr_assert_eq(last_ack()->hdr.base.sack, 0x2);
+	rx_msg(0xfffffffeu, 0);
+	cr_assert_eq(last_ack()->hdr.base.ack, 0xffffffffu);
+	cr_assert_eq(last_ack()->hdr.base.sack, 0x1);
+	rx_msg(0xffffffffu, 1);
+	cr_assert_eq(peer->rx_next, 1);
+	cr_assert_eq(peer->rx_held, 0);
+	cr_assert_eq(unexp_ids(ids, 4), 3);
+	for (uint32_t i = 0; i < 3; i++)
+		cr_assert_eq(ids[i], i);
+}
+
+Test(rxwin, outgoing_data_carries_the_ack_and_sack)
+{
+	char b[10] = "0123456789";
+
+	rx_msg(1, 1);                       /* held: sack bit 0 */
+	capwire_clear();
+	capwire_send(ep, b, sizeof(b), NULL, 0);
+	cr_assert_eq(capwire.count, 1);
+	cr_assert_eq(capwire.pkts[0].hdr.base.type, COUR_PKT_EAGER);
+	cr_assert_eq(capwire.pkts[0].hdr.base.ack, 0);
+	cr_assert_eq(capwire.pkts[0].hdr.base.sack, 0x1);
+	cr_assert_eq(capwire.pkts[0].hdr.base.dst_session, CAPWIRE_REMOTE_SESS);
+	rx_msg(0, 0);
+	capwire_send(ep, b, sizeof(b), NULL, 0);
+	cr_assert_eq(capwire_last()->hdr.base.ack, 2);
+	cr_assert_eq(capwire_last()->hdr.base.sack, 0);
+	cr_assert_not(peer->ack_needed, "the data packet took the pending ACK along");
+}
+
+Test(rxwin, consumed_messages_grant_credits_in_batches)
+{
+	char b[16];
+	struct iovec iov = { .iov_base = b, .iov_len = sizeof(b) };
+
+	for (uint32_t s = 0; s < 6; s++)
+		rx_msg(s, s);
+	capwire_clear();
+	/* nothing was ever put on the wire: all of the first grant is owed, ACK at once */
+	cr_assert_eq(cour_msg_recv(ep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert_eq(last_ack()->hdr.base.credits, 9);
+	cr_assert_eq(peer->credits_sent, 9);
+	/* then one ACK per credits / 2 = 4 consumed */
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(cour_msg_recv(ep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert(peer->ack_needed, "the grant waits for the ACK delay");
+	cr_assert_eq(cour_msg_recv(ep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
+	cr_assert_eq(last_ack()->hdr.base.credits, 13);
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 5);
+}
+
+/* ---- validation ---- */
+
+static void flip_payload_bit(char *buf, size_t len)
+{
+	buf[len - 1] ^= 0x10;
+}
+
+static void flip_header_bit(char *buf, size_t len)
+{
+	buf[40] ^= 0x01;                    /* inside the tag */
+}
+
+Test(rxwin, a_corrupt_header_is_dropped)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+
+	h.msg.total_len = 3;
+	capwire_rx_mangled(ep, &h, "abc", 3, 0, flip_header_bit);
+	cr_assert_eq(ep->stats.drop_bad_hdr, 1);
+	cr_assert_eq(peer->rx_next, 0);
+	cr_assert_eq(peer->remote_session, 0, "nothing of a bad packet is believed");
+}
+
+Test(rxwin, payload_corruption_is_caught_only_with_payload_checksums)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+
+	h.msg.total_len = 3;
+	capwire_rx_mangled(ep, &h, "abc", 3, 0, flip_payload_bit);
+	cr_assert_eq(ep->stats.drop_bad_hdr, 0, "without FI_COURIER_CHECKSUM only headers");
+	cr_assert_eq(peer->rx_next, 1);
+
+	cour_params.checksum = 1;
+	h.base.seq = 1;
+	capwire_rx_mangled(ep, &h, "abc", 3, 0, flip_payload_bit);
+	cr_assert_eq(ep->stats.drop_bad_hdr, 1);
+	cr_assert_eq(peer->rx_next, 1);
+	capwire_rx(ep, &h, "abc", 3);
+	cr_assert_eq(peer->rx_next, 2);
+}
+
+/* What a sender with payload checksums off sends: PCSUM clear, crc over the header alone. */
+static void strip_pcsum(char *buf, size_t len)
+{
+	struct cour_base_hdr *h = (struct cour_base_hdr *)buf;
+
+	h->flags &= ~COUR_F_PCSUM;
+	h->crc = 0;
+	h->crc = cour_crc32c(0, buf, COUR_PKT_HDR_LEN);
+}
+
+Test(rxwin, with_checksums_on_a_packet_without_one_is_refused)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+
+	cour_params.checksum = 1;
+	h.msg.total_len = 3;
+	capwire_rx_mangled(ep, &h, "abc", 3, 0, strip_pcsum);
+	cr_assert_eq(ep->stats.drop_bad_hdr, 1);
+	cr_assert_eq(peer->rx_next, 0);
+	capwire_rx(ep, &h, "abc", 3);
+	cr_assert_eq(peer->rx_next, 1);
+	/* an ACK has no payload to cover */
+	capwire_ack(ep, 0, 0, 8);
+	cr_assert_eq(ep->stats.drop_bad_hdr, 1);
+	cr_assert_eq(ep->stats.acks_rcvd, 1);
+}
+
+Test(rxwin, malformed_headers_are_dropped)
+{
+	struct cour_pkt_hdr h;
+	uint64_t drops = 0;
+
+	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+	h.base.version = 2;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "version");
+	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+	h.base.flags = 1 << 5;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "unknown flag");
+	h = capwire_hdr(peer, COUR_PKT_TYPE_MAX, 0, 0, 0, 8);
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "unknown type");
+	h = capwire_hdr(peer, 0, 0, 0, 0, 8);
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "type 0");
+	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+	capwire_rx_mangled(ep, &h, NULL, 0, 1, NULL);
+	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "a message header one byte short");
+	h = capwire_hdr(peer, COUR_PKT_DGRAM, 0, 0, 0, 8);
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "a datagram on a reliable endpoint");
+	cr_assert_eq(peer->rx_next, 0);
+	cr_assert_eq(capwire.count, 0, "malformed packets are never answered");
+}
+
+/* ---- sessions ---- */
+
+Test(session, a_packet_for_an_old_session_of_ours_is_answered_with_reset)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+	const struct capwire_pkt *r;
+
+	h.base.dst_session = peer->local_session ^ 0x100;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.drop_stale_session, 1);
+	cr_assert_eq(peer->rx_next, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_RESET), 1);
+	r = capwire_nth(COUR_PKT_RESET, 0);
+	cr_assert_eq(r->hdr.base.src_session, peer->local_session);
+	cr_assert_eq(r->hdr.base.dst_session, CAPWIRE_REMOTE_SESS);
+	cr_assert_eq(r->hdr.base.version, COUR_WIRE_VERSION);
+
+	/* a stale plain ACK is dropped without an answer: two sides must not ping-pong */
+	h = capwire_hdr(peer, COUR_PKT_ACK, 0, 0, 0, 8);
+	h.base.dst_session = peer->local_session ^ 0x100;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.drop_stale_session, 2);
+	cr_assert_eq(capwire_count(COUR_PKT_RESET), 1);
+}
+
+Test(session, a_packet_without_a_session_is_dropped)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+
+	h.base.src_session = 0;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.drop_stale_session, 1);
+	cr_assert_eq(peer->rx_next, 0);
+}
+
+Test(session, a_restarted_peer_fails_what_was_in_flight)
+{
+	char b[100] = { 0 };
+	struct cour_pkt_hdr h;
+	const struct fi_cq_err_entry *err;
+	uint32_t old_local;
+
+	capwire_ack(ep, 0, 0, 8);           /* we learn the peer's session */
+	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS);
+	capwire_send(ep, b, sizeof(b), (void *)0xc0, 0);
+	old_local = peer->local_session;
+
+	h = capwire_hdr(peer, COUR_PKT_ACK, 0, 0, 0, 8);
+	h.base.src_session = CAPWIRE_REMOTE_SESS + 1;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.peers_reset, 1);
+	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS + 1);
+	cr_assert_neq(peer->local_session, old_local, "we start a new session too");
+	cr_assert_eq(peer->tx_una, 0);
+	cr_assert_eq(peer->tx_next, 0);
+	cr_assert_eq(ep->tx_outstanding, 0);
+	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 0);
+	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 1);
+	err = capwire_cq_err(&capwire.tx_cq, 0);
+	cr_assert_eq(err->op_context, (void *)0xc0);
+	cr_assert_eq(err->err, FI_ECONNRESET);
+	cr_assert_eq(err->prov_errno, COUR_E_PEER_RESET);
+	cr_assert_eq(err->len, sizeof(b));
+}
+
+/* ---- liveness ---- */
+
+Test(liveness, a_silent_peer_becomes_unreachable_after_peer_timeout)
+{
+	char b[100] = { 0 };
+	const struct fi_cq_err_entry *err;
+	uint64_t limit;
+
+	capwire_send(ep, b, sizeof(b), (void *)0xd0, 0);
+	limit = peer->last_ack_us + 10000000ull;
+	cour_ep_timers(ep, limit - 1);
+	cr_assert_eq(ep->stats.peers_unreachable, 0);
+	cr_assert_eq(ep->stats.retrans_timeout, 1, "just a retransmission before the limit");
+	cour_ep_timers(ep, limit + 20000);
+	cr_assert_eq(ep->stats.peers_unreachable, 1);
+	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 1);
+	err = capwire_cq_err(&capwire.tx_cq, 0);
+	cr_assert_eq(err->op_context, (void *)0xd0);
+	cr_assert_eq(err->err, FI_EHOSTUNREACH);
+	cr_assert_eq(err->prov_errno, COUR_E_UNREACHABLE);
+	cr_assert_eq(ep->tx_outstanding, 0);
+	cr_assert_eq(peer->tx_next, 0);
+	cr_assert_eq(peer->rto_deadline, 0);
+}
+
+Test(liveness, a_credit_stalled_sender_probes_then_gives_up)
+{
+	char b[10] = { 0 };
+	const struct capwire_pkt *p;
+	uint64_t t0;
+
+	for (int i = 0; i < 9; i++)
+		capwire_send(ep, b, sizeof(b), (void *)(uintptr_t)(i + 1), 0);
+	capwire_ack(ep, 8, 0, 8);           /* all acknowledged, no credit back */
+	cr_assert_eq(peer->rto_deadline, 0);
+	cr_assert(peer->credit_stalled);
+	capwire_clear();
+	t0 = peer->last_heard_us;
+	cour_ep_timers(ep, t0);
+	cr_assert_eq(peer->probe_deadline, t0 + 100000);
+	cr_assert_eq(capwire.count, 0);
+	cour_ep_timers(ep, t0 + 99999);
+	cr_assert_eq(capwire.count, 0);
+	cour_ep_timers(ep, t0 + 100000);
+	cr_assert_eq(capwire.count, 1);
+	p = capwire_last();
+	cr_assert_eq(p->hdr.base.type, COUR_PKT_ACK);
+	cr_assert(p->hdr.base.flags & COUR_F_PROBE);
+	cr_assert_eq(peer->probe_deadline, t0 + 200000);
+
+	cour_ep_timers(ep, t0 + 10000000ull);
+	cr_assert_eq(ep->stats.peers_unreachable, 1);
+	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 1, "the waiting ninth send fails");
+	cr_assert_eq(capwire_cq_err(&capwire.tx_cq, 0)->op_context, (void *)9);
+	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 8);
+}
+
+Test(liveness, a_probe_is_answered_at_once_without_probe)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_ACK, 0, 0, 0, 8);
+
+	h.base.flags = COUR_F_PROBE;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(capwire.count, 1);
+	cr_assert_eq(capwire_last()->hdr.base.type, COUR_PKT_ACK);
+	cr_assert_eq(capwire_last()->hdr.base.flags & COUR_F_PROBE, 0);
+	cr_assert_eq(ep->stats.acks_rcvd, 1);
+}
+
+Test(liveness, an_ack_the_wire_refused_goes_out_at_the_next_timer)
+{
+	capwire.refuse_now = 1;
+	rx_msg(1, 1);                       /* early: wants an ACK at once, the wire says no */
+	cr_assert_eq(capwire.count, 0);
+	cr_assert(peer->ack_needed);
+	cour_ep_timers(ep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert_eq(last_ack()->hdr.base.sack, 0x1);
+	cr_assert_not(peer->ack_needed);
+}
+
+Test(liveness, an_idle_peer_leaves_the_active_list)
+{
+	char b[10] = { 0 };
+
+	capwire_send(ep, b, sizeof(b), NULL, 0);
+	cr_assert(peer->on_active);
+	capwire_ack(ep, 1, 0, 8);
+	cour_ep_timers(ep, cour_now_us());
+	cr_assert_not(peer->on_active);
+	cr_assert_null(ep->active);
+	cr_assert_eq(ep->next_timer, 0);
+}
