@@ -507,7 +507,11 @@ Test(liveness, an_ack_the_wire_refused_goes_out_at_the_next_timer)
 	rx_msg(1, 1);                       /* early: wants an ACK at once, the wire says no */
 	cr_assert_eq(capwire.count, 0);
 	cr_assert(peer->ack_needed);
-	cour_ep_timers(ep, cour_now_us());
+	cr_assert(peer->on_active);
+	/* the retry is a timer the progress loop will not sleep past */
+	cr_assert_neq(ep->next_timer, 0);
+	cr_assert_leq(ep->next_timer, peer->ack_deadline);
+	cour_ep_timers(ep, peer->ack_deadline);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.sack, 0x1);
 	cr_assert_not(peer->ack_needed);

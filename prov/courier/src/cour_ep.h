@@ -108,6 +108,7 @@ struct cour_rxmsg {
 	struct cour_rxe     *rxe;             /* NULL while unexpected */
 	uint32_t             rx_id;
 	uint32_t             msg_id;          /* the sender's id (RTS, DONE) */
+	uint32_t             session;         /* the peer session (our nonce) it arrived in */
 	uint16_t             hdr_flags;
 	bool                 rts;             /* rendezvous: no data until CTS */
 	bool                 claimed;         /* FI_CLAIM: reserved for claim_ctx */
@@ -269,6 +270,13 @@ static inline struct cour_ep *cour_ep_of(struct fid_ep *ep_fid)
 #ifndef COUR_DGRAM_MAX_MSG
 #define COUR_DGRAM_MAX_MSG (COUR_MAX_PKT - 72)
 #endif
+
+/* A deadline set outside cour_ep_timers: the progress loop must not sleep past it. */
+static inline void cour_ep_timer_at(struct cour_ep *ep, uint64_t t)
+{
+	if (!ep->next_timer || t < ep->next_timer)
+		ep->next_timer = t;
+}
 
 /* ---- cour_ep.c ---- */
 /* Report a finished send (CQ entry, counters) without freeing anything. */

@@ -109,6 +109,14 @@ static void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id
 	cour_peer_enqueue(peer, txe);
 }
 
+/* A consumed message gives its credit back, unless it came in an earlier session of the
+ * peer (complete unexpected messages outlive a reset): the new session never spent it. */
+static void cour_msg_credit_return(struct cour_peer *peer, const struct cour_rxmsg *m)
+{
+	if (m->session == peer->local_session)
+		cour_peer_credit_return(peer);
+}
+
 /* ---- matching ---- */
 
 static bool cour_match(const struct cour_rxe *rxe, bool tagged, uint64_t tag, fi_addr_t src)
@@ -179,7 +187,7 @@ static void cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe 
 		m->rx_id = ep->next_rx_id++;
 		cour_rdv_add(ep, m);
 		cour_send_ctrl(peer, COUR_PKT_CTS, m->msg_id, m->rx_id, m->accept_len);
-		cour_peer_credit_return(peer);      /* the RTS itself is consumed */
+		cour_msg_credit_return(peer, m);      /* the RTS itself is consumed */
 		return;
 	}
 	if (m->ubuf) {
@@ -200,7 +208,7 @@ static void cour_rx_eager_done(struct cour_peer *peer, struct cour_rxmsg *m)
 		cour_rxmsg_finish(ep, m, FI_ENOMEM, COUR_E_REMOTE);
 	else
 		cour_rxmsg_finish(ep, m, 0, 0);
-	cour_peer_credit_return(peer);
+	cour_msg_credit_return(peer, m);
 	cour_pool_put(&ep->rxmsg_pool, m);
 }
 
@@ -222,7 +230,7 @@ static void cour_rx_eager_data(struct cour_peer *peer, struct cour_rxmsg *m,
 	if (m->rxe) {
 		cour_rx_eager_done(peer, m);
 	} else if (m->discard) {    /* discarded while still arriving */
-		cour_peer_credit_return(peer);
+		cour_msg_credit_return(peer, m);
 		free(m->ubuf);
 		cour_pool_put(&peer->ep->rxmsg_pool, m);
 	}
@@ -274,12 +282,12 @@ void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed)
 		m->accept_len = 0;
 		cour_rdv_add(ep, m);
 		cour_send_ctrl(peer, COUR_PKT_CTS, m->msg_id, m->rx_id, 0);
-		cour_peer_credit_return(peer);
+		cour_msg_credit_return(peer, m);
 		return;
 	}
 	if (peer->rx_cur == m)
 		return;             /* finishes in cour_rx_eager_data */
-	cour_peer_credit_return(peer);
+	cour_msg_credit_return(peer, m);
 	cour_pool_put(&ep->rxmsg_pool, m);
 }
 
@@ -305,6 +313,7 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		return;
 	}
 	memset(m, 0, sizeof(*m));
+	m->session = peer->local_session;
 	m->peer = peer;
 	m->msg_id = hdr->msg.msg_id;
 	m->hdr_flags = hdr->base.flags;

@@ -245,8 +245,10 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	txe->built += len;
 	txe->pkts_out++;
 	cour_slot_send(peer, slot, now);
-	if (!peer->rto_deadline)
+	if (!peer->rto_deadline) {
 		peer->rto_deadline = now + peer->rto_us;
+		cour_ep_timer_at(peer->ep, peer->rto_deadline);
+	}
 
 	/* single-packet types are built once; data types when every byte is in a packet */
 	if (txe->built >= txe->total_len) {
@@ -394,6 +396,8 @@ static void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h,
 		}
 		peer->last_ack_us = now;
 		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
+		if (peer->rto_deadline)
+			cour_ep_timer_at(peer->ep, peer->rto_deadline);
 	}
 	if (h->sack && peer->tx_una == h->ack) {
 		for (uint32_t s = h->ack + 1; s != h->ack + 1 + COUR_SACK_BITS; s++)
@@ -415,10 +419,15 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 	hdr.base.flags = flags;
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
 	if (cour_wire_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
-			      NULL, 0) == 0)
+			      NULL, 0) == 0) {
 		peer->ep->stats.acks_sent++;
-	else
-		peer->ack_needed = true;    /* try again at the next timer */
+		return;
+	}
+	/* the wire was full: try again soon */
+	peer->ack_needed = true;
+	peer->ack_deadline = cour_now_us() + (uint64_t)cour_params.ack_delay_us;
+	cour_ep_timer_at(peer->ep, peer->ack_deadline);
+	cour_peer_activate(peer);
 }
 
 static void cour_send_reset(struct cour_ep *ep, struct cour_peer *peer, uint32_t their_session)
@@ -446,6 +455,7 @@ void cour_peer_credit_return(struct cour_peer *peer)
 	if (!peer->ack_needed) {
 		peer->ack_needed = true;
 		peer->ack_deadline = cour_now_us() + (uint64_t)cour_params.ack_delay_us;
+		cour_ep_timer_at(peer->ep, peer->ack_deadline);
 	}
 	cour_peer_activate(peer);
 }
@@ -720,8 +730,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		} else if (!peer->ack_needed) {
 			peer->ack_needed = true;
 			peer->ack_deadline = now + (uint64_t)cour_params.ack_delay_us;
-			if (!ep->next_timer || peer->ack_deadline < ep->next_timer)
-				ep->next_timer = peer->ack_deadline;
+			cour_ep_timer_at(ep, peer->ack_deadline);
 		}
 		return buf;
 	}
