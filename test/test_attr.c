@@ -135,7 +135,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->ep_attr->type, type);
 	cr_assert_eq(fi->ep_attr->protocol, FI_PROTO_UDP);
 	cr_assert_eq(fi->ep_attr->protocol_version, 1);
-	cr_assert_eq(fi->ep_attr->max_msg_size, rdm ? 0xffffffffULL : 64928);
+	cr_assert_eq(fi->ep_attr->max_msg_size, rdm ? 0xffffffffULL : 64920);
 	cr_assert_eq(fi->ep_attr->msg_prefix_size, 0);
 	cr_assert_eq(fi->ep_attr->max_order_raw_size, 0);
 	cr_assert_eq(fi->ep_attr->max_order_war_size, 0);
@@ -216,7 +216,7 @@ Test(attr, dgram_inject_is_capped_at_dgram_max)
 	cour_params.rx_size = 32;
 	get(V117, NULL, NULL, 0, NULL, 2);
 	cr_assert_eq(info->tx_attr->inject_size, 65536);
-	cr_assert_eq(info->next->tx_attr->inject_size, 64928);
+	cr_assert_eq(info->next->tx_attr->inject_size, 64920);
 	cr_assert_eq(info->tx_attr->size, 64);
 	cr_assert_eq(info->rx_attr->size, 32);
 	cr_assert_eq(cour_attr_max_inject(), 65536);
@@ -227,7 +227,7 @@ Test(attr, offer_by_type)
 	struct fi_info *o = cour_attr_offer(FI_EP_DGRAM);
 
 	cr_assert_not_null(o);
-	cr_assert_eq(o->ep_attr->max_msg_size, 64928);
+	cr_assert_eq(o->ep_attr->max_msg_size, 64920);
 	cr_assert_eq(o->tx_attr->inject_size, 4096);
 	cr_assert_null(o->src_addr);
 	fi_freeinfo(o);
@@ -401,7 +401,7 @@ Test(attr, max_msg_size_splits_rdm_from_dgram)
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	cr_assert_eq(info->ep_attr->max_msg_size, 0xffffffffULL);
 	drop();
-	hints->ep_attr->max_msg_size = 64928;
+	hints->ep_attr->max_msg_size = 64920;
 	get(V117, NULL, NULL, 0, hints, 2);
 	hints->ep_attr->max_msg_size = 1ULL << 32;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);

@@ -35,6 +35,10 @@ struct fi_courier_stats {
 	uint64_t peers_reset;               /* peers seen restarting */
 	uint64_t rtt_srtt_us;               /* smoothed RTT of the last peer measured */
 	uint64_t fault_drops, fault_dups, fault_corrupts, fault_reorders; /* injected faults */
+	uint64_t rma_served;                /* RMA and atomic operations executed as the target */
+	uint64_t rma_refused;               /* ... refused as the target (key, bounds, access) */
+	uint64_t rma_snapshots;             /* reads copied aside to keep WAR/SAR order or
+					     * because their region was closed */
 };
 
 struct fi_courier_ops_ep {

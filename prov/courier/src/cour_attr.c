@@ -19,10 +19,20 @@
 /* Domain capabilities (fi_domain(3)): in info->caps and domain_attr->caps, never in tx/rx caps,
  * whose allowed bits fi_endpoint(3) lists. */
 #define COUR_COMM_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
-/* Offering RMA or atomics means adding their capability and directions to these two lines. */
 #define COUR_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
 #define COUR_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE)
 #define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS | COUR_COMM_CAPS)
+/* One-sided operations need the reliable engine: RDM endpoints only. */
+#define COUR_RDM_TX_CAPS (COUR_TX_CAPS | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE)
+#define COUR_RDM_RX_CAPS (COUR_RX_CAPS | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | \
+			  FI_REMOTE_WRITE | FI_RMA_EVENT)
+#define COUR_RDM_CAPS (COUR_RDM_TX_CAPS | COUR_RDM_RX_CAPS | COUR_COMM_CAPS)
+/* Every sequenced packet is processed in order, and reads are copied aside before a later
+ * write could reach their memory (proto/cour_rma_proto.c). Sends may overtake earlier RMA
+ * waiting for credits, so no WAS or RAS. */
+#define COUR_RDM_ORDER (FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | \
+			FI_ORDER_WAW | FI_ORDER_SAR | FI_ORDER_SAW | FI_ORDER_ATOMIC_RAR | \
+			FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW)
 
 /* fi_getinfo(3) capability classes; they decide what a hint of some capabilities returns. */
 #define COUR_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST | \
@@ -33,15 +43,16 @@
 
 /* Sizes left 0 come from parameters when an offer is made (cour_attr_apply_params). */
 static const struct fi_tx_attr cour_rdm_tx_attr = {
-	.caps = COUR_TX_CAPS,
-	.msg_order = FI_ORDER_SAS,
+	.caps = COUR_RDM_TX_CAPS,
+	.msg_order = COUR_RDM_ORDER,
 	.comp_order = FI_ORDER_NONE,
 	.iov_limit = COUR_IOV_LIMIT,
+	.rma_iov_limit = 1,
 };
 
 static const struct fi_rx_attr cour_rdm_rx_attr = {
-	.caps = COUR_RX_CAPS,
-	.msg_order = FI_ORDER_SAS,
+	.caps = COUR_RDM_RX_CAPS,
+	.msg_order = COUR_RDM_ORDER,
 	.comp_order = FI_ORDER_NONE,
 	.iov_limit = COUR_IOV_LIMIT,
 };
@@ -66,6 +77,9 @@ static const struct fi_ep_attr cour_rdm_ep_attr = {
 	.protocol = FI_PROTO_UDP,
 	.protocol_version = COUR_PROTO_VERSION,
 	.max_msg_size = COUR_MAX_MSG_SIZE,
+	.max_order_raw_size = COUR_MAX_MSG_SIZE,
+	.max_order_war_size = COUR_MAX_MSG_SIZE,
+	.max_order_waw_size = COUR_MAX_MSG_SIZE,
 	.mem_tag_format = COUR_TAG_FORMAT,
 	.tx_ctx_cnt = 1,
 	.rx_ctx_cnt = 1,
@@ -110,7 +124,7 @@ static const struct fi_fabric_attr cour_fabric_attr = {
 
 /* The casts drop const only to fit struct fi_info; templates are read through fi_dupinfo. */
 static const struct fi_info cour_rdm_info = {
-	.caps = COUR_CAPS,
+	.caps = COUR_RDM_CAPS,
 	.addr_format = FI_SOCKADDR_IN,
 	.tx_attr = (struct fi_tx_attr *)&cour_rdm_tx_attr,
 	.rx_attr = (struct fi_rx_attr *)&cour_rdm_rx_attr,

@@ -30,7 +30,7 @@
 #define COUR_MAX_MSG_SIZE   ((1ULL << 32) - 1)
 #endif
 #ifndef COUR_DGRAM_MAX_MSG
-#define COUR_DGRAM_MAX_MSG  64928	/* 65000-byte UDP payload less the 72-byte packet header */
+#define COUR_DGRAM_MAX_MSG  64920	/* 65000-byte UDP payload less the 80-byte packet header */
 #endif
 #define COUR_IOV_LIMIT      8
 #define COUR_PROTO_VERSION  1

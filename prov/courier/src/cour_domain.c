@@ -54,12 +54,6 @@ static int cour_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr,
 	return -FI_ENOSYS;
 }
 
-static int cour_no_query_atomic(struct fid_domain *domain, enum fi_datatype datatype,
-				enum fi_op op, struct fi_atomic_attr *attr, uint64_t flags)
-{
-	return -FI_EOPNOTSUPP;
-}
-
 static int cour_no_query_collective(struct fid_domain *domain, enum fi_collective_op coll,
 				    struct fi_collective_attr *attr, uint64_t flags)
 {
@@ -94,7 +88,7 @@ static struct fi_ops_domain cour_domain_ops = {
 	.poll_open = cour_no_poll_open,
 	.stx_ctx = cour_no_stx_ctx,
 	.srx_ctx = cour_no_srx_ctx,
-	.query_atomic = cour_no_query_atomic,
+	.query_atomic = cour_domain_query_atomic,
 	.query_collective = cour_no_query_collective,
 	.endpoint2 = cour_domain_endpoint2,
 };

@@ -18,8 +18,8 @@ extern struct fi_ops_tagged cour_tagged_ops;
 static struct fi_ops_ep cour_ep_ops;
 static struct fi_ops_cm cour_cm_ops;
 static struct fi_ops cour_ep_fi_ops;
-extern struct fi_ops_rma cour_no_rma_ops;
-extern struct fi_ops_atomic cour_no_atomic_ops;
+extern struct fi_ops_rma cour_no_rma_ops, cour_rma_ops;
+extern struct fi_ops_atomic cour_no_atomic_ops, cour_atomic_ops;
 
 /* ---- completions of sends ---- */
 
@@ -33,28 +33,34 @@ void cour_ep_report_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err,
 		.tag = err ? txe->tag : 0,
 	};
 
+	/* fi_cntr(3): reads and fetching atomics count as reads, writes and plain atomics as
+	 * writes, messages as sends */
+	struct cour_cntr *cntr = (txe->cq_flags & FI_READ) ? ep->read_cntr :
+				 (txe->cq_flags & FI_WRITE) ? ep->write_cntr : ep->send_cntr;
+
 	if (err) {
 		/* errors are reported even for inject and unsignalled sends */
 		if (ep->tx_cq)
 			cour_cq_write_err_locked(ep->tx_cq, &e, err, prov_errno, 0);
-		if (ep->send_cntr)
-			cour_cntr_inc_err_locked(ep->send_cntr);
+		if (cntr)
+			cour_cntr_inc_err_locked(cntr);
 		return;
 	}
 	if (ep->tx_cq && !(txe->cq_flags & COUR_CQF_NOCOMP) &&
 	    (!ep->tx_selective || (txe->op_flags & FI_COMPLETION)))
 		cour_cq_write_locked(ep->tx_cq, &e);
-	if (ep->send_cntr)
-		cour_cntr_inc_locked(ep->send_cntr);
+	if (cntr)
+		cour_cntr_inc_locked(cntr);
 	ep->stats.tx_msgs++;
 }
 
 void cour_ep_complete_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err, int prov_errno)
 {
-	if (txe->op_type != COUR_PKT_CTS && txe->op_type != COUR_PKT_DONE) {
+	if (!cour_txe_internal(txe)) {
 		cour_ep_report_tx_locked(ep, txe, err, prov_errno);
 		ep->tx_outstanding--;
 	}
+	free(txe->snap);
 	if (txe->inject_buf)
 		cour_pool_put(&ep->inject_pool, txe->inject_buf);
 	cour_pool_put(&ep->txe_pool, txe);
@@ -91,17 +97,30 @@ static int cour_ep_bind_cq(struct cour_ep *ep, struct cour_cq *cq, uint64_t flag
 
 static int cour_ep_bind_cntr(struct cour_ep *ep, struct cour_cntr *cntr, uint64_t flags)
 {
-	if (flags & ~(FI_SEND | FI_RECV)) {
-		COUR_WARN(FI_LOG_EP_CTRL, "counter bind flags %#" PRIx64 " need capabilities "
-			  "courier does not offer yet (only FI_SEND and FI_RECV)\n", flags);
+	static const struct { uint64_t flag; size_t off; } slots[] = {
+		{ FI_SEND, offsetof(struct cour_ep, send_cntr) },
+		{ FI_RECV, offsetof(struct cour_ep, recv_cntr) },
+		{ FI_READ, offsetof(struct cour_ep, read_cntr) },
+		{ FI_WRITE, offsetof(struct cour_ep, write_cntr) },
+		{ FI_REMOTE_READ, offsetof(struct cour_ep, rmt_read_cntr) },
+		{ FI_REMOTE_WRITE, offsetof(struct cour_ep, rmt_write_cntr) },
+	};
+
+	if (flags & ~(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "unsupported counter bind flags %#" PRIx64 "\n", flags);
 		return -FI_EBADFLAGS;
 	}
-	if (flags & FI_SEND) {
-		ep->send_cntr = cntr;
-		cour_ref_inc(&cntr->refcnt);
+	if (ep->type == FI_EP_DGRAM && (flags & ~(FI_SEND | FI_RECV))) {
+		COUR_WARN(FI_LOG_EP_CTRL, "datagram endpoints have no RMA counters\n");
+		return -FI_EBADFLAGS;
 	}
-	if (flags & FI_RECV) {
-		ep->recv_cntr = cntr;
+	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
+		struct cour_cntr **slot = (void *)((char *)ep + slots[i].off);
+		if (!(flags & slots[i].flag))
+			continue;
+		if (*slot)
+			cour_ref_dec(&(*slot)->refcnt);
+		*slot = cntr;
 		cour_ref_inc(&cntr->refcnt);
 	}
 	return 0;
@@ -375,6 +394,14 @@ static int cour_ep_close(struct fid *fid)
 		cour_ref_dec(&ep->send_cntr->refcnt);
 	if (ep->recv_cntr)
 		cour_ref_dec(&ep->recv_cntr->refcnt);
+	if (ep->read_cntr)
+		cour_ref_dec(&ep->read_cntr->refcnt);
+	if (ep->write_cntr)
+		cour_ref_dec(&ep->write_cntr->refcnt);
+	if (ep->rmt_read_cntr)
+		cour_ref_dec(&ep->rmt_read_cntr->refcnt);
+	if (ep->rmt_write_cntr)
+		cour_ref_dec(&ep->rmt_write_cntr->refcnt);
 	if (ep->av)
 		cour_ref_dec(&ep->av->refcnt);
 	cour_lock_release(&dom->lock);
@@ -432,7 +459,9 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
 	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, cour_params.rx_size);
 	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
-	cour_pool_init(&ep->inject_pool, cour_params.inject_size, 64, cour_params.tx_size);
+	/* inject copies, and the operands of atomics (with their compare values) */
+	cour_pool_init(&ep->inject_pool, COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES),
+		       64, cour_params.tx_size);
 	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 1024);
 	if (cour_params.fault) {
 		ep->fault = cour_fault_create(cour_params.fault);
@@ -457,8 +486,9 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	ep->ep_fid.cm = &cour_cm_ops;
 	ep->ep_fid.msg = &cour_msg_ops;   /* the generic path tells RDM from DGRAM */
 	ep->ep_fid.tagged = &cour_tagged_ops;
-	ep->ep_fid.rma = &cour_no_rma_ops;
-	ep->ep_fid.atomic = &cour_no_atomic_ops;
+	/* one-sided operations need the reliable engine */
+	ep->ep_fid.rma = ep->type == FI_EP_RDM ? &cour_rma_ops : &cour_no_rma_ops;
+	ep->ep_fid.atomic = ep->type == FI_EP_RDM ? &cour_atomic_ops : &cour_no_atomic_ops;
 	cour_ref_inc(&dom->refcnt);
 	*ep_fid = &ep->ep_fid;
 	return 0;

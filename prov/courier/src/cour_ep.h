@@ -35,6 +35,7 @@
 #include "util/cour_addr.h"
 #include "util/cour_pool.h"
 
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_ext_courier.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -56,6 +57,7 @@ enum cour_txe_state {
 	COUR_TXE_WAIT_ACK,    /* every packet built; waiting for acknowledgements */
 	COUR_TXE_WAIT_CTS,    /* RTS acknowledged or not; waiting for the receiver's CTS */
 	COUR_TXE_WAIT_DONE,   /* acknowledged; waiting for DONE (FI_DELIVERY_COMPLETE) */
+	COUR_TXE_WAIT_RESP,   /* RMA or atomic acknowledged; waiting for the target's answer */
 };
 
 /* One send operation (or one internal control message when op_type is CTS or DONE). */
@@ -63,7 +65,8 @@ struct cour_txe {
 	struct cour_txe     *next, *prev;     /* one of the peer's txe lists */
 	struct cour_txe    **list;            /* which one */
 	struct cour_peer    *peer;
-	uint8_t              op_type;         /* COUR_PKT_EAGER, RTS (becomes RDATA), CTS, DONE */
+	uint8_t              op_type;         /* EAGER, RTS (becomes RDATA), WRITE, READ_REQ, ATOMIC;
+					       * internal: CTS, DONE, READ_RESP, RMA_RESP */
 	uint8_t              state;
 	uint16_t             hdr_flags;       /* COUR_F_* */
 	uint32_t             msg_id;
@@ -79,7 +82,22 @@ struct cour_txe {
 	uint32_t             iov_count;
 	struct iovec         iov[COUR_IOV_MAX];
 	void                *inject_buf;      /* copy of the data for FI_INJECT (ep->inject_pool) */
+	/* RMA and atomics (tag holds the key) */
+	uint64_t             raddr;           /* target address (or offset) of byte 0 */
+	uint64_t             received;        /* READ_REQ: bytes of READ_RESP placed so far */
+	bool                 resp_done;       /* the target's answer arrived (RMA_RESP/all data) */
+	int                  resp_err;        /* ... and its courier prov_errno, 0: success */
+	void                *snap;            /* READ_RESP: private copy of the data (malloc) */
+	uint32_t             res_count;       /* fetching atomics: where the old values go */
+	struct iovec         res_iov[COUR_IOV_MAX];
 };
+
+/* Packet types whose txe is the engine's own, never reported to the application. */
+static inline bool cour_txe_internal(const struct cour_txe *txe)
+{
+	return txe->op_type == COUR_PKT_CTS || txe->op_type == COUR_PKT_DONE ||
+	       txe->op_type == COUR_PKT_READ_RESP || txe->op_type == COUR_PKT_RMA_RESP;
+}
 
 /* One posted receive. */
 struct cour_rxe {
@@ -191,6 +209,8 @@ struct cour_peer {
 	uint32_t             rx_since_ack;
 	uint64_t             ack_deadline;
 	struct cour_rxmsg   *rx_cur;          /* eager message being reassembled */
+	uint32_t             rma_rx_id;       /* the WRITE whose fragments are arriving */
+	int                  rma_rx_err;      /* ... refused already (prov_errno): ignore the rest */
 	uint32_t             rx_rdv_pending;  /* our CTSes still waiting for the peer's RDATA */
 };
 
@@ -212,6 +232,8 @@ struct cour_ep {
 	struct cour_cq      *tx_cq, *rx_cq;
 	bool                 tx_selective, rx_selective;
 	struct cour_cntr    *send_cntr, *recv_cntr;
+	struct cour_cntr    *read_cntr, *write_cntr;        /* initiated RMA and atomics */
+	struct cour_cntr    *rmt_read_cntr, *rmt_write_cntr; /* as the target (FI_RMA_EVENT) */
 	struct cour_av      *av;
 	uint64_t             tx_op_flags, rx_op_flags;
 	size_t               min_multi_recv;
@@ -268,7 +290,7 @@ static inline struct cour_ep *cour_ep_of(struct fid_ep *ep_fid)
 #define COUR_MAX_MSG_SIZE  ((1ULL << 32) - 1)
 #endif
 #ifndef COUR_DGRAM_MAX_MSG
-#define COUR_DGRAM_MAX_MSG (COUR_MAX_PKT - 72)
+#define COUR_DGRAM_MAX_MSG (COUR_MAX_PKT - 80)
 #endif
 
 /* A deadline set outside cour_ep_timers: the progress loop must not sleep past it. */
@@ -292,6 +314,8 @@ void cour_peer_free_all(struct cour_ep *ep);
 fi_addr_t cour_peer_fi_addr(struct cour_peer *peer);
 void cour_peer_push(struct cour_peer *peer);          /* build and send what the window allows */
 void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe);
+/* txe's packets may all be acknowledged: complete it or let it wait for the target. */
+void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe);
 void cour_peer_reset(struct cour_peer *peer, int prov_errno);
 void cour_peer_activate(struct cour_peer *peer);
 void cour_ep_timers(struct cour_ep *ep, uint64_t now);
@@ -314,6 +338,38 @@ void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 /* A peer's partial receive state dies with its session. */
 void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno);
 void cour_msg_ep_close(struct cour_ep *ep);
+
+/* ---- proto/cour_rma_proto.c: RMA and atomics ---- */
+int  cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, size_t count,
+		   fi_addr_t dest, uint64_t raddr, uint64_t key, uint64_t data, void *context,
+		   uint64_t flags, uint64_t cq_flags);
+/* WRITE, READ_REQ, READ_RESP, RMA_RESP, ATOMIC, in order from the peer */
+void cour_rma_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+		     const char *payload, size_t plen);
+/* Before a packet that may change target memory: reads from that memory not yet sent are
+ * copied aside, so the change cannot reach them (WAR, SAR). */
+void cour_rma_order_guard(struct cour_peer *peer);
+/* ---- proto/cour_atomic_proto.c ---- */
+#define COUR_ATOMIC_MAX_BYTES 512   /* operand bytes per atomic (and as many compare bytes) */
+struct cour_atomic_args {
+	int                  kind;            /* enum cour_atomic_kind */
+	enum fi_op           op;
+	enum fi_datatype     dt;
+	const struct fi_ioc *iov, *compare;
+	struct fi_ioc       *result;
+	size_t               count, compare_count, result_count;
+	fi_addr_t            dest;
+	uint64_t             addr, key, data, flags;
+	void                *context;
+};
+int  cour_atomic_post(struct cour_ep *ep, const struct cour_atomic_args *a);
+
+/* an ATOMIC packet at the target */
+void cour_atomic_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			const char *payload, size_t plen);
+/* Send an internal control txe: (type, msg_id, rx_id, len) and no payload. */
+void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id, uint32_t rx_id,
+		    uint64_t len);
 
 /* ---- the wire (wire/cour_wire.h): calls through the endpoint's ops table ---- */
 static inline void cour_wire_queue(struct cour_ep *ep, struct cour_peer *peer,

@@ -25,5 +25,7 @@ enum cour_errno { COUR_ERRNO_TABLE(COUR_ERRNO_ENUM) COUR_E_MAX };
 #undef COUR_ERRNO_ENUM
 
 const char *cour_errno_str(int prov_errno);
+/* The positive FI_* err that goes with a prov_errno in an error completion. */
+int cour_errno_fi(int prov_errno);
 
 #endif

@@ -342,6 +342,9 @@ static int cour_mr_close(struct fid *fid)
 
 	cour_lock_acquire(&dom->lock);
 	HASH_DEL(dom->mr_by_key, mr);
+	/* from here every access with the key is refused; reads already being answered from
+	 * the region must not touch it again */
+	cour_rma_mr_closing(dom, mr->base, mr->len);
 	cour_lock_release(&dom->lock);
 	if (mr->cntr)
 		cour_ref_dec(&mr->cntr->refcnt);

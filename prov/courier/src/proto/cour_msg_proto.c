@@ -88,8 +88,8 @@ static void cour_rxmsg_finish(struct cour_ep *ep, struct cour_rxmsg *m, int err,
 
 /* ---- internal control messages (CTS, DONE) ---- */
 
-static void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id, uint32_t rx_id,
-			   uint64_t len)
+void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id, uint32_t rx_id,
+		    uint64_t len)
 {
 	struct cour_ep *ep = peer->ep;
 	struct cour_txe *txe = cour_pool_get(&ep->txe_pool);
@@ -441,6 +441,8 @@ static void cour_handle_done(struct cour_peer *peer, const struct cour_pkt_hdr *
 void cour_msg_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		     const char *payload, size_t plen)
 {
+	if (COUR_UNLIKELY(peer->ctrlq != NULL) && cour_pkt_writes_memory(hdr->base.type))
+		cour_rma_order_guard(peer);
 	switch (hdr->base.type) {
 	case COUR_PKT_EAGER:
 		if (hdr->msg.offset == 0 && !(peer->rx_cur &&
@@ -460,6 +462,13 @@ void cour_msg_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		break;
 	case COUR_PKT_DONE:
 		cour_handle_done(peer, hdr);
+		break;
+	case COUR_PKT_WRITE:
+	case COUR_PKT_READ_REQ:
+	case COUR_PKT_READ_RESP:
+	case COUR_PKT_RMA_RESP:
+	case COUR_PKT_ATOMIC:
+		cour_rma_handle(peer, hdr, payload, plen);
 		break;
 	default:
 		COUR_DROP_BAD(peer->ep, "unknown message type");

@@ -50,6 +50,8 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->ack_deadline = 0;
 	peer->rx_cur = NULL;
 	peer->rx_rdv_pending = 0;
+	peer->rma_rx_id = 0;
+	peer->rma_rx_err = 0;
 }
 
 struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
@@ -144,7 +146,10 @@ static void cour_txe_move(struct cour_txe *txe, struct cour_txe **to)
 
 void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe)
 {
-	bool ctrl = txe->op_type != COUR_PKT_EAGER && txe->op_type != COUR_PKT_RTS;
+	/* Only messages need credits; the rest goes first, unless FI_FENCE holds it behind
+	 * the messages already queued (in order, without taking a credit). */
+	bool ctrl = !cour_pkt_needs_credit(txe->op_type) &&
+		    !((txe->op_flags & FI_FENCE) && peer->txq);
 
 	txe->peer = peer;
 	txe->list = NULL;
@@ -154,7 +159,7 @@ void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe)
 }
 
 /* A txe whose packets are all acknowledged moves on: complete, or wait for CTS/DONE. */
-static void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe)
+void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe)
 {
 	if (txe->pkts_out || txe->built < txe->total_len || txe->list != &peer->tx_inflight)
 		return;
@@ -170,6 +175,18 @@ static void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe)
 			return;
 		}
 		break;
+	case COUR_PKT_WRITE:
+	case COUR_PKT_READ_REQ:
+	case COUR_PKT_ATOMIC:
+		if (!txe->resp_done) {
+			cour_txe_move(txe, &peer->tx_wait);
+			txe->state = COUR_TXE_WAIT_RESP;
+			return;
+		}
+		cour_txe_move(txe, NULL);
+		cour_ep_complete_tx_locked(peer->ep, txe, txe->resp_err ? cour_errno_fi(txe->resp_err) : 0,
+					   txe->resp_err);
+		return;
 	default:
 		break;
 	}
@@ -211,6 +228,16 @@ static void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint
 	cour_wire_queue(peer->ep, peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
 }
 
+/* Types whose txe carries payload bytes [0, total_len); the others are one bare header. */
+static const bool cour_pkt_has_payload[COUR_PKT_TYPE_MAX] = {
+	[COUR_PKT_EAGER] = true,
+	[COUR_PKT_RDATA] = true,
+	[COUR_PKT_WRITE] = true,
+	[COUR_PKT_READ_RESP] = true,
+	[COUR_PKT_RMA_RESP] = true,
+	[COUR_PKT_ATOMIC] = true,
+};
+
 /* Build the next packet of txe into the window; false when txe has nothing more to build. */
 static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64_t now)
 {
@@ -219,7 +246,7 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	uint32_t room = peer->mtu - (uint32_t)COUR_PKT_HDR_LEN;
 	uint64_t len = 0;
 
-	if (txe->op_type == COUR_PKT_EAGER || txe->op_type == COUR_PKT_RDATA)
+	if (cour_pkt_has_payload[txe->op_type])
 		len = COUR_MIN(txe->total_len - txe->built, (uint64_t)room);
 
 	memset(&slot->hdr, 0, sizeof(slot->hdr));
@@ -232,6 +259,7 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	slot->hdr.msg.data = txe->data;
 	slot->hdr.msg.total_len = txe->msg_len;
 	slot->hdr.msg.offset = txe->built;
+	slot->hdr.msg.raddr = txe->raddr;
 	slot->txe = txe;
 	slot->offset = txe->built;
 	slot->len = (uint32_t)len;
@@ -285,7 +313,7 @@ void cour_peer_push(struct cour_peer *peer)
 	while (peer->txq && cour_peer_window_open(peer)) {
 		struct cour_txe *txe = peer->txq;
 
-		if (txe->built == 0) {
+		if (txe->built == 0 && cour_pkt_needs_credit(txe->op_type)) {
 			if (!cour_seq_lt(peer->tx_credit_used, peer->tx_credit_limit)) {
 				if (!peer->credit_stalled) {
 					ep->stats.credit_stalls++;

@@ -1,5 +1,5 @@
 /*
- * courier wire format, version 1. docs/protocol.md describes it for humans; this header is the
+ * courier wire format, version 2. docs/protocol.md describes it for humans; this header is the
  * truth. All fields are little-endian; courier builds only on little-endian hosts (checked
  * below), so encoding is a plain store.
  *
@@ -18,13 +18,13 @@
  *
  *   src_session  the sender's random nonce for this pair of endpoints (never 0)
  *   dst_session  the receiver's nonce as the sender knows it, 0 while unknown
- *   seq          sequence number of a sequenced packet (types EAGER..DONE); 0 otherwise
+ *   seq          sequence number of a sequenced packet (types EAGER..ATOMIC); 0 otherwise
  *   ack          cumulative: every sequenced packet below it has been received and processed
  *   sack         bit i set: packet ack + 1 + i has been received too
  *   credits      cumulative credit limit: the sender of this header may be sent eager
  *                messages (and RTS) numbered below this value
  *
- * Message packets (EAGER, RTS, CTS, RDATA, DONE, DGRAM) add the message header (40 bytes):
+ * Every other packet adds the operation header (48 bytes):
  *
  *   +-------------------------------+-------------------------------+
  *   |        msg_id                 |        rx_id                  | 32
@@ -36,14 +36,27 @@
  *   |        total_len                                              | 56
  *   +---------------------------------------------------------------+
  *   |        offset                                                 | 64
- *   +---------------------------------------------------------------+ 72, then payload
+ *   +---------------------------------------------------------------+
+ *   |        raddr                                                  | 72
+ *   +---------------------------------------------------------------+ 80, then payload
  *
- *   EAGER   a message or one fragment of it: payload is bytes [offset, offset + len)
- *   RTS     rendezvous request: a message of total_len bytes waits at the sender (msg_id)
- *   CTS     rendezvous clear: receiver's rx_id; total_len = bytes it accepts
- *   RDATA   rendezvous payload for rx_id at offset
- *   DONE    delivery notice for msg_id (sent when FI_DELIVERY_COMPLETE was asked)
- *   DGRAM   an unreliable datagram message (FI_EP_DGRAM)
+ *   EAGER     a message or one fragment of it: payload is bytes [offset, offset + len)
+ *   RTS       rendezvous request: a message of total_len bytes waits at the sender (msg_id)
+ *   CTS       rendezvous clear: receiver's rx_id; total_len = bytes it accepts
+ *   RDATA     rendezvous payload for rx_id at offset
+ *   DONE      delivery notice for msg_id (sent when FI_DELIVERY_COMPLETE was asked)
+ *   WRITE     RMA write msg_id of total_len bytes to key tag at raddr; this packet carries
+ *             bytes [offset, offset + len); data is remote CQ data if CQ_DATA is set
+ *   READ_REQ  RMA read msg_id: send back total_len bytes of key tag at raddr
+ *   READ_RESP read data for msg_id: bytes [offset, offset + len) of total_len
+ *   ATOMIC    atomic msg_id on key tag at raddr: rx_id = op | datatype << 8 | kind << 16
+ *             (kind: 0 plain, 1 fetch, 2 compare); payload: operands, then compare values
+ *   RMA_RESP  the target finished msg_id (WRITE, READ_REQ refused, ATOMIC): rx_id = 0 or the
+ *             courier prov_errno of the check that failed; payload: an atomic's fetched values
+ *   DGRAM     an unreliable datagram message (FI_EP_DGRAM)
+ *
+ * RMA packets need no credits (they consume no receive buffer) and ride the control queue,
+ * behind earlier control packets and ahead of credit-stalled messages.
  */
 #ifndef COUR_WIRE_FMT_H
 #define COUR_WIRE_FMT_H
@@ -55,7 +68,7 @@
 #error "courier's wire format is little-endian and has no byte swapping yet"
 #endif
 
-#define COUR_WIRE_VERSION 1
+#define COUR_WIRE_VERSION 2
 
 enum cour_pkt_type {
 	COUR_PKT_ACK = 1,   /* unsequenced: ack, sack, credits only */
@@ -64,14 +77,32 @@ enum cour_pkt_type {
 	COUR_PKT_RTS,
 	COUR_PKT_CTS,
 	COUR_PKT_RDATA,
-	COUR_PKT_DONE,      /* last sequenced type */
+	COUR_PKT_DONE,
+	COUR_PKT_WRITE,
+	COUR_PKT_READ_REQ,
+	COUR_PKT_READ_RESP,
+	COUR_PKT_RMA_RESP,
+	COUR_PKT_ATOMIC,    /* last sequenced type */
 	COUR_PKT_DGRAM,
 	COUR_PKT_TYPE_MAX
 };
 
 static inline int cour_pkt_sequenced(unsigned type)
 {
-	return type >= COUR_PKT_EAGER && type <= COUR_PKT_DONE;
+	return type >= COUR_PKT_EAGER && type <= COUR_PKT_ATOMIC;
+}
+
+/* Messages take a receive buffer at the target, so they need a credit; nothing else does. */
+static inline int cour_pkt_needs_credit(unsigned type)
+{
+	return type == COUR_PKT_EAGER || type == COUR_PKT_RTS;
+}
+
+/* Packets that change memory at the receiver: reads it still serves must not see them. */
+static inline int cour_pkt_writes_memory(unsigned type)
+{
+	return type == COUR_PKT_EAGER || type == COUR_PKT_RDATA || type == COUR_PKT_WRITE ||
+	       type == COUR_PKT_ATOMIC;
 }
 
 enum {
@@ -103,6 +134,7 @@ struct cour_msg_hdr {
 	uint64_t data;
 	uint64_t total_len;
 	uint64_t offset;
+	uint64_t raddr;
 };
 
 struct cour_pkt_hdr {
@@ -111,8 +143,8 @@ struct cour_pkt_hdr {
 };
 
 _Static_assert(sizeof(struct cour_base_hdr) == 32, "base header is 32 bytes on the wire");
-_Static_assert(sizeof(struct cour_msg_hdr) == 40, "message header is 40 bytes on the wire");
-_Static_assert(sizeof(struct cour_pkt_hdr) == 72, "full header is 72 bytes on the wire");
+_Static_assert(sizeof(struct cour_msg_hdr) == 48, "operation header is 48 bytes on the wire");
+_Static_assert(sizeof(struct cour_pkt_hdr) == 80, "full header is 80 bytes on the wire");
 _Static_assert(offsetof(struct cour_pkt_hdr, msg.offset) == 64, "offset field at byte 64");
 
 #define COUR_BASE_HDR_LEN sizeof(struct cour_base_hdr)

@@ -1,0 +1,241 @@
+/*
+ * fi_ops_atomic: thin adapters into cour_atomic_post (proto/cour_atomic_proto.c) under the
+ * progress lock, and the *valid queries from the atomic table. One remote ioc per operation
+ * (rma_iov_limit 1), covering exactly the elements of the local ones.
+ */
+#include "cour_ep.h"
+#include "proto/cour_atomic_ops.h"
+
+#define COUR_IOC1(buf, n) (&(struct fi_ioc){ .addr = (void *)(buf), .count = (n) })
+
+static ssize_t cour_atomic_common(struct fid_ep *ep_fid, struct cour_atomic_args *a)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+	ssize_t ret;
+
+	cour_lock_acquire(&ep->domain->lock);
+	ret = cour_atomic_post(ep, a);
+	cour_lock_release(&ep->domain->lock);
+	return ret;
+}
+
+static ssize_t cour_atomic_msg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+			       struct cour_atomic_args *a)
+{
+	size_t n = 0;
+
+	if (msg->rma_iov_count != 1 || !msg->rma_iov) {
+		COUR_WARN(FI_LOG_EP_DATA, "rma_iov_count %zu: courier's rma_iov_limit is 1\n",
+			  msg->rma_iov_count);
+		return -FI_EINVAL;
+	}
+	for (size_t i = 0; i < msg->iov_count && i <= COUR_IOV_MAX; i++)
+		n += msg->msg_iov[i].count;
+	if (msg->iov_count <= COUR_IOV_MAX && n != msg->rma_iov[0].count) {
+		COUR_WARN(FI_LOG_EP_DATA, "local iocs hold %zu elements, the remote one %zu\n", n,
+			  msg->rma_iov[0].count);
+		return -FI_EINVAL;
+	}
+	a->op = msg->op;
+	a->dt = msg->datatype;
+	a->iov = msg->msg_iov;
+	a->count = msg->iov_count;
+	a->dest = msg->addr;
+	a->addr = msg->rma_iov[0].addr;
+	a->key = msg->rma_iov[0].key;
+	a->data = msg->data;
+	a->context = msg->context;
+	return cour_atomic_common(ep, a);
+}
+
+/* ---- fi_atomic ---- */
+
+static ssize_t cour_atomic_write(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				 fi_addr_t dest, uint64_t addr, uint64_t key,
+				 enum fi_datatype dt, enum fi_op op, void *context)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_BASE, .op = op, .dt = dt, .iov = COUR_IOC1(buf, count),
+		.count = 1, .dest = dest, .addr = addr, .key = key, .context = context,
+		.flags = cour_ep_of(ep)->tx_op_flags,
+	};
+	return cour_atomic_common(ep, &a);
+}
+
+static ssize_t cour_atomic_writev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				  size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+				  enum fi_datatype dt, enum fi_op op, void *context)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_BASE, .op = op, .dt = dt, .iov = iov, .count = count,
+		.dest = dest, .addr = addr, .key = key, .context = context,
+		.flags = cour_ep_of(ep)->tx_op_flags,
+	};
+	return cour_atomic_common(ep, &a);
+}
+
+static ssize_t cour_atomic_writemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				    uint64_t flags)
+{
+	struct cour_atomic_args a = { .kind = COUR_ATOMIC_BASE, .flags = flags };
+
+	return cour_atomic_msg(ep, msg, &a);
+}
+
+static ssize_t cour_atomic_inject(struct fid_ep *ep, const void *buf, size_t count,
+				  fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+				  enum fi_op op)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_BASE, .op = op, .dt = dt, .iov = COUR_IOC1(buf, count),
+		.count = 1, .dest = dest, .addr = addr, .key = key,
+		.flags = cour_ep_of(ep)->tx_op_flags | FI_INJECT,
+	};
+	return cour_atomic_common(ep, &a);
+}
+
+/* ---- fi_fetch_atomic ---- */
+
+static ssize_t cour_atomic_readwrite(struct fid_ep *ep, const void *buf, size_t count,
+				     void *desc, void *result, void *result_desc, fi_addr_t dest,
+				     uint64_t addr, uint64_t key, enum fi_datatype dt,
+				     enum fi_op op, void *context)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_FETCH, .op = op, .dt = dt, .iov = COUR_IOC1(buf, count),
+		.count = 1, .result = COUR_IOC1(result, count), .result_count = 1,
+		.dest = dest, .addr = addr, .key = key, .context = context,
+		.flags = cour_ep_of(ep)->tx_op_flags,
+	};
+	return cour_atomic_common(ep, &a);
+}
+
+static ssize_t cour_atomic_readwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				      size_t count, struct fi_ioc *resultv, void **result_desc,
+				      size_t result_count, fi_addr_t dest, uint64_t addr,
+				      uint64_t key, enum fi_datatype dt, enum fi_op op,
+				      void *context)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_FETCH, .op = op, .dt = dt, .iov = iov, .count = count,
+		.result = resultv, .result_count = result_count, .dest = dest, .addr = addr,
+		.key = key, .context = context, .flags = cour_ep_of(ep)->tx_op_flags,
+	};
+	return cour_atomic_common(ep, &a);
+}
+
+static ssize_t cour_atomic_readwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+					struct fi_ioc *resultv, void **result_desc,
+					size_t result_count, uint64_t flags)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_FETCH, .result = resultv, .result_count = result_count,
+		.flags = flags,
+	};
+	return cour_atomic_msg(ep, msg, &a);
+}
+
+/* ---- fi_compare_atomic ---- */
+
+static ssize_t cour_atomic_compwrite(struct fid_ep *ep, const void *buf, size_t count,
+				     void *desc, const void *compare, void *compare_desc,
+				     void *result, void *result_desc, fi_addr_t dest,
+				     uint64_t addr, uint64_t key, enum fi_datatype dt,
+				     enum fi_op op, void *context)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_COMPARE, .op = op, .dt = dt, .iov = COUR_IOC1(buf, count),
+		.count = 1, .compare = COUR_IOC1(compare, count), .compare_count = 1,
+		.result = COUR_IOC1(result, count), .result_count = 1, .dest = dest,
+		.addr = addr, .key = key, .context = context,
+		.flags = cour_ep_of(ep)->tx_op_flags,
+	};
+	return cour_atomic_common(ep, &a);
+}
+
+static ssize_t cour_atomic_compwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				      size_t count, const struct fi_ioc *comparev,
+				      void **compare_desc, size_t compare_count,
+				      struct fi_ioc *resultv, void **result_desc,
+				      size_t result_count, fi_addr_t dest, uint64_t addr,
+				      uint64_t key, enum fi_datatype dt, enum fi_op op,
+				      void *context)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_COMPARE, .op = op, .dt = dt, .iov = iov, .count = count,
+		.compare = comparev, .compare_count = compare_count, .result = resultv,
+		.result_count = result_count, .dest = dest, .addr = addr, .key = key,
+		.context = context, .flags = cour_ep_of(ep)->tx_op_flags,
+	};
+	return cour_atomic_common(ep, &a);
+}
+
+static ssize_t cour_atomic_compwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+					const struct fi_ioc *comparev, void **compare_desc,
+					size_t compare_count, struct fi_ioc *resultv,
+					void **result_desc, size_t result_count, uint64_t flags)
+{
+	struct cour_atomic_args a = {
+		.kind = COUR_ATOMIC_COMPARE, .compare = comparev, .compare_count = compare_count,
+		.result = resultv, .result_count = result_count, .flags = flags,
+	};
+	return cour_atomic_msg(ep, msg, &a);
+}
+
+/* ---- what is offered ---- */
+
+static int cour_atomic_valid_common(enum fi_datatype dt, enum fi_op op, int kind,
+				    size_t *count)
+{
+	struct fi_atomic_attr attr;
+	uint64_t flags = kind == COUR_ATOMIC_FETCH ? FI_FETCH_ATOMIC :
+			 kind == COUR_ATOMIC_COMPARE ? FI_COMPARE_ATOMIC : 0;
+	int ret = cour_atomic_query(op, dt, flags, COUR_ATOMIC_MAX_BYTES, &attr);
+
+	if (ret)
+		return ret;
+	*count = attr.count;
+	return 0;
+}
+
+static int cour_atomic_writevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				  size_t *count)
+{
+	return cour_atomic_valid_common(dt, op, COUR_ATOMIC_BASE, count);
+}
+
+static int cour_atomic_readwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				      size_t *count)
+{
+	return cour_atomic_valid_common(dt, op, COUR_ATOMIC_FETCH, count);
+}
+
+static int cour_atomic_compwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				      size_t *count)
+{
+	return cour_atomic_valid_common(dt, op, COUR_ATOMIC_COMPARE, count);
+}
+
+/* fi_query_atomic, the domain-level form */
+int cour_domain_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
+			     struct fi_atomic_attr *attr, uint64_t flags)
+{
+	return cour_atomic_query(op, dt, flags, COUR_ATOMIC_MAX_BYTES, attr);
+}
+
+struct fi_ops_atomic cour_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = cour_atomic_write,
+	.writev = cour_atomic_writev,
+	.writemsg = cour_atomic_writemsg,
+	.inject = cour_atomic_inject,
+	.readwrite = cour_atomic_readwrite,
+	.readwritev = cour_atomic_readwritev,
+	.readwritemsg = cour_atomic_readwritemsg,
+	.compwrite = cour_atomic_compwrite,
+	.compwritev = cour_atomic_compwritev,
+	.compwritemsg = cour_atomic_compwritemsg,
+	.writevalid = cour_atomic_writevalid,
+	.readwritevalid = cour_atomic_readwritevalid,
+	.compwritevalid = cour_atomic_compwritevalid,
+};

@@ -1,0 +1,381 @@
+/*
+ * RMA over the engine: fi_write and fi_read (atomics share the answer path).
+ *
+ * Initiator: a WRITE is the data in sequenced packets, a READ one READ_REQ; both ride the
+ * control queue (they consume no receive buffer, so they need no credits) and wait for the
+ * target's answer: RMA_RESP for a write, the READ_RESP data (or an RMA_RESP refusal) for a
+ * read. A write therefore completes only once the target has placed it: every remote error
+ * (key, bounds, access) reaches the initiator as an error completion, never silently.
+ *
+ * Target: every packet is checked against the key, the bounds and the access rights before
+ * memory is touched (cour_mr_check_locked); a refusal is counted, logged at debug level and
+ * answered, and the link goes on. Packets of one write arrive contiguously and in order (the
+ * control queue builds one operation at a time), so the last one completes the write: remote
+ * CQ data, FI_RMA_EVENT counters, RMA_RESP. Reads are served by a READ_RESP txe on the
+ * target's control queue that sends straight from the registered memory.
+ *
+ * Ordering (WAR, SAR): READ_RESP packets are built lazily, so memory a read covers could be
+ * changed by a later write before the read's data left. cour_rma_order_guard copies such
+ * reads aside first. Closing a region does the same for reads still served from it.
+ */
+#include "cour_ep.h"
+#include "cour_mr.h"
+
+#include <stdlib.h>
+
+static struct cour_txe *cour_rma_find(struct cour_peer *peer, uint32_t id)
+{
+	struct cour_txe *txe;
+
+	/* an answer can overtake the ACK of the request, so in-flight ops are candidates too */
+	DL_FOREACH(peer->tx_wait, txe)
+		if (txe->msg_id == id && txe->op_type >= COUR_PKT_WRITE)
+			return txe;
+	DL_FOREACH(peer->tx_inflight, txe)
+		if (txe->msg_id == id && txe->op_type >= COUR_PKT_WRITE)
+			return txe;
+	DL_FOREACH(peer->ctrlq, txe)
+		if (txe->msg_id == id && txe->op_type >= COUR_PKT_WRITE)
+			return txe;
+	return NULL;
+}
+
+/* ---- initiator ---- */
+
+int cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, size_t count,
+		  fi_addr_t dest, uint64_t raddr, uint64_t key, uint64_t data, void *context,
+		  uint64_t flags, uint64_t cq_flags)
+{
+	size_t len = 0;
+	struct cour_peer *peer;
+	struct cour_txe *txe;
+
+	if (COUR_UNLIKELY(count > COUR_IOV_MAX)) {
+		COUR_WARN(FI_LOG_EP_DATA, "RMA iov count %zu exceeds iov_limit %d\n", count,
+			  COUR_IOV_MAX);
+		return -FI_EINVAL;
+	}
+	for (size_t i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	if (COUR_UNLIKELY(len > COUR_MAX_MSG_SIZE)) {
+		COUR_WARN(FI_LOG_EP_DATA, "RMA of %zu bytes exceeds max_msg_size\n", len);
+		return -FI_EMSGSIZE;
+	}
+	if (COUR_UNLIKELY((flags & FI_INJECT) && len > cour_params.inject_size)) {
+		COUR_WARN(FI_LOG_EP_DATA, "inject write of %zu bytes exceeds inject_size %zu\n",
+			  len, cour_params.inject_size);
+		return -FI_EINVAL;
+	}
+	peer = cour_peer_get_locked(ep, dest);
+	if (COUR_UNLIKELY(!peer)) {
+		COUR_WARN(FI_LOG_EP_DATA, "RMA to fi_addr %" PRIu64 " not in the AV\n", dest);
+		return -FI_EINVAL;
+	}
+	if (COUR_UNLIKELY(ep->tx_outstanding >= cour_params.tx_size))
+		return -FI_EAGAIN;
+	txe = cour_pool_get(&ep->txe_pool);
+	if (COUR_UNLIKELY(!txe))
+		return -FI_EAGAIN;
+	memset(txe, 0, sizeof(*txe));
+	if (flags & FI_INJECT) {
+		char *p = txe->inject_buf = cour_pool_get(&ep->inject_pool);
+		if (!p) {
+			cour_pool_put(&ep->txe_pool, txe);
+			return -FI_EAGAIN;
+		}
+		for (size_t i = 0; i < count; i++) {
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+			p += iov[i].iov_len;
+		}
+		txe->iov[0].iov_base = txe->inject_buf;
+		txe->iov[0].iov_len = len;
+		txe->iov_count = 1;
+	} else {
+		memcpy(txe->iov, iov, count * sizeof(*iov));
+		txe->iov_count = (uint32_t)count;
+	}
+	ep->tx_outstanding++;
+	txe->op_type = type;
+	txe->context = context;
+	txe->op_flags = flags;
+	txe->cq_flags = cq_flags;
+	txe->tag = key;
+	txe->raddr = raddr;
+	txe->data = data;
+	txe->msg_len = len;
+	txe->total_len = type == COUR_PKT_WRITE ? len : 0;   /* a read request is bare */
+	txe->msg_id = peer->next_msg_id++;
+	txe->hdr_flags = (flags & FI_REMOTE_CQ_DATA) ? COUR_F_CQ_DATA : 0;
+	txe->list = NULL;
+	cour_peer_enqueue(peer, txe);
+	return 0;
+}
+
+/* The target answered txe: it completes now if all its packets are acknowledged, or once
+ * they are (cour_txe_check_done). */
+static void cour_rma_answered(struct cour_peer *peer, struct cour_txe *txe, int prov_errno)
+{
+	txe->resp_done = true;
+	txe->resp_err = prov_errno;
+	if (txe->list == &peer->tx_wait) {
+		DL_DELETE(peer->tx_wait, txe);
+		txe->list = NULL;
+		cour_ep_complete_tx_locked(peer->ep, txe, cour_errno_fi(prov_errno), prov_errno);
+	} else if (txe->list == &peer->tx_inflight) {
+		cour_txe_check_done(peer, txe);
+	}
+}
+
+/* READ_RESP: bytes [offset, offset + plen) of the read, into the application's buffer */
+static void cour_rma_read_data(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			       const char *payload, size_t plen)
+{
+	struct cour_txe *txe = cour_rma_find(peer, hdr->msg.msg_id);
+	uint64_t off = hdr->msg.offset, pos = 0;
+
+	if (!txe || txe->op_type != COUR_PKT_READ_REQ || txe->resp_done ||
+	    hdr->msg.total_len != txe->msg_len || off != txe->received ||
+	    plen > txe->msg_len - off) {
+		COUR_DROP_BAD(peer->ep, "READ_RESP for no read waiting at that offset");
+		return;
+	}
+	for (uint32_t i = 0; i < txe->iov_count && plen; i++) {
+		size_t l = txe->iov[i].iov_len;
+		if (off >= pos + l) {
+			pos += l;
+			continue;
+		}
+		size_t in = off - pos, take = COUR_MIN(l - in, plen);
+		memcpy((char *)txe->iov[i].iov_base + in, payload, take);
+		payload += take;
+		plen -= take;
+		off += take;
+		pos += l;
+	}
+	txe->received = off;
+	if (txe->received == txe->msg_len)
+		cour_rma_answered(peer, txe, 0);
+}
+
+static void cour_rma_resp(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			  const char *payload, size_t plen)
+{
+	struct cour_txe *txe = cour_rma_find(peer, hdr->msg.msg_id);
+	uint32_t err = hdr->msg.rx_id;
+
+	if (!txe || txe->resp_done || err >= COUR_E_MAX || (txe->op_type == COUR_PKT_READ_REQ &&
+							    !err)) {
+		COUR_DROP_BAD(peer->ep, "RMA_RESP for no operation waiting");
+		return;
+	}
+	if (txe->op_type == COUR_PKT_ATOMIC && !err && txe->res_count) {
+		/* the old values of a fetching atomic, into the result buffers */
+		for (uint32_t i = 0; i < txe->res_count && plen; i++) {
+			size_t take = COUR_MIN(txe->res_iov[i].iov_len, plen);
+			memcpy(txe->res_iov[i].iov_base, payload, take);
+			payload += take;
+			plen -= take;
+		}
+	}
+	cour_rma_answered(peer, txe, (int)err);
+}
+
+/* ---- target ---- */
+
+static void cour_rma_event(struct cour_ep *ep, struct cour_mr *mr, uint64_t what)
+{
+	struct cour_cntr *c = what == FI_REMOTE_WRITE ? ep->rmt_write_cntr : ep->rmt_read_cntr;
+
+	ep->stats.rma_served++;
+	if (c)
+		cour_cntr_inc_locked(c);
+	if (mr && mr->cntr && (mr->cntr_flags & what))
+		cour_cntr_inc_locked(mr->cntr);
+}
+
+/* An answer with no payload: success, or the prov_errno of the check that failed. */
+static void cour_rma_answer(struct cour_peer *peer, uint32_t id, int prov_errno)
+{
+	cour_send_ctrl(peer, COUR_PKT_RMA_RESP, id, (uint32_t)prov_errno, 0);
+}
+
+static void cour_rma_refuse(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, int rc)
+{
+	char str[80];
+
+	peer->ep->stats.rma_refused++;
+	COUR_DBG(FI_LOG_EP_DATA, "refused %s from %s: key %#" PRIx64 " addr %#" PRIx64
+		 " len %" PRIu64 ": %s\n", hdr->base.type == COUR_PKT_WRITE ? "write" : "read",
+		 cour_addr_str(&peer->addr, str, sizeof(str)), hdr->msg.tag, hdr->msg.raddr,
+		 hdr->msg.total_len, cour_errno_str(rc));
+	cour_rma_answer(peer, hdr->msg.msg_id, rc);
+}
+
+static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			   const char *payload, size_t plen)
+{
+	struct cour_ep *ep = peer->ep;
+	uint64_t off = hdr->msg.offset, total = hdr->msg.total_len;
+	struct cour_mr *mr = NULL;
+	void *dst;
+	int rc;
+
+	if (total > COUR_MAX_MSG_SIZE || off > total || plen > total - off ||
+	    (off != 0 && hdr->msg.msg_id != peer->rma_rx_id) ||
+	    (off == 0 && plen == 0 && total != 0)) {
+		COUR_DROP_BAD(ep, "WRITE fragment outside its operation");
+		return;
+	}
+	if (off == 0) {
+		peer->rma_rx_id = hdr->msg.msg_id;
+		peer->rma_rx_err = 0;
+	} else if (peer->rma_rx_err) {
+		return;             /* refused already, and answered */
+	}
+	rc = cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr + off, plen,
+				  FI_REMOTE_WRITE, &dst, &mr);
+	if (!rc && hdr->msg.raddr + off < hdr->msg.raddr)
+		rc = COUR_E_BOUNDS;  /* the address wrapped */
+	if (rc) {
+		peer->rma_rx_err = rc;
+		cour_rma_refuse(peer, hdr, rc);
+		return;
+	}
+	if (plen)
+		memcpy(dst, payload, plen);
+	if (off + plen < total)
+		return;
+
+	cour_rma_event(ep, mr, FI_REMOTE_WRITE);
+	if ((hdr->base.flags & COUR_F_CQ_DATA) && ep->rx_cq) {
+		struct cour_cq_entry e = {
+			.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+			.len = total,
+			.data = hdr->msg.data,
+			.src = cour_peer_fi_addr(peer),
+		};
+		cour_cq_write_locked(ep->rx_cq, &e);
+	}
+	cour_rma_answer(peer, hdr->msg.msg_id, 0);
+}
+
+static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)
+{
+	struct cour_ep *ep = peer->ep;
+	uint64_t len = hdr->msg.total_len;
+	struct cour_mr *mr = NULL;
+	struct cour_txe *txe;
+	void *src = NULL;
+	int rc;
+
+	if (len > COUR_MAX_MSG_SIZE) {
+		COUR_DROP_BAD(ep, "READ_REQ longer than max_msg_size");
+		return;
+	}
+	rc = cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr, len, FI_REMOTE_READ,
+				  &src, &mr);
+	if (rc) {
+		cour_rma_refuse(peer, hdr, rc);
+		return;
+	}
+	txe = cour_pool_get(&ep->txe_pool);
+	if (!txe) {
+		COUR_WARN(FI_LOG_EP_DATA, "out of memory serving a read\n");
+		return;             /* the initiator's read fails at its peer timeout */
+	}
+	memset(txe, 0, sizeof(*txe));
+	txe->op_type = COUR_PKT_READ_RESP;
+	txe->msg_id = hdr->msg.msg_id;
+	txe->iov[0].iov_base = src;
+	txe->iov[0].iov_len = len;
+	txe->iov_count = 1;
+	txe->total_len = len;
+	txe->msg_len = len;
+	cour_rma_event(ep, mr, FI_REMOTE_READ);
+	cour_peer_enqueue(peer, txe);
+}
+
+void cour_rma_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+		     const char *payload, size_t plen)
+{
+	switch (hdr->base.type) {
+	case COUR_PKT_WRITE:
+		cour_rma_write(peer, hdr, payload, plen);
+		break;
+	case COUR_PKT_READ_REQ:
+		cour_rma_read_req(peer, hdr);
+		break;
+	case COUR_PKT_READ_RESP:
+		cour_rma_read_data(peer, hdr, payload, plen);
+		break;
+	case COUR_PKT_RMA_RESP:
+		cour_rma_resp(peer, hdr, payload, plen);
+		break;
+	case COUR_PKT_ATOMIC:
+		cour_atomic_handle(peer, hdr, payload, plen);
+		break;
+	default:
+		COUR_DROP_BAD(peer->ep, "not an RMA packet");
+		break;
+	}
+}
+
+/* ---- keeping reads consistent ---- */
+
+/* Copy what a read serves aside: from now on it sends from the copy. false if out of memory. */
+static bool cour_rma_snapshot(struct cour_ep *ep, struct cour_txe *txe)
+{
+	void *copy;
+
+	if (txe->snap || !txe->total_len)
+		return true;
+	copy = malloc(txe->total_len);
+	if (!copy)
+		return false;
+	memcpy(copy, txe->iov[0].iov_base, txe->total_len);
+	txe->snap = copy;
+	txe->iov[0].iov_base = copy;
+	ep->stats.rma_snapshots++;
+	return true;
+}
+
+void cour_rma_order_guard(struct cour_peer *peer)
+{
+	struct cour_txe *txe;
+
+	/* only reads with bytes not yet in a packet can be overtaken */
+	DL_FOREACH(peer->ctrlq, txe)
+		if (txe->op_type == COUR_PKT_READ_RESP && txe->built < txe->total_len &&
+		    !cour_rma_snapshot(peer->ep, txe))
+			COUR_WARN(FI_LOG_EP_DATA, "out of memory keeping a read ahead of a write; "
+				  "the read may see the newer data\n");
+}
+
+static void cour_rma_closing_list(struct cour_ep *ep, struct cour_txe *list, const char *lo,
+				  const char *hi)
+{
+	struct cour_txe *txe;
+
+	DL_FOREACH(list, txe) {
+		const char *p = txe->iov[0].iov_base;
+		if (txe->op_type != COUR_PKT_READ_RESP || txe->snap || p < lo || p >= hi)
+			continue;
+		if (!cour_rma_snapshot(ep, txe))
+			COUR_WARN(FI_LOG_MR, "out of memory saving a read from a closing region\n");
+	}
+}
+
+void cour_rma_mr_closing(struct cour_domain *dom, const void *base, size_t len)
+{
+	const char *lo = base, *hi = lo + len;
+	struct cour_peer *peer, *tmp;
+	struct cour_ep *ep;
+
+	cour_lock_assert_held(&dom->lock);
+	DL_FOREACH2(dom->eps, ep, dom_next) {
+		HASH_ITER(hh, ep->peers, peer, tmp) {
+			cour_rma_closing_list(ep, peer->ctrlq, lo, hi);
+			cour_rma_closing_list(ep, peer->tx_inflight, lo, hi);
+		}
+	}
+}
