@@ -19,6 +19,13 @@
 #define ALL_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | \
 		  FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define COMM (FI_LOCAL_COMM | FI_REMOTE_COMM)
+/* one-sided operations: RDM only */
+#define RMA_TX (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE)
+#define RMA_RX (FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
+#define RDM_CAPS (ALL_CAPS | RMA_TX | RMA_RX)
+#define RDM_ORDER (FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | \
+		   FI_ORDER_SAR | FI_ORDER_SAW | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | \
+		   FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW)
 
 static struct fi_info *hints;
 static struct fi_info *info;
@@ -103,7 +110,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 {
 	bool rdm = type == FI_EP_RDM;
 
-	cr_assert_eq(fi->caps, ALL_CAPS, "caps 0x%lx", (unsigned long)fi->caps);
+	cr_assert_eq(fi->caps, rdm ? RDM_CAPS : ALL_CAPS, "caps 0x%lx", (unsigned long)fi->caps);
 	cr_assert_eq(fi->mode, 0);
 	cr_assert_eq(fi->addr_format, FI_SOCKADDR_IN);
 	assert_in(fi->src_addr, fi->src_addrlen, "127.0.0.1", 0);
@@ -112,21 +119,21 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_null(fi->handle);
 	cr_assert_null(fi->nic);
 
-	cr_assert_eq(fi->tx_attr->caps, FI_MSG | FI_TAGGED | FI_SEND);
+	cr_assert_eq(fi->tx_attr->caps, FI_MSG | FI_TAGGED | FI_SEND | (rdm ? RMA_TX : 0));
 	cr_assert_eq(fi->tx_attr->mode, 0);
 	cr_assert_eq(fi->tx_attr->op_flags, 0);
-	cr_assert_eq(fi->tx_attr->msg_order, rdm ? FI_ORDER_SAS : 0);
+	cr_assert_eq(fi->tx_attr->msg_order, rdm ? RDM_ORDER : 0);
 	cr_assert_eq(fi->tx_attr->comp_order, FI_ORDER_NONE);
 	cr_assert_eq(fi->tx_attr->inject_size, 4096);
 	cr_assert_eq(fi->tx_attr->size, 1024);
 	cr_assert_eq(fi->tx_attr->iov_limit, 8);
-	cr_assert_eq(fi->tx_attr->rma_iov_limit, 0);
+	cr_assert_eq(fi->tx_attr->rma_iov_limit, rdm ? 1 : 0);
 
 	cr_assert_eq(fi->rx_attr->caps, FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV |
-		     FI_MULTI_RECV | FI_SOURCE);
+		     FI_MULTI_RECV | FI_SOURCE | (rdm ? RMA_RX : 0));
 	cr_assert_eq(fi->rx_attr->mode, 0);
 	cr_assert_eq(fi->rx_attr->op_flags, 0);
-	cr_assert_eq(fi->rx_attr->msg_order, rdm ? FI_ORDER_SAS : 0);
+	cr_assert_eq(fi->rx_attr->msg_order, rdm ? RDM_ORDER : 0);
 	cr_assert_eq(fi->rx_attr->comp_order, FI_ORDER_NONE);
 	cr_assert_eq(fi->rx_attr->total_buffered_recv, 0);
 	cr_assert_eq(fi->rx_attr->size, 1024);
@@ -137,9 +144,9 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->ep_attr->protocol_version, 1);
 	cr_assert_eq(fi->ep_attr->max_msg_size, rdm ? 0xffffffffULL : 64920);
 	cr_assert_eq(fi->ep_attr->msg_prefix_size, 0);
-	cr_assert_eq(fi->ep_attr->max_order_raw_size, 0);
-	cr_assert_eq(fi->ep_attr->max_order_war_size, 0);
-	cr_assert_eq(fi->ep_attr->max_order_waw_size, 0);
+	cr_assert_eq(fi->ep_attr->max_order_raw_size, rdm ? 0xffffffffULL : 0);
+	cr_assert_eq(fi->ep_attr->max_order_war_size, rdm ? 0xffffffffULL : 0);
+	cr_assert_eq(fi->ep_attr->max_order_waw_size, rdm ? 0xffffffffULL : 0);
 	cr_assert_eq(fi->ep_attr->mem_tag_format, 0xAAAAAAAAAAAAAAAAULL);
 	cr_assert_eq(fi->ep_attr->tx_ctx_cnt, 1);
 	cr_assert_eq(fi->ep_attr->rx_ctx_cnt, 1);
@@ -286,15 +293,17 @@ Test(attr, secondary_alone_gets_all_primaries)
 {
 	hints->caps = FI_SOURCE;
 	get(V117, NULL, NULL, 0, hints, 2);
-	cr_assert_eq(info->caps, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SEND | FI_RECV |
+	cr_assert_eq(info->caps, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC |
+		     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+		     FI_SOURCE | COMM);
+	cr_assert_eq(info->next->caps, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SEND | FI_RECV |
 		     FI_SOURCE | COMM);
 }
 
 Test(attr, caps_superset_is_refused)
 {
-	static const uint64_t extra[] = { FI_RMA, FI_ATOMIC, FI_READ, FI_HMEM, FI_MULTICAST,
-		FI_NAMED_RX_CTX, FI_RMA_EVENT, FI_FENCE, FI_TRIGGER, FI_SHARED_AV,
-		FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_COLLECTIVE, FI_AV_USER_ID };
+	static const uint64_t extra[] = { FI_HMEM, FI_MULTICAST, FI_NAMED_RX_CTX, FI_TRIGGER,
+		FI_SHARED_AV, FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_COLLECTIVE, FI_AV_USER_ID };
 	size_t i;
 
 	for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
@@ -307,7 +316,11 @@ Test(attr, tx_rx_and_domain_caps_are_checked)
 {
 	hints->tx_attr->caps = FI_MSG | FI_RECV | FI_SOURCE;	/* rx bits in tx caps: fine */
 	get(V117, NULL, NULL, 0, hints, 2);
-	hints->rx_attr->caps = FI_RMA;
+	hints->rx_attr->caps = FI_RMA;         /* only RDM has it */
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
+	drop();
+	hints->rx_attr->caps = FI_TRIGGER;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->rx_attr->caps = 0;
 	hints->domain_attr->caps = FI_SHARED_AV;
@@ -339,9 +352,9 @@ Test(attr, ep_type_filters)
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 
-Test(attr, msg_order_raw_matches_nothing)
+Test(attr, msg_order_was_matches_nothing)
 {
-	hints->tx_attr->msg_order = FI_ORDER_RAW;
+	hints->tx_attr->msg_order = FI_ORDER_WAS;   /* writes may overtake stalled sends */
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->tx_attr->msg_order = 0;
 	hints->rx_attr->comp_order = FI_ORDER_STRICT;
@@ -354,7 +367,7 @@ Test(attr, msg_order_sas_only_rdm)
 	hints->rx_attr->msg_order = FI_ORDER_SAS;
 	get(V117, NULL, NULL, 0, hints, 1);
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
-	cr_assert_eq(info->tx_attr->msg_order, FI_ORDER_SAS);
+	cr_assert_eq(info->tx_attr->msg_order, RDM_ORDER);   /* all we give, SAS among it */
 }
 
 Test(attr, inject_size_bound_and_reflection)
@@ -380,8 +393,11 @@ Test(attr, queue_sizes_and_iov_limits)
 	hints->tx_attr->iov_limit = 9;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->tx_attr->iov_limit = 0;
-	hints->tx_attr->rma_iov_limit = 1;
+	hints->tx_attr->rma_iov_limit = 2;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->tx_attr->rma_iov_limit = 1;          /* RDM only */
+	get(V117, NULL, NULL, 0, hints, 1);
+	drop();
 	hints->tx_attr->rma_iov_limit = 0;
 	hints->tx_attr->size = 16;
 	hints->rx_attr->size = 32;
@@ -775,9 +791,12 @@ Test(attr, info_check_refuses_what_we_never_return)
 	info->rx_attr->iov_limit = 9;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->rx_attr->iov_limit = 8;
-	info->caps |= FI_RMA;
+	info->caps |= FI_TRIGGER;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
-	info->caps &= ~FI_RMA;
+	info->caps &= ~FI_TRIGGER;
+	info->next->caps |= FI_RMA;                /* datagram endpoints have no RMA */
+	cr_assert_eq(cour_info_check(info->next), -FI_EINVAL);
+	info->next->caps &= ~FI_RMA;
 	info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->ep_attr->rx_ctx_cnt = 1;

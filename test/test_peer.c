@@ -344,7 +344,7 @@ Test(rxwin, malformed_headers_are_dropped)
 	uint64_t drops = 0;
 
 	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
-	h.base.version = 2;
+	h.base.version = COUR_WIRE_VERSION + 1;
 	capwire_rx(ep, &h, NULL, 0);
 	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "version");
 	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);

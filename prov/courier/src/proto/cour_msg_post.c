@@ -105,6 +105,8 @@ int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	txe->pkts_out = 0;
 	txe->rx_id = 0;
 	txe->inject_buf = NULL;
+	txe->snap = NULL;           /* the RMA fields stay unread for messages, but this is freed */
+	txe->raddr = 0;
 	txe->msg_id = peer->next_msg_id++;
 	txe->hdr_flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
 			 (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0);
