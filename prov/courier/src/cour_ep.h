@@ -197,7 +197,6 @@ struct cour_peer {
 	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
 	uint64_t             last_heard_us;   /* last valid packet of any kind from the peer */
 	uint64_t             probe_deadline;  /* waiting on the peer: next liveness probe, 0: none */
-	uint64_t             fast_rexmit_us;  /* last fast retransmit, rate-limits them */
 
 	/* receive side */
 	uint32_t             rx_next;

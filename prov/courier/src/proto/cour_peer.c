@@ -40,7 +40,6 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->last_ack_us = now;
 	peer->last_heard_us = now;
 	peer->probe_deadline = 0;
-	peer->fast_rexmit_us = 0;
 	peer->rx_next = 0;
 	peer->rx_held = 0;
 	peer->credits_granted = (uint32_t)cour_params.credits;
@@ -369,33 +368,102 @@ static void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
 	}
 }
 
+/* The highest SACKed sequence number in the window, or false if nothing is SACKed. */
+static bool cour_peer_last_sacked(const struct cour_peer *peer, uint32_t *last)
+{
+	uint32_t w = (uint32_t)cour_params.window;
+	bool any = false;
+
+	for (uint32_t s = peer->tx_una; s != peer->tx_next; s++)
+		if (peer->txwin[s % w].sacked) {
+			any = true;
+			*last = s;
+		}
+	return any;
+}
+
+/*
+ * Fast retransmit, hole by hole: a packet not SACKed while three later ones are (the usual
+ * duplicate threshold, which tolerates mild reordering) is resent once; a resent one is resent
+ * again only when its copy had time to be SACKed (SRTT + 4 RTTVAR) and was not. Nothing here
+ * backs off: SACKs prove the peer receives, so these are losses, not congestion or death.
+ */
 static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
 {
-	uint32_t w = (uint32_t)cour_params.window, s, last = peer->tx_una;
-	bool any_sacked = false;
+	uint32_t w = (uint32_t)cour_params.window, s, last, above = 0;
+	uint64_t again = COUR_MAX(peer->srtt_us + 4 * peer->rttvar_us, 50u);
+	bool sent = false;
 
-	for (s = peer->tx_una; cour_seq_lt(s, peer->tx_next) &&
-	     s - peer->tx_una <= COUR_SACK_BITS; s++) {
-		if (peer->txwin[s % w].sacked) {
-			any_sacked = true;
-			last = s;
-		}
-	}
-	if (!any_sacked || now - peer->fast_rexmit_us < COUR_MAX(peer->srtt_us, 50u))
+	if (!cour_peer_last_sacked(peer, &last))
 		return;
-	peer->fast_rexmit_us = now;
-	for (s = peer->tx_una; cour_seq_lt(s, last); s++) {
+	for (s = last;; s--) {
 		struct cour_txpkt *slot = &peer->txwin[s % w];
-		if (!slot->sacked) {
+
+		if (slot->sacked) {
+			above++;
+		} else if ((slot->tries == 1 && above >= 3) ||
+			   (slot->tries > 1 && now - slot->sent_us >= again)) {
 			cour_slot_send(peer, slot, now);
 			peer->ep->stats.retrans_fast++;
+			sent = true;
 		}
+		if (s == peer->tx_una)
+			break;
 	}
-	cour_wire_flush(peer->ep);
+	if (sent)
+		cour_wire_flush(peer->ep);
+}
+
+/*
+ * Holes below SACKed packets that no ACK comes to repair (their resend was lost too, or the
+ * peer's ACKs were): resend each whose last copy is older than two SRTTs, from the timer,
+ * without touching the RTO, which stays for tail loss and dead peers. Returns when to look
+ * again, 0 if there is no hole.
+ */
+static uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
+{
+	uint32_t w = (uint32_t)cour_params.window, last;
+	uint64_t again = COUR_MAX(2 * peer->srtt_us, 200u), due = 0;
+	bool sent = false;
+
+	if (!peer->txwin || peer->tx_una == peer->tx_next || !cour_peer_last_sacked(peer, &last))
+		return 0;
+	for (uint32_t s = peer->tx_una; s != last; s++) {
+		struct cour_txpkt *slot = &peer->txwin[s % w];
+
+		if (slot->sacked)
+			continue;
+		if (now - slot->sent_us >= again) {
+			cour_slot_send(peer, slot, now);
+			peer->ep->stats.retrans_fast++;
+			sent = true;
+		}
+		if (!due || slot->sent_us + again < due)
+			due = slot->sent_us + again;
+	}
+	if (sent) {
+		cour_wire_flush(peer->ep);
+		peer->rto_deadline = now + peer->rto_us;   /* progress: the RTO starts over */
+	}
+	return due;
 }
 
 /* The acknowledgement fields of any valid packet from the peer. */
-static void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now)
+static void cour_peer_sack_one(struct cour_peer *peer, uint32_t s, uint64_t now,
+			       struct cour_txpkt **fresh)
+{
+	struct cour_txpkt *slot = &peer->txwin[s % (uint32_t)cour_params.window];
+
+	if (!cour_seq_lt(s, peer->tx_next) || slot->sacked)
+		return;
+	if (slot->tries == 1 && slot->sent_us)
+		*fresh = slot;     /* SACKed as soon as it arrived: a clean RTT sample */
+	slot->sacked = true;
+}
+
+/* ext: the ACK's full-window SACK bitmap (bit i: packet ack + 1 + i), or NULL. */
+static void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now,
+			  const uint8_t *ext, size_t extlen)
 {
 	uint32_t w = (uint32_t)cour_params.window;
 
@@ -427,10 +495,17 @@ static void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h,
 		if (peer->rto_deadline)
 			cour_ep_timer_at(peer->ep, peer->rto_deadline);
 	}
-	if (h->sack && peer->tx_una == h->ack) {
+	if ((h->sack || extlen) && peer->tx_una == h->ack) {
+		struct cour_txpkt *fresh = NULL;
+
 		for (uint32_t s = h->ack + 1; s != h->ack + 1 + COUR_SACK_BITS; s++)
-			if (cour_sack_has(h->sack, h->ack, s) && cour_seq_lt(s, peer->tx_next))
-				peer->txwin[s % w].sacked = true;
+			if (cour_sack_has(h->sack, h->ack, s))
+				cour_peer_sack_one(peer, s, now, &fresh);
+		for (uint32_t i = 0; i < extlen * 8 && i + 1 < w; i++)
+			if (ext[i / 8] >> (i % 8) & 1)
+				cour_peer_sack_one(peer, h->ack + 1 + i, now, &fresh);
+		if (fresh)
+			cour_peer_rtt_sample(peer, now - fresh->sent_us);
 		peer->last_ack_us = now;
 		cour_peer_fast_rexmit(peer, now);
 	}
@@ -442,12 +517,28 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 {
 	struct cour_pkt_hdr hdr;
 
+	uint8_t bm[COUR_SACK_EXT_MAX];
+	struct iovec iov = { .iov_base = bm, .iov_len = 0 };
+	uint32_t w = (uint32_t)cour_params.window;
+
+	/* Packets held beyond the header's 32 SACK bits would look lost to the sender: describe
+	 * the whole window in the payload. */
+	if (peer->rx_held && peer->rxwin && w - 1 > COUR_SACK_BITS) {
+		memset(bm, 0, sizeof(bm));
+		for (uint32_t i = 0; i + 1 < w && i < COUR_SACK_EXT_MAX * 8; i++)
+			if (peer->rxwin[(peer->rx_next + 1 + i) % w].buf) {
+				bm[i / 8] |= (uint8_t)(1u << (i % 8));
+				iov.iov_len = i / 8 + 1;
+			}
+		if (iov.iov_len * 8 <= COUR_SACK_BITS)
+			iov.iov_len = 0;        /* the header says it all */
+	}
 	memset(&hdr.base, 0, sizeof(hdr.base));
 	hdr.base.type = COUR_PKT_ACK;
 	hdr.base.flags = flags;
-	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
+	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0);
 	if (cour_wire_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
-			      NULL, 0) == 0) {
+			      &iov, iov.iov_len ? 1 : 0) == 0) {
 		peer->ep->stats.acks_sent++;
 		return;
 	}
@@ -573,9 +664,12 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 	uint32_t w = (uint32_t)cour_params.window;
 
 	DL_FOREACH_SAFE2(ep->active, peer, tmp, act_next) {
+		uint64_t hole_due;
+
 		if (peer->ack_needed && now >= peer->ack_deadline)
 			cour_peer_send_ack(peer, 0);
 
+		hole_due = cour_peer_hole_timer(peer, now);
 		if (peer->rto_deadline && now >= peer->rto_deadline) {
 			if (now - peer->last_ack_us >= (uint64_t)cour_params.peer_timeout_ms * 1000) {
 				cour_peer_unreachable(peer);
@@ -591,8 +685,10 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 					ep->stats.retrans_timeout++;
 				}
 				cour_wire_flush(ep);
-				peer->rto_us = COUR_MIN(peer->rto_us * 2,
-							(uint64_t)cour_params.rto_max_us);
+				/* SACKs show the peer receives: a lost resend, not congestion */
+				if (!cour_peer_last_sacked(peer, &(uint32_t){ 0 }))
+					peer->rto_us = COUR_MIN(peer->rto_us * 2,
+								(uint64_t)cour_params.rto_max_us);
 				peer->rto_deadline = now + peer->rto_us;
 			}
 		}
@@ -611,6 +707,8 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 		}
 		if (peer->rto_deadline && (!next || peer->rto_deadline < next))
 			next = peer->rto_deadline;
+		if (hole_due && (!next || hole_due < next))
+			next = hole_due;
 		if (peer->ack_needed && (!next || peer->ack_deadline < next))
 			next = peer->ack_deadline;
 		if ((peer->txq || peer->ctrlq) && (!next || now + 1000 < next))
@@ -634,6 +732,12 @@ static bool cour_pkt_valid(struct cour_ep *ep, void *buf, size_t len)
 	hlen = (h->type == COUR_PKT_ACK || h->type == COUR_PKT_RESET) ?
 	       COUR_BASE_HDR_LEN : COUR_PKT_HDR_LEN;
 	if (len < hlen)
+		return false;
+	/* only an ACK has a payload of its own (a SACK bitmap), and it must be checksummed: a
+	 * corrupt bit would mark a lost packet as received, and it would never be resent */
+	if (hlen == COUR_BASE_HDR_LEN && len > hlen &&
+	    (h->type != COUR_PKT_ACK || !(h->flags & COUR_F_PCSUM) ||
+	     len - hlen > COUR_SACK_EXT_MAX))
 		return false;
 	if (cour_params.checksum && hlen == COUR_PKT_HDR_LEN && !(h->flags & COUR_F_PCSUM))
 		return false;
@@ -739,7 +843,11 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		if (probe)
 			cour_peer_send_ack(peer, 0);
 	}
-	cour_peer_ack(peer, h, now);
+	if (h->type == COUR_PKT_ACK && len > COUR_BASE_HDR_LEN)
+		cour_peer_ack(peer, h, now, (const uint8_t *)buf + COUR_BASE_HDR_LEN,
+			      len - COUR_BASE_HDR_LEN);
+	else
+		cour_peer_ack(peer, h, now, NULL, 0);
 	if (!cour_pkt_sequenced(h->type))
 		return buf;
 

@@ -150,6 +150,9 @@ _Static_assert(offsetof(struct cour_pkt_hdr, msg.offset) == 64, "offset field at
 #define COUR_BASE_HDR_LEN sizeof(struct cour_base_hdr)
 #define COUR_PKT_HDR_LEN  sizeof(struct cour_pkt_hdr)
 #define COUR_SACK_BITS    32
+/* An ACK may carry the receiver's whole window as a SACK bitmap payload (bit i of byte i / 8:
+ * packet ack + 1 + i is held), always under the checksum; 4096-packet windows at most. */
+#define COUR_SACK_EXT_MAX 512
 
 /* Largest UDP payload courier ever sends or accepts. */
 #define COUR_MAX_PKT      65000

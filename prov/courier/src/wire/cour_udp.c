@@ -135,12 +135,15 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 		peer->ack_needed = false;
 		peer->rx_since_ack = 0;
 	}
+	/* an ACK's payload is a SACK bitmap: always checked (see cour_pkt_valid) */
+	bool pcsum = cour_params.checksum || (iovcnt && hdr->base.type == COUR_PKT_ACK);
+
 	hdr->base.version = COUR_WIRE_VERSION;
-	if (cour_params.checksum)
+	if (pcsum)
 		hdr->base.flags |= COUR_F_PCSUM;
 	hdr->base.crc = 0;
 	crc = cour_crc32c(0, hdr, hdr_len);
-	if (cour_params.checksum)
+	if (pcsum)
 		for (size_t i = 0; i < iovcnt; i++)
 			crc = cour_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
 	hdr->base.crc = crc;
