@@ -232,8 +232,13 @@ static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	} else if (peer->rma_rx_err) {
 		return;             /* refused already, and answered */
 	}
-	rc = cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr + off, plen,
-				  FI_REMOTE_WRITE, &dst, &mr);
+	/* the whole write is checked before its first byte lands, so a refused write leaves
+	 * the region untouched; every packet is checked again, as the region may close */
+	rc = off == 0 ? cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr, total,
+					     FI_REMOTE_WRITE, NULL, NULL) : 0;
+	if (!rc)
+		rc = cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr + off, plen,
+					  FI_REMOTE_WRITE, &dst, &mr);
 	if (!rc && hdr->msg.raddr + off < hdr->msg.raddr)
 		rc = COUR_E_BOUNDS;  /* the address wrapped */
 	if (rc) {
