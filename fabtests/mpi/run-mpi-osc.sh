@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# run-mpi-osc.sh BUILDDIR: Debian's Open MPI, one-sided over courier (osc rdma over btl ofi, pml
+# ob1 with btl ofi,self), at 2 and 8 ranks, in a network namespace with only loopback.
+#
+# Every rank gets a node of its own: mpirun is given hosts n1..nN and a remote shell that runs the
+# orted right here (in its own session directory). Ranks on one node would reach each other's
+# MPI_Win_allocate memory through shared memory, not through btl/ofi, and there Open MPI 4.1.4's
+# osc/rdma crashes in MPI_Compare_and_swap (see mpi_osc.c). Apart from loopback this is the
+# multi-node path: data, atomics and window locks all go through btl/ofi.
+#
+# Proof that btl/ofi chose courier: Debian's Open MPI is not a debug build, so btl/ofi never
+# names the provider it picked (its "initializing dev:%s provider:%s" is BTL_VERBOSE, compiled
+# out). Instead, for every rank (process id P) the log must hold both
+#   [host:P] .../btl_ofi_component.c:NNN: btl:ofi:provider_include = "courier"   (btl/ofi ran)
+#   libfabric:P:...::core:core:fi_fabric_():NNN<info> Opened fabric: courier    (libfabric)
+# and no other fabric may be opened. With pml ob1, btl/ofi is the only libfabric user in the
+# process; FI_PROVIDER=courier also hides every other provider from it.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")" && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+mpicc -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
+
+# The "remote shell": drop the host name, run the orted here with a session directory per host
+# (orteds sharing one race to create it).
+cat >"$out/rsh" <<EOF
+#!/bin/sh
+host=\$1; shift
+export TMPDIR="$out/host-\$host"
+mkdir -p "\$TMPDIR"
+exec sh -c "\$*"
+EOF
+chmod +x "$out/rsh"
+
+for np in 2 8; do
+	hosts=$(seq -s, -f "n%g" 1 "$np")
+	# mpi_yield_when_idle: eight busy-polling ranks on a small machine starve each other; ORTE
+	# sets it only when it sees a node oversubscribed, and each of ours holds one rank.
+	timeout 120 unshare -n sh -c "ip link set lo up; exec mpirun --allow-run-as-root \
+		--oversubscribe --bind-to none --host $hosts --map-by node \
+		--mca plm_rsh_agent $out/rsh --mca plm_rsh_no_tree_spawn 1 -np $np \
+		--mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 --mca osc rdma \
+		--mca btl_ofi_provider_include courier --mca btl_ofi_verbose 1 \
+		--mca mpi_yield_when_idle 1 \
+		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
+		-x FI_LOG_LEVEL=info -x FI_LOG_PROV=core -x FI_COURIER_STATS=1 $out/mpi_osc" \
+		>"$out/log" 2>&1 || { grep -v "^libfabric:" "$out/log"; echo "mpi_osc at $np ranks: FAILED"; exit 1; }
+	pids=$(sed -n 's/^\[[^]:]*:\([0-9]*\)\] .*btl:ofi:provider_include = "courier"$/\1/p' "$out/log" | sort -u)
+	sel=0
+	for pid in $pids; do
+		if grep -q "^libfabric:$pid:.*Opened fabric: courier$" "$out/log"; then sel=$((sel + 1)); fi
+	done
+	other=$(grep "Opened fabric: " "$out/log" | grep -vc "Opened fabric: courier$" || true)
+	if [ "$sel" != "$np" ] || [ "$other" != 0 ] ||
+	   ! grep -q "mpi_osc: ok (0 errors, $np ranks)" "$out/log"; then
+		grep -v "^libfabric:" "$out/log"
+		echo "mpi_osc at $np ranks: btl/ofi opened courier in $sel ranks, other fabrics $other"
+		exit 1
+	fi
+	grep "^mpi_osc: " "$out/log"
+	mb=$(grep -o "tx_bytes [0-9]*" "$out/log" | awk '{ s += $2 } END { printf "%.1f", s / 1e6 }' ||
+	     true)
+	echo "mpi_osc at $np ranks: ok, btl/ofi opened fabric courier on all $np ranks," \
+		"courier sent $mb MB"
+done
