@@ -3,7 +3,8 @@
 # Installs only what is missing, so a second run costs a few seconds.
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config libfabric-dev libfabric-bin
-      uthash-dev libcriterion-dev openmpi-bin libopenmpi-dev iproute2 nftables procps)
+      uthash-dev libcriterion-dev openmpi-bin libopenmpi-dev iproute2 nftables procps
+      clang-14 libclang-rt-14-dev)   # the last two: the libFuzzer run of the packet parser
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

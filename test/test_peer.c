@@ -414,8 +414,10 @@ Test(session, a_restarted_peer_fails_what_was_in_flight)
 	capwire_send(ep, b, sizeof(b), (void *)0xc0, 0);
 	old_local = peer->local_session;
 
+	/* a restarted peer cannot know our session: its first packet names none */
 	h = capwire_hdr(peer, COUR_PKT_ACK, 0, 0, 0, 8);
 	h.base.src_session = CAPWIRE_REMOTE_SESS + 1;
+	h.base.dst_session = 0;
 	capwire_rx(ep, &h, NULL, 0);
 	cr_assert_eq(ep->stats.peers_reset, 1);
 	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS + 1);
@@ -430,6 +432,24 @@ Test(session, a_restarted_peer_fails_what_was_in_flight)
 	cr_assert_eq(err->err, FI_ECONNRESET);
 	cr_assert_eq(err->prov_errno, COUR_E_PEER_RESET);
 	cr_assert_eq(err->len, sizeof(b));
+}
+
+Test(session, a_new_peer_session_that_names_ours_keeps_ours)
+{
+	struct cour_pkt_hdr h;
+	uint32_t old_local;
+
+	capwire_ack(ep, 0, 0, 8);
+	old_local = peer->local_session;
+	/* e.g. the answer of a peer we made reset with a stale packet of its old session:
+	 * changing ours too would make it reset again, and so on for ever */
+	h = capwire_hdr(peer, COUR_PKT_ACK, 0, 0, 0, 8);
+	h.base.src_session = CAPWIRE_REMOTE_SESS + 7;
+	h.base.dst_session = old_local;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(ep->stats.peers_reset, 1);
+	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS + 7);
+	cr_assert_eq(peer->local_session, old_local);
 }
 
 /* ---- liveness ---- */

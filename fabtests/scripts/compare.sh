@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# compare.sh: run courier's benchmarks (cour_pingpong, cour_bw, cour_msgrate) over several
-# providers on 127.0.0.1, one server+client pair per (benchmark, provider), and print one table:
-# rows (benchmark, size), a column per provider, and courier/<other> ratio columns.
+# compare.sh: run courier's benchmarks (cour_pingpong, cour_bw, cour_msgrate, and cour_rma's
+# rma_write, rma_read and fadd) over several providers on 127.0.0.1, one server+client pair per
+# (benchmark, provider), and print one table: rows (benchmark, size), a column per provider, and
+# courier/<other> ratio columns.
 #
 # usage: compare.sh [-q] [-k] [-b <bindir>] [-o <logdir>] [-- <options for every benchmark>]
 #   -q        quick mode: fewer sizes and iterations
 #   -k        keep the log directory even when every run succeeded (-o DIR is always kept)
-#   -b DIR    directory holding cour_pingpong, cour_bw, cour_msgrate
+#   -b DIR    directory holding cour_pingpong, cour_bw, cour_msgrate, cour_rma
 #             (default: ./fabtests/bench, then next to this script, then $PATH)
 #   -o DIR    write logs there (default: a fresh mktemp directory)
 # environment:
@@ -17,9 +18,11 @@
 #   RUN_TIMEOUT            seconds allowed per server+client pair (default 30)
 #   BASE_PORT              first out-of-band TCP port; each run takes the next (default 47600)
 #
-# A provider that is missing or fails shows "n/a"; the table is always printed. Exit status: 0 if
-# every run succeeded, 1 if a courier run failed, 2 if only other providers failed.
-# Latency is lower-is-better (ratio < 1: courier faster); MB/s and msg/s higher-is-better.
+# A provider that is missing or fails shows "n/a", as does a run skipped for a known provider
+# bug (listed under the table); the table is always printed. Exit status: 0 if every run
+# succeeded, 1 if a courier run failed, 2 if only other providers failed.
+# Latency (pingpong: half a round trip; fadd: one fetch-add, a whole round trip) is
+# lower-is-better (ratio < 1: courier faster); MB/s and msg/s higher-is-better.
 set -u
 
 QUICK=0
@@ -65,13 +68,16 @@ RESULTS=$LOG_DIR/results.txt
 : > "$RESULTS"
 
 # ---- what to run ----
-BENCHES=(pingpong bw rate)
-declare -A PROG=([pingpong]=cour_pingpong [bw]=cour_bw [rate]=cour_msgrate)
+BENCHES=(pingpong bw rate rma_write rma_read fadd)
+declare -A PROG=([pingpong]=cour_pingpong [bw]=cour_bw [rate]=cour_msgrate
+	[rma_write]=cour_rma [rma_read]=cour_rma [fadd]=cour_rma)
 declare -A BENCH_OPTS
 if [ "$QUICK" = 1 ]; then
-	BENCH_OPTS=([pingpong]="-S 8,4k,1m -n 200" [bw]="-S 64k,1m -n 256" [rate]="-n 20480")
+	BENCH_OPTS=([pingpong]="-S 8,4k,1m -n 200" [bw]="-S 64k,1m -n 256" [rate]="-n 20480"
+		[rma_write]="-o write -n 256" [rma_read]="-o read -n 256" [fadd]="-o fadd -n 2000")
 else
-	BENCH_OPTS=([pingpong]="" [bw]="" [rate]="")
+	BENCH_OPTS=([pingpong]="" [bw]="" [rate]=""
+		[rma_write]="-o write" [rma_read]="-o read" [fadd]="-o fadd")
 fi
 
 # Provider quirks, each one a workaround for a provider bug, not a tuning.
@@ -81,6 +87,16 @@ prov_opts() {
 	# hundred round trips (fi_pingpong -e rdm too); manual progress works.
 	sockets) echo "-M manual" ;;
 	*) echo "" ;;
+	esac
+}
+
+# Runs not made at all, each for a provider bug that would crash or hang them: prints the reason.
+prov_skip() {
+	case "$1/$2" in
+	# libfabric 1.17 ofi_rxd: the first fi_fetch_atomic completes without its result, and
+	# the next fi_cq_read jumps through a bad pointer (ofiwg/libfabric#11814, still open)
+	"udp;ofi_rxd/fadd") echo "ofi_rxd fetch atomics crash in fi_cq_read (ofiwg/libfabric#11814)" ;;
+	*) return 1 ;;
 	esac
 }
 
@@ -122,12 +138,18 @@ if awk -v l="$load1" -v n="$(nproc)" 'BEGIN { exit !(l >= n / 2) }'; then
 fi
 
 FAILED=()
+SKIPPED=()
 COURIER_FAILED=0
 i=0
 for prov in "${PROV_LIST[@]}"; do
 	for bench in "${BENCHES[@]}"; do
 		log=$LOG_DIR/$bench.$i
 		printf '# running %-9s over %-14s ... ' "$bench" "$prov" >&2
+		if why=$(prov_skip "$prov" "$bench"); then
+			echo "skipped" >&2
+			SKIPPED+=("$bench over $prov: $why")
+			continue
+		fi
 		start=$SECONDS
 		if run_pair "$bench" "$prov" "$log"; then
 			echo "ok ($((SECONDS - start)) s)" >&2
@@ -151,7 +173,9 @@ BEGIN {
 		if (prov[i] == "courier")
 			cour = i
 	order["pingpong"] = 1; order["bw"] = 2; order["rate"] = 3
+	order["rma_write"] = 4; order["rma_read"] = 5; order["fadd"] = 6
 	unit["pingpong"] = "usec"; unit["bw"] = "MB/s"; unit["rate"] = "msg/s"
+	unit["rma_write"] = "MB/s"; unit["rma_read"] = "MB/s"; unit["fadd"] = "usec"
 }
 {
 	key = $2 SUBSEP $3
@@ -210,6 +234,13 @@ END {
 	}
 }' "$RESULTS"
 
+if [ ${#SKIPPED[@]} -gt 0 ]; then
+	echo
+	echo "# skipped runs (known provider bugs):"
+	for f in "${SKIPPED[@]}"; do
+		echo "#   $f"
+	done
+fi
 if [ ${#FAILED[@]} -gt 0 ]; then
 	echo
 	echo "# failed runs (logs in $LOG_DIR):"

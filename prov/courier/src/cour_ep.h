@@ -204,6 +204,7 @@ struct cour_peer {
 	uint32_t             rx_held;
 	uint32_t             credits_granted; /* cumulative limit we advertise */
 	uint32_t             credits_sent;    /* the limit last put on the wire */
+	uint32_t             rx_msgs;         /* messages (eager, RTS) the peer started */
 	bool                 ack_needed;
 	uint32_t             rx_since_ack;
 	uint64_t             ack_deadline;

@@ -139,12 +139,14 @@ static void *cour_progress_main(void *arg)
 
 	pfds[0].fd = dom->wake_fd;
 	pfds[0].events = POLLIN;
+	bool app_active = false;
+
 	while (!__atomic_load_n(&dom->thread_stop, __ATOMIC_ACQUIRE)) {
 		int64_t us;
 		int n;
 
 		pfds[0].revents = 0;
-		if (cour_app_polled(dom, &seen)) {
+		if (app_active) {
 			/* The application drives progress: neither the lock nor the sockets are
 			 * ours until it stops. Napping on the wake fd alone keeps us from being
 			 * woken by its packets and preempting it. */
@@ -162,7 +164,10 @@ static void *cour_progress_main(void *arg)
 			if (read(dom->wake_fd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
 				COUR_WARN(FI_LOG_DOMAIN, "progress wake fd: %s\n", strerror(errno));
 		}
-		if (cour_app_polled(dom, &seen))
+		/* one look per round, and its answer decides the next sleep too: a second look
+		 * would find no new poll and send the thread back to the sockets */
+		app_active = cour_app_polled(dom, &seen);
+		if (app_active)
 			continue;
 		cour_lock_acquire(&dom->lock);
 		cour_domain_progress_locked(dom);

@@ -307,6 +307,17 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		COUR_DROP_BAD(ep, "bad eager first fragment");
 		return;
 	}
+	if (rts && hdr->msg.total_len > COUR_MAX_MSG_SIZE) {
+		COUR_DROP_BAD(ep, "RTS longer than max_msg_size");
+		return;
+	}
+	/* a sender may start only as many messages as we granted: one that ignores the grant
+	 * would make us hold unbounded unexpected data */
+	if (!cour_seq_lt(peer->rx_msgs, peer->credits_granted)) {
+		COUR_DROP_BAD(ep, "message beyond the credits granted");
+		return;
+	}
+	peer->rx_msgs++;
 	m = cour_pool_get(&ep->rxmsg_pool);
 	if (!m) {
 		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a message: dropped\n");

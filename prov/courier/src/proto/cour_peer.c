@@ -44,6 +44,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->rx_held = 0;
 	peer->credits_granted = (uint32_t)cour_params.credits;
 	peer->credits_sent = 0;
+	peer->rx_msgs = 0;
 	peer->ack_needed = false;
 	peer->rx_since_ack = 0;
 	peer->ack_deadline = 0;
@@ -810,8 +811,12 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	/* a probe from a sender we forgot (we restarted) must learn that, so it gets a peer and,
 	 * below, a RESET */
 	probe = h->type == COUR_PKT_ACK && (h->flags & COUR_F_PROBE);
+	if (!h->src_session) {          /* every sender has a session: make no peer for it */
+		ep->stats.drop_stale_session++;
+		return buf;
+	}
 	peer = cour_peer_by_addr_locked(ep, &from, cour_pkt_sequenced(h->type) || probe);
-	if (!peer || !h->src_session) {
+	if (!peer) {
 		ep->stats.drop_stale_session++;
 		return buf;
 	}
@@ -830,7 +835,13 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 				  cour_addr_str(&peer->addr, str, sizeof(str)),
 				  peer->remote_session, h->src_session);
 			ep->stats.peers_reset++;
+			/* A sender that names our current session knows it: keep it. A new session
+			 * of ours would look like our restart to it, and the two sides would reset
+			 * each other for ever (a stale packet of an old session can start that). */
+			uint32_t keep = h->dst_session == peer->local_session ? h->dst_session : 0;
 			cour_peer_reset(peer, COUR_E_PEER_RESET);
+			if (keep)
+				peer->local_session = keep;
 		} else if (h->type == COUR_PKT_RESET && h->dst_session != peer->local_session) {
 			return buf;
 		}
@@ -863,7 +874,8 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		cour_peer_rx_inorder(peer, buf, len);
 		if (peer->rx_since_ack >= COUR_ACK_EVERY || peer->rx_held) {
 			cour_peer_send_ack(peer, 0);
-		} else if (!peer->ack_needed) {
+		} else if (!peer->ack_needed && peer->rx_since_ack) {
+			/* (an answer the handler sent already carried the ACK) */
 			peer->ack_needed = true;
 			peer->ack_deadline = now + (uint64_t)cour_params.ack_delay_us;
 			cour_ep_timer_at(ep, peer->ack_deadline);

@@ -300,9 +300,32 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 	cour_peer_enqueue(peer, txe);
 }
 
+/* An endpoint is a target only for what its capabilities say (fi_getinfo(3)). */
+static bool cour_rma_target_allowed(const struct cour_ep *ep, uint8_t type)
+{
+	uint64_t caps = ep->info->caps;
+
+	switch (type) {
+	case COUR_PKT_WRITE:
+		return (caps & FI_RMA) && (caps & FI_REMOTE_WRITE);
+	case COUR_PKT_READ_REQ:
+		return (caps & FI_RMA) && (caps & FI_REMOTE_READ);
+	case COUR_PKT_ATOMIC:
+		return (caps & FI_ATOMIC) && (caps & (FI_REMOTE_WRITE | FI_REMOTE_READ));
+	default:
+		return true;    /* answers to our own operations */
+	}
+}
+
 void cour_rma_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		     const char *payload, size_t plen)
 {
+	if (COUR_UNLIKELY(!cour_rma_target_allowed(peer->ep, hdr->base.type))) {
+		/* a write's later fragments are refused once, with the first */
+		if (hdr->base.type != COUR_PKT_WRITE || hdr->msg.offset == 0)
+			cour_rma_refuse(peer, hdr, COUR_E_ACCESS);
+		return;
+	}
 	switch (hdr->base.type) {
 	case COUR_PKT_WRITE:
 		cour_rma_write(peer, hdr, payload, plen);
