@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #define COUR_APP_NAP_US      1000
+#define COUR_APP_NAP_MAX_US  16000
 #define COUR_MAX_SLEEP_US    100000
 #define COUR_POLL_MAX        64
 
@@ -140,6 +141,7 @@ static void *cour_progress_main(void *arg)
 	pfds[0].fd = dom->wake_fd;
 	pfds[0].events = POLLIN;
 	bool app_active = false;
+	int64_t nap = COUR_APP_NAP_US;
 
 	while (!__atomic_load_n(&dom->thread_stop, __ATOMIC_ACQUIRE)) {
 		int64_t us;
@@ -150,7 +152,7 @@ static void *cour_progress_main(void *arg)
 			/* The application drives progress: neither the lock nor the sockets are
 			 * ours until it stops. Napping on the wake fd alone keeps us from being
 			 * woken by its packets and preempting it. */
-			cour_sleep(pfds, 1, COUR_APP_NAP_US);
+			cour_sleep(pfds, 1, nap);
 		} else {
 			uint64_t now = cour_now_us();
 
@@ -167,8 +169,13 @@ static void *cour_progress_main(void *arg)
 		/* one look per round, and its answer decides the next sleep too: a second look
 		 * would find no new poll and send the thread back to the sockets */
 		app_active = cour_app_polled(dom, &seen);
-		if (app_active)
+		if (app_active) {
+			/* the longer the application keeps polling, the less we look: every
+			 * wake-up takes a CPU from someone on a busy node */
+			nap = COUR_MIN(nap * 2, (int64_t)COUR_APP_NAP_MAX_US);
 			continue;
+		}
+		nap = COUR_APP_NAP_US;
 		cour_lock_acquire(&dom->lock);
 		cour_domain_progress_locked(dom);
 		cour_lock_release(&dom->lock);
