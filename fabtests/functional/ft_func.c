@@ -63,6 +63,13 @@ static int func_err_cb(struct cour_ft *ft, struct fid_cq *cq, const struct fi_cq
 	return 0;
 }
 
+void func_use_queues(struct func *f)
+{
+	f->ft.tx_cb = func_tx_cb;
+	f->ft.rx_cb = func_rx_cb;
+	f->ft.err_cb = func_err_cb;
+}
+
 bool func_is_courier(const struct func *f)
 {
 	return !strcmp(f->ft.info->fabric_attr->prov_name, "courier");
@@ -76,9 +83,7 @@ int func_start(struct func *f, struct cour_ft_opts *opts)
 	ret = cour_ft_start(&f->ft, opts);
 	if (ret)
 		return ret;
-	f->ft.tx_cb = func_tx_cb;
-	f->ft.rx_cb = func_rx_cb;
-	f->ft.err_cb = func_err_cb;
+	func_use_queues(f);
 	got = f->ft.info->fabric_attr->prov_name;
 	if (opts->prov_name && strcmp(got, opts->prov_name)) {
 		fprintf(stderr, "%s: asked for provider %s, fi_getinfo picked %s "

@@ -86,6 +86,8 @@ int func_check_data(struct func *f, const void *buf, size_t len, uint64_t seq, c
 /* courier statistics of an endpoint; -FI_ENOSYS over other providers. */
 int func_get_stats(struct fid_ep *ep, struct fi_courier_stats *st);
 bool func_is_courier(const struct func *f);
+/* Route the harness's completions and errors into f->txq / f->rxq (func_start does this). */
+void func_use_queues(struct func *f);
 void func_sleep_ms(struct func *f, int ms);	/* progressing meanwhile */
 
 #endif

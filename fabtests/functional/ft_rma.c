@@ -32,57 +32,6 @@ static const uint64_t rma_cntr_bind[RMA_CNTR_COUNT] = {
 
 /* ---- completion queueing (as ft_func.c does for func_start) ---- */
 
-static struct func *rma_func_of(struct cour_ft *ft)
-{
-	return (struct func *)((char *)ft - offsetof(struct func, ft));
-}
-
-static struct func_comp *rma_q_push(struct func *f, struct func_queue *q)
-{
-	if (q->tail - q->head >= FUNC_QLEN) {
-		fprintf(stderr, "%s: completion queue overflow\n", f->prog);
-		f->failures++;
-		q->head++;
-	}
-	return &q->ent[q->tail++ % FUNC_QLEN];
-}
-
-static void rma_tx_cb(struct cour_ft *ft, const struct fi_cq_tagged_entry *comp)
-{
-	struct func *f = rma_func_of(ft);
-	struct func_comp *c = rma_q_push(f, &f->txq);
-
-	memset(c, 0, sizeof(*c));
-	c->e = *comp;
-}
-
-static void rma_rx_cb(struct cour_ft *ft, const struct fi_cq_tagged_entry *comp)
-{
-	struct func *f = rma_func_of(ft);
-	struct func_comp *c = rma_q_push(f, &f->rxq);
-
-	memset(c, 0, sizeof(*c));
-	c->e = *comp;
-}
-
-static int rma_err_cb(struct cour_ft *ft, struct fid_cq *cq, const struct fi_cq_err_entry *err)
-{
-	struct func *f = rma_func_of(ft);
-	struct func_comp *c = rma_q_push(f, cq == ft->txcq ? &f->txq : &f->rxq);
-
-	memset(c, 0, sizeof(*c));
-	c->is_err = true;
-	c->err = *err;
-	/* err_data points into the provider's CQ; keep the text fi_cq_strerror makes of it now */
-	c->err.err_data = NULL;
-	c->err.err_data_size = 0;
-	c->e.op_context = err->op_context;
-	c->e.flags = err->flags;
-	c->e.len = err->len;
-	c->e.data = err->data;
-	return 0;
-}
-
 static void rma_hard_timeout(int sig)
 {
 	static const char msg[] = "ft_rma: hard timeout: a call blocked past the deadline\n";
@@ -414,9 +363,7 @@ static int rma_start(struct rma *r, const struct cour_ft_opts *opts)
 	FUNC_CALL(f, rma_getinfo(r));
 	FUNC_CALL(f, rma_open(r));
 	FUNC_CALL(f, rma_exchange_names(r));
-	ft->tx_cb = rma_tx_cb;
-	ft->rx_cb = rma_rx_cb;
-	ft->err_cb = rma_err_cb;
+	func_use_queues(f);
 	r->next_key = RMA_FIRST_KEY;
 	for (i = 0; i < n; i++) {
 		rma_peer(r, i);

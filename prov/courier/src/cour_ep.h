@@ -325,6 +325,9 @@ void cour_peer_credit_return(struct cour_peer *peer);
 void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags);
 
 /* ---- proto/cour_msg_proto.c: message protocols and matching ---- */
+/* The data txe sends: the caller's iovecs, or (inject) a copy; -FI_EAGAIN without a buffer. */
+int  cour_txe_set_data(struct cour_ep *ep, struct cour_txe *txe, const struct iovec *iov,
+		       size_t count, size_t len, bool inject);
 int  cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
 		   uint64_t tag, uint64_t data, void *context, uint64_t flags, uint64_t cq_flags);
 int  cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t src,
@@ -405,6 +408,13 @@ static inline uint32_t cour_wire_peer_mtu(struct cour_ep *ep, const struct cour_
 /* The receive batch's buffers, from rxbuf_pool. */
 int  cour_wire_rxbufs_init(struct cour_ep *ep);
 void cour_wire_rxbufs_fini(struct cour_ep *ep);
+/* One datagram to sa: the header, then the payload iovecs. */
+struct cour_wire_msg {
+	struct msghdr        m;
+	struct iovec         v[COUR_IOV_MAX + 1];
+};
+void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len, const void *hdr,
+		      size_t hdr_len, const struct iovec *iov, size_t iovcnt);
 
 /* ---- wire/cour_fault.c ---- */
 struct cour_fault *cour_fault_create(const char *spec);

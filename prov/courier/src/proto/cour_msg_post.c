@@ -59,6 +59,29 @@ static int cour_dgram_send(struct cour_ep *ep, const struct iovec *iov, size_t c
 	return 0;
 }
 
+int cour_txe_set_data(struct cour_ep *ep, struct cour_txe *txe, const struct iovec *iov,
+		      size_t count, size_t len, bool inject)
+{
+	if (inject) {
+		char *p = txe->inject_buf = cour_pool_get(&ep->inject_pool);
+
+		if (!p)
+			return -FI_EAGAIN;
+		for (size_t i = 0; i < count; i++) {
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+			p += iov[i].iov_len;
+		}
+		txe->iov[0].iov_base = txe->inject_buf;
+		txe->iov[0].iov_len = len;
+		txe->iov_count = 1;
+		return 0;
+	}
+	if (count)       /* iov may be NULL for an empty message */
+		memcpy(txe->iov, iov, count * sizeof(*iov));
+	txe->iov_count = (uint32_t)count;
+	return 0;
+}
+
 int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
 		  uint64_t tag, uint64_t data, void *context, uint64_t flags, uint64_t cq_flags)
 {
@@ -110,25 +133,10 @@ int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	txe->msg_id = peer->next_msg_id++;
 	txe->hdr_flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
 			 (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0);
-	if (flags & FI_INJECT) {
-		txe->inject_buf = cour_pool_get(&ep->inject_pool);
-		if (!txe->inject_buf) {
-			cour_pool_put(&ep->txe_pool, txe);
-			ep->tx_outstanding--;
-			return -FI_EAGAIN;
-		}
-		char *p = txe->inject_buf;
-		for (size_t i = 0; i < count; i++) {
-			memcpy(p, iov[i].iov_base, iov[i].iov_len);
-			p += iov[i].iov_len;
-		}
-		txe->iov[0].iov_base = txe->inject_buf;
-		txe->iov[0].iov_len = len;
-		txe->iov_count = 1;
-	} else {
-		if (count)       /* iov may be NULL for an empty message */
-			memcpy(txe->iov, iov, count * sizeof(*iov));
-		txe->iov_count = (uint32_t)count;
+	if (cour_txe_set_data(ep, txe, iov, count, len, flags & FI_INJECT)) {
+		cour_pool_put(&ep->txe_pool, txe);
+		ep->tx_outstanding--;
+		return -FI_EAGAIN;
 	}
 	if (len > cour_params.eager_max) {
 		txe->op_type = COUR_PKT_RTS;

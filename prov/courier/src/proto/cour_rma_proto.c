@@ -77,22 +77,9 @@ int cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, siz
 	if (COUR_UNLIKELY(!txe))
 		return -FI_EAGAIN;
 	memset(txe, 0, sizeof(*txe));
-	if (flags & FI_INJECT) {
-		char *p = txe->inject_buf = cour_pool_get(&ep->inject_pool);
-		if (!p) {
-			cour_pool_put(&ep->txe_pool, txe);
-			return -FI_EAGAIN;
-		}
-		for (size_t i = 0; i < count; i++) {
-			memcpy(p, iov[i].iov_base, iov[i].iov_len);
-			p += iov[i].iov_len;
-		}
-		txe->iov[0].iov_base = txe->inject_buf;
-		txe->iov[0].iov_len = len;
-		txe->iov_count = 1;
-	} else {
-		memcpy(txe->iov, iov, count * sizeof(*iov));
-		txe->iov_count = (uint32_t)count;
+	if (cour_txe_set_data(ep, txe, iov, count, len, flags & FI_INJECT)) {
+		cour_pool_put(&ep->txe_pool, txe);
+		return -FI_EAGAIN;
 	}
 	ep->tx_outstanding++;
 	txe->op_type = type;

@@ -96,23 +96,14 @@ static void cour_loop_send_raw(struct cour_ep *ep, const void *sa, socklen_t sa_
 static void cour_loop_send(struct cour_ep *ep, const void *sa, socklen_t sa_len,
 			   const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt)
 {
-	struct iovec v[COUR_IOV_MAX + 1];
-	struct msghdr m = {
-		.msg_name = (void *)sa,
-		.msg_namelen = sa_len,
-		.msg_iov = v,
-		.msg_iovlen = iovcnt + 1,
-	};
+	struct cour_wire_msg w;
 
-	v[0].iov_base = (void *)hdr;
-	v[0].iov_len = hdr_len;
-	if (iovcnt)
-		memcpy(&v[1], iov, iovcnt * sizeof(*iov));
+	cour_wire_msghdr(&w, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 	ep->stats.tx_pkts++;
 	if (COUR_UNLIKELY(ep->fault))
-		cour_fault_sendmsg(ep, &m);
+		cour_fault_sendmsg(ep, &w.m);
 	else
-		cour_loop_deliver(&ep->bound_sa, ep->bound_len, sa, sa_len, v, iovcnt + 1);
+		cour_loop_deliver(&ep->bound_sa, ep->bound_len, sa, sa_len, w.v, iovcnt + 1);
 }
 
 static void cour_loop_close(struct cour_ep *ep)

@@ -215,22 +215,13 @@ static int cour_udp_flush(struct cour_ep *ep)
 static int cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len,
 		      const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt)
 {
-	struct iovec v[COUR_IOV_MAX + 1];
-	struct msghdr m = {
-		.msg_name = (void *)sa,
-		.msg_namelen = sa_len,
-		.msg_iov = v,
-		.msg_iovlen = iovcnt + 1,
-	};
+	struct cour_wire_msg w;
 
-	v[0].iov_base = (void *)hdr;
-	v[0].iov_len = hdr_len;
-	if (iovcnt)
-		memcpy(&v[1], iov, iovcnt * sizeof(*iov));
+	cour_wire_msghdr(&w, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 	ep->stats.tx_pkts++;
 	if (COUR_UNLIKELY(ep->fault))
-		return cour_fault_sendmsg(ep, &m);
-	while (sendmsg(ep->fd, &m, 0) < 0) {
+		return cour_fault_sendmsg(ep, &w.m);
+	while (sendmsg(ep->fd, &w.m, 0) < 0) {
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNREFUSED)

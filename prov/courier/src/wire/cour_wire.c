@@ -39,3 +39,17 @@ void cour_wire_rxbufs_fini(struct cour_ep *ep)
 		ep->rx_bufs[i] = NULL;
 	}
 }
+
+void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len, const void *hdr,
+		      size_t hdr_len, const struct iovec *iov, size_t iovcnt)
+{
+	w->v[0].iov_base = (void *)hdr;
+	w->v[0].iov_len = hdr_len;
+	if (iovcnt)
+		memcpy(&w->v[1], iov, iovcnt * sizeof(*iov));
+	memset(&w->m, 0, sizeof(w->m));
+	w->m.msg_name = (void *)sa;
+	w->m.msg_namelen = sa_len;
+	w->m.msg_iov = w->v;
+	w->m.msg_iovlen = iovcnt + 1;
+}
