@@ -750,11 +750,28 @@ static bool cour_pkt_valid(struct cour_ep *ep, void *buf, size_t len)
 	return crc == want;
 }
 
-static void cour_peer_deliver(struct cour_peer *peer, char *buf, size_t len)
+/*
+ * An in-order packet its handler rejects took a sequence number the genuine packet needed: the
+ * session can no longer finish what is in flight (a message missing a fragment would wait for
+ * ever, its sender answering every probe). Only a broken peer or a forged packet that carried
+ * the live sessions gets here; end the session, so both sides fail their operations with an
+ * error instead of hanging. false: the session is gone.
+ */
+static bool cour_peer_deliver(struct cour_peer *peer, char *buf, size_t len)
 {
 	const struct cour_pkt_hdr *hdr = (const struct cour_pkt_hdr *)buf;
+	uint64_t bad = peer->ep->stats.drop_bad_hdr;
+	char str[80];
 
 	cour_msg_handle(peer, hdr, buf + COUR_PKT_HDR_LEN, len - COUR_PKT_HDR_LEN);
+	if (COUR_LIKELY(peer->ep->stats.drop_bad_hdr == bad))
+		return true;
+	COUR_WARN(FI_LOG_EP_DATA, "peer %s: packet %u (type %u) does not fit the session; "
+		  "resetting it\n", cour_addr_str(&peer->addr, str, sizeof(str)), hdr->base.seq,
+		  hdr->base.type);
+	peer->ep->stats.peers_reset++;
+	cour_peer_reset(peer, COUR_E_PROTOCOL);
+	return false;
 }
 
 /* In-order delivery of seq, then of every held packet it unblocks. */
@@ -767,7 +784,8 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 	 * acknowledge the packet that caused it */
 	peer->rx_next++;
 	peer->rx_since_ack++;
-	cour_peer_deliver(peer, buf, len);
+	if (!cour_peer_deliver(peer, buf, len))
+		return;
 	while (peer->rx_held && peer->rxwin[peer->rx_next % w].buf) {
 		struct cour_rxslot *slot = &peer->rxwin[peer->rx_next % w];
 		void *held = slot->buf;
@@ -776,8 +794,10 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 		peer->rx_held--;
 		peer->rx_next++;
 		peer->rx_since_ack++;
-		cour_peer_deliver(peer, held, slot->len);
+		bool ok = cour_peer_deliver(peer, held, slot->len);
 		cour_pool_put(&ep->rxbuf_pool, held);
+		if (!ok)
+			return;
 	}
 }
 
