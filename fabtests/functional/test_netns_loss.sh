@@ -32,17 +32,7 @@ if ! netns_available; then
 	exit 77
 fi
 
-if [ -d "$build/.libs" ] && [ -z "${FI_PROVIDER_PATH:-}" ]; then
-	FI_PROVIDER_PATH=$build/.libs
-	export FI_PROVIDER_PATH
-fi
-case $prov in
-*\;*) ;;
-*) FI_PROVIDER=${FI_PROVIDER:-^ofi_rxd,ofi_rxm}; export FI_PROVIDER ;;
-esac
-FI_COURIER_CHECKSUM=1
-FI_COURIER_STATS=1
-export FI_COURIER_CHECKSUM FI_COURIER_STATS
+netns_courier_env "$build" "$prov"
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/netns_loss.XXXXXX") || exit 99
 NETNS_ON_EXIT='rm -rf "$out"'

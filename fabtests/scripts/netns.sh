@@ -230,3 +230,20 @@ netns_counters() {
 			}'
 	done
 }
+
+# netns_courier_env BUILD PROV: what the loss tests run with: the build's courier, libfabric's
+# layered providers kept away from a plain provider name, payload checksums (the injector
+# corrupts payloads) and statistics at close.
+netns_courier_env() {
+	if [ -d "$1/.libs" ] && [ -z "${FI_PROVIDER_PATH:-}" ]; then
+		FI_PROVIDER_PATH=$1/.libs
+		export FI_PROVIDER_PATH
+	fi
+	case $2 in
+	*\;*) ;;
+	*) FI_PROVIDER=${FI_PROVIDER:-^ofi_rxd,ofi_rxm}; export FI_PROVIDER ;;
+	esac
+	FI_COURIER_CHECKSUM=1
+	FI_COURIER_STATS=1
+	export FI_COURIER_CHECKSUM FI_COURIER_STATS
+}
