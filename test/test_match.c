@@ -278,6 +278,20 @@ Test(match, a_claimed_message_waits_for_its_claim)
 
 /* ---- cancel and arguments ---- */
 
+Test(match, a_canceled_multi_recv_buffer_says_it_is_released)
+{
+	static char b[4096];
+	const struct fi_cq_err_entry *err;
+
+	cr_assert_eq(post(false, 0, 0, FI_ADDR_UNSPEC, b, sizeof(b), (void *)0x9, FI_MULTI_RECV),
+		     0);
+	cr_assert_eq(cour_msg_cancel(ep, (void *)0x9), 0);
+	cr_assert_eq(capwire_cq_err_count(&capwire.rx_cq), 1);
+	err = capwire_cq_err(&capwire.rx_cq, 0);
+	cr_assert_eq(err->err, FI_ECANCELED);
+	cr_assert_eq(err->flags, FI_RECV | FI_MSG | FI_MULTI_RECV);
+}
+
 Test(match, cancel_reports_and_forgets)
 {
 	const struct fi_cq_err_entry *err;

@@ -296,9 +296,10 @@ int cour_msg_cancel(struct cour_ep *ep, void *context)
 				rxe->multi_retired = true;
 				return 0;
 			}
-			cour_msg_report_rx(ep, rxe, FI_RECV | (t ? FI_TAGGED : FI_MSG), 0, 0,
-					   NULL, rxe->tag, 0, FI_ADDR_NOTAVAIL, FI_ECANCELED,
-					   COUR_E_CANCELED);
+			/* a canceled multi-receive buffer is released, and says so */
+			cour_msg_report_rx(ep, rxe, FI_RECV | (t ? FI_TAGGED : FI_MSG) |
+					   (rxe->op_flags & FI_MULTI_RECV), 0, 0, NULL, rxe->tag, 0,
+					   FI_ADDR_NOTAVAIL, FI_ECANCELED, COUR_E_CANCELED);
 			cour_pool_put(&ep->rxe_pool, rxe);
 			return 0;
 		}
