@@ -325,6 +325,9 @@ void cour_peer_credit_return(struct cour_peer *peer);
 void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags);
 
 /* ---- proto/cour_msg_proto.c: message protocols and matching ---- */
+/* The peer for dest and a free txe, or -FI_EINVAL (not in the AV, logged) / -FI_EAGAIN. */
+int  cour_txe_get(struct cour_ep *ep, fi_addr_t dest, const char *what, struct cour_peer **peer,
+		  struct cour_txe **txe);
 /* The data txe sends: the caller's iovecs, or (inject) a copy; -FI_EAGAIN without a buffer. */
 int  cour_txe_set_data(struct cour_ep *ep, struct cour_txe *txe, const struct iovec *iov,
 		       size_t count, size_t len, bool inject);

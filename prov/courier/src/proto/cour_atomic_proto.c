@@ -39,6 +39,7 @@ int cour_atomic_post(struct cour_ep *ep, const struct cour_atomic_args *a)
 	bool has_operand = a->op != FI_ATOMIC_READ;
 	struct cour_peer *peer;
 	struct cour_txe *txe;
+	int ret;
 	char *p;
 
 	if (!cour_atomic_valid(a->op, a->dt, a->kind) || !size) {
@@ -69,16 +70,9 @@ int cour_atomic_post(struct cour_ep *ep, const struct cour_atomic_args *a)
 			  cour_ioc_count(a->result, a->result_count), count);
 		return -FI_EINVAL;
 	}
-	peer = cour_peer_get_locked(ep, a->dest);
-	if (!peer) {
-		COUR_WARN(FI_LOG_EP_DATA, "atomic to fi_addr %" PRIu64 " not in the AV\n", a->dest);
-		return -FI_EINVAL;
-	}
-	if (ep->tx_outstanding >= cour_params.tx_size)
-		return -FI_EAGAIN;
-	txe = cour_pool_get(&ep->txe_pool);
-	if (!txe)
-		return -FI_EAGAIN;
+	ret = cour_txe_get(ep, a->dest, "atomic", &peer, &txe);
+	if (ret)
+		return ret;
 	memset(txe, 0, sizeof(*txe));
 	/* operands are always copied: the packet is small, and inject forms need it anyway */
 	p = txe->inject_buf = cour_pool_get(&ep->inject_pool);

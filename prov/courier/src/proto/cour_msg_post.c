@@ -59,6 +59,20 @@ static int cour_dgram_send(struct cour_ep *ep, const struct iovec *iov, size_t c
 	return 0;
 }
 
+int cour_txe_get(struct cour_ep *ep, fi_addr_t dest, const char *what, struct cour_peer **peer,
+		 struct cour_txe **txe)
+{
+	*peer = cour_peer_get_locked(ep, dest);
+	if (COUR_UNLIKELY(!*peer)) {
+		COUR_WARN(FI_LOG_EP_DATA, "%s to fi_addr %" PRIu64 " not in the AV\n", what, dest);
+		return -FI_EINVAL;
+	}
+	if (COUR_UNLIKELY(ep->tx_outstanding >= cour_params.tx_size))
+		return -FI_EAGAIN;
+	*txe = cour_pool_get(&ep->txe_pool);
+	return COUR_LIKELY(*txe != NULL) ? 0 : -FI_EAGAIN;
+}
+
 int cour_txe_set_data(struct cour_ep *ep, struct cour_txe *txe, const struct iovec *iov,
 		      size_t count, size_t len, bool inject)
 {
@@ -88,6 +102,7 @@ int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	size_t len = cour_iov_len(iov, count);
 	struct cour_peer *peer;
 	struct cour_txe *txe;
+	int ret;
 
 	if (COUR_UNLIKELY(count > COUR_IOV_MAX)) {
 		COUR_WARN(FI_LOG_EP_DATA, "iov count %zu exceeds iov_limit %d\n", count,
@@ -106,16 +121,9 @@ int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 		COUR_WARN(FI_LOG_EP_DATA, "message of %zu bytes exceeds max_msg_size\n", len);
 		return -FI_EMSGSIZE;
 	}
-	peer = cour_peer_get_locked(ep, dest);
-	if (COUR_UNLIKELY(!peer)) {
-		COUR_WARN(FI_LOG_EP_DATA, "send to fi_addr %" PRIu64 " not in the AV\n", dest);
-		return -FI_EINVAL;
-	}
-	if (COUR_UNLIKELY(ep->tx_outstanding >= cour_params.tx_size))
-		return -FI_EAGAIN;
-	txe = cour_pool_get(&ep->txe_pool);
-	if (COUR_UNLIKELY(!txe))
-		return -FI_EAGAIN;
+	ret = cour_txe_get(ep, dest, "send", &peer, &txe);
+	if (COUR_UNLIKELY(ret))
+		return ret;
 	ep->tx_outstanding++;
 	txe->list = NULL;
 	txe->context = context;

@@ -49,6 +49,7 @@ int cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, siz
 	size_t len = 0;
 	struct cour_peer *peer;
 	struct cour_txe *txe;
+	int ret;
 
 	if (COUR_UNLIKELY(count > COUR_IOV_MAX)) {
 		COUR_WARN(FI_LOG_EP_DATA, "RMA iov count %zu exceeds iov_limit %d\n", count,
@@ -66,16 +67,9 @@ int cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, siz
 			  len, cour_params.inject_size);
 		return -FI_EINVAL;
 	}
-	peer = cour_peer_get_locked(ep, dest);
-	if (COUR_UNLIKELY(!peer)) {
-		COUR_WARN(FI_LOG_EP_DATA, "RMA to fi_addr %" PRIu64 " not in the AV\n", dest);
-		return -FI_EINVAL;
-	}
-	if (COUR_UNLIKELY(ep->tx_outstanding >= cour_params.tx_size))
-		return -FI_EAGAIN;
-	txe = cour_pool_get(&ep->txe_pool);
-	if (COUR_UNLIKELY(!txe))
-		return -FI_EAGAIN;
+	ret = cour_txe_get(ep, dest, "RMA", &peer, &txe);
+	if (COUR_UNLIKELY(ret))
+		return ret;
 	memset(txe, 0, sizeof(*txe));
 	if (cour_txe_set_data(ep, txe, iov, count, len, flags & FI_INJECT)) {
 		cour_pool_put(&ep->txe_pool, txe);
