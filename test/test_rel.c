@@ -409,6 +409,20 @@ Test(txwin, a_sack_marks_packets_and_fast_retransmit_fills_the_holes)
 	}
 }
 
+Test(txwin, sacks_released_by_a_cumulative_ack_leave_no_holes_behind)
+{
+	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);   /* seqs 0..3 */
+	capwire_send(ep, data, 2 * CAPWIRE_ROOM, NULL, 0);   /* seqs 4, 5 */
+	capwire_ack(ep, 0, 0x7, 8);               /* 1..3 SACKed: 0 resent */
+	cr_assert_eq(ep->stats.retrans_fast, 1);
+	capwire_ack(ep, 4, 0, 8);                 /* 0..3 released, 4 and 5 still out */
+	capwire_clear();
+	/* long after, but before the RTO: 4 and 5 are no holes, nothing above them is SACKed */
+	cour_ep_timers(ep, cour_now_us() + peer->rto_us / 2);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 0);
+	cr_assert_eq(ep->stats.retrans_fast, 1);
+}
+
 Test(txwin, fast_retransmit_waits_for_three_sacked_above_a_hole)
 {
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);

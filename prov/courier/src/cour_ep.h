@@ -188,6 +188,8 @@ struct cour_peer {
 	struct cour_txe     *txq;             /* EAGER, RTS: packets left to build */
 	struct cour_txe     *tx_inflight;     /* all packets built, waiting for ACKs */
 	struct cour_txe     *tx_wait;         /* waiting for CTS or DONE */
+	uint32_t             sack_hi;         /* highest SACKed seq, if sack_valid and >= tx_una */
+	bool                 sack_valid;
 	uint32_t             tx_credit_limit; /* from the peer's headers */
 	uint32_t             tx_credit_used;  /* eager messages + RTS sent */
 	bool                 credit_stalled;  /* counted once per stall */

@@ -52,6 +52,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->rx_rdv_pending = 0;
 	peer->rma_rx_id = 0;
 	peer->rma_rx_err = 0;
+	peer->sack_valid = false;
 }
 
 struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
@@ -351,10 +352,10 @@ static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt)
 /* The timeout the current estimate gives, without a new sample: ends a backoff. */
 static void cour_peer_rto_from_srtt(struct cour_peer *peer)
 {
-	uint64_t rto = peer->srtt_us + 4 * peer->rttvar_us;
+	struct cour_rtt_est est = { .srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us };
 
-	rto = COUR_MAX(rto, (uint64_t)cour_params.rto_min_us);
-	peer->rto_us = COUR_MIN(rto, (uint64_t)cour_params.rto_max_us);
+	peer->rto_us = cour_rtt_rto(&est, (uint64_t)cour_params.rto_min_us,
+				    (uint64_t)cour_params.rto_max_us);
 }
 
 static void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
@@ -369,18 +370,14 @@ static void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
 	}
 }
 
-/* The highest SACKed sequence number in the window, or false if nothing is SACKed. */
+/* The highest SACKed sequence number still in the window, or false if nothing is SACKed.
+ * Kept as packets are SACKed, so the timer pass and every ACK need no window scan. */
 static bool cour_peer_last_sacked(const struct cour_peer *peer, uint32_t *last)
 {
-	uint32_t w = (uint32_t)cour_params.window;
-	bool any = false;
-
-	for (uint32_t s = peer->tx_una; s != peer->tx_next; s++)
-		if (peer->txwin[s % w].sacked) {
-			any = true;
-			*last = s;
-		}
-	return any;
+	if (!peer->sack_valid || cour_seq_lt(peer->sack_hi, peer->tx_una))
+		return false;
+	*last = peer->sack_hi;
+	return true;
 }
 
 /*
@@ -460,6 +457,10 @@ static void cour_peer_sack_one(struct cour_peer *peer, uint32_t s, uint64_t now,
 	if (slot->tries == 1 && slot->sent_us)
 		*fresh = slot;     /* SACKed as soon as it arrived: a clean RTT sample */
 	slot->sacked = true;
+	if (!peer->sack_valid || cour_seq_gt(s, peer->sack_hi)) {
+		peer->sack_hi = s;
+		peer->sack_valid = true;
+	}
 }
 
 /* ext: the ACK's full-window SACK bitmap (bit i: packet ack + 1 + i), or NULL. */

@@ -23,10 +23,20 @@ struct cour_rtt_est {
 	uint64_t rto_us;
 };
 
+/* The timeout an estimate gives: SRTT + 4 RTTVAR within [rto_min, rto_max]. */
+static inline uint64_t cour_rtt_rto(const struct cour_rtt_est *e, uint64_t rto_min,
+				    uint64_t rto_max)
+{
+	uint64_t rto = e->srtt_us + 4 * e->rttvar_us;
+
+	if (rto < rto_min)
+		rto = rto_min;
+	return rto > rto_max ? rto_max : rto;
+}
+
 static inline void cour_rtt_update(struct cour_rtt_est *e, uint64_t rtt, uint64_t rto_min,
 				   uint64_t rto_max)
 {
-	uint64_t rto;
 
 	if (!e->srtt_us) {
 		e->srtt_us = rtt ? rtt : 1;
@@ -39,12 +49,7 @@ static inline void cour_rtt_update(struct cour_rtt_est *e, uint64_t rtt, uint64_
 		if (!e->srtt_us)
 			e->srtt_us = 1;
 	}
-	rto = e->srtt_us + 4 * e->rttvar_us;
-	if (rto < rto_min)
-		rto = rto_min;
-	if (rto > rto_max)
-		rto = rto_max;
-	e->rto_us = rto;
+	e->rto_us = cour_rtt_rto(e, rto_min, rto_max);
 }
 
 /*
