@@ -32,8 +32,9 @@ stage "build (-Werror)" bash "$top/scripts/build.sh" "$top/build-ci" --enable-we
 stage "make check" check "$top/build-ci"
 stage "Open MPI over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi.sh" "$top/build-ci"
 stage "Open MPI one-sided over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi-osc.sh" "$top/build-ci"
-# forged packets with valid sessions can still derail a session (crc32c is no authenticator):
-# such stalls are counted and recovered; crashes, sanitizer reports and livelocks fail
+# the harness forges packets with valid sessions, sequence numbers and crc, which can derail a
+# session or replace its data (crc32c is no authenticator): those are counted and recovered;
+# crashes, sanitizer reports and livelocks fail
 stage "fuzz the packet path (60 s, libFuzzer+ASan+UBSan)" env FUZZ_STALL=recover FUZZ_SECONDS=60 \
 	sh "$top/test/fuzz/run-fuzz.sh" "$top/build-ci"
 stage "build (ASan+UBSan)" bash "$top/scripts/build.sh" "$top/build-asan" --enable-werror --enable-sanitizers

@@ -140,7 +140,7 @@ grep -E '^(stat::|fuzz_rx:|Done)' "$work/fuzz.log" >&2
 crashes=$(ls "$work/artifacts" 2>/dev/null)
 if [ "$rc" -ne 0 ] || [ -n "$crashes" ]; then
 	keep=1
-	echo "run-fuzz: FAILED (exit $rc); log: $work/fuzz.log" >&2
+	echo "run-fuzz: FAILED (libFuzzer exit $rc); log: $work/fuzz.log" >&2
 	sed -n '/==ERROR\|runtime error\|fuzz_rx: \|deadly signal\|ALARM\|SUMMARY/,+40p' \
 		"$work/fuzz.log" | head -n 120 >&2
 	for f in $crashes; do
