@@ -34,6 +34,7 @@ EOF
 chmod +x "$out/rsh"
 
 for np in 2 8; do
+	rm -rf "$out/ranks"
 	hosts=$(seq -s, -f "n%g" 1 "$np")
 	# mpi_yield_when_idle: eight busy-polling ranks on a small machine starve each other; ORTE
 	# sets it only when it sees a node oversubscribed, and each of ours holds one rank.
@@ -42,16 +43,19 @@ for np in 2 8; do
 		--mca plm_rsh_agent $out/rsh --mca plm_rsh_no_tree_spawn 1 -np $np \
 		--mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 --mca osc rdma \
 		--mca btl_ofi_provider_include courier --mca btl_ofi_verbose 1 \
-		--mca mpi_yield_when_idle 1 \
+		--mca mpi_yield_when_idle 1 --output-filename $out/ranks \
 		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
 		-x FI_LOG_LEVEL=info -x FI_LOG_PROV=core -x FI_COURIER_STATS=1 $out/mpi_osc" \
 		>"$out/log" 2>&1 || { grep -v "^libfabric:" "$out/log"; echo "mpi_osc at $np ranks: FAILED"; exit 1; }
-	pids=$(sed -n 's/^\[[^]:]*:\([0-9]*\)\] .*btl:ofi:provider_include = "courier"$/\1/p' "$out/log" | sort -u)
-	sel=0
-	for pid in $pids; do
-		if grep -q "^libfabric:$pid:.*Opened fabric: courier$" "$out/log"; then sel=$((sel + 1)); fi
+	# one directory per rank (--output-filename): eight ranks writing into one stream
+	# interleave their lines, and a torn log line would hide the proof
+	sel=0 other=0
+	for r in "$out"/ranks/1/rank.*; do
+		if grep -qh 'btl:ofi:provider_include = "courier"$' "$r"/std* &&
+		   grep -qh "Opened fabric: courier$" "$r"/std*; then sel=$((sel + 1)); fi
+		n=$(cat "$r"/std* | grep "Opened fabric: " | grep -vc "Opened fabric: courier$" || true)
+		other=$((other + n))
 	done
-	other=$(grep "Opened fabric: " "$out/log" | grep -vc "Opened fabric: courier$" || true)
 	if [ "$sel" != "$np" ] || [ "$other" != 0 ] ||
 	   ! grep -q "mpi_osc: ok (0 errors, $np ranks)" "$out/log"; then
 		grep -v "^libfabric:" "$out/log"
@@ -59,7 +63,7 @@ for np in 2 8; do
 		exit 1
 	fi
 	grep "^mpi_osc: " "$out/log"
-	mb=$(grep -o "tx_bytes [0-9]*" "$out/log" | awk '{ s += $2 } END { printf "%.1f", s / 1e6 }' ||
+	mb=$(cat "$out"/ranks/1/rank.*/std* | grep -o "tx_bytes [0-9]*" | awk '{ s += $2 } END { printf "%.1f", s / 1e6 }' ||
 	     true)
 	echo "mpi_osc at $np ranks: ok, btl/ofi opened fabric courier on all $np ranks," \
 		"courier sent $mb MB"
