@@ -593,13 +593,19 @@ Test(attr, mr_mode_bits)
 	cr_assert_eq(cour_attr_mr_mode(info), FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED);
 	drop();
 
-	/* what fi_info(1) asks: every bit but the legacy ones; bits courier does not need are
-	 * cleared, FI_MR_LOCAL and FI_MR_ENDPOINT included (they would only burden the app) */
+	/* what fi_info(1) asks: every bit but the legacy ones; FI_MR_LOCAL, which courier does
+	 * not need, is cleared; FI_MR_ENDPOINT is kept where regions can be reached remotely
+	 * (RDM, first), not for DGRAM, which has no RMA */
 	hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
 	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+		     FI_MR_PROV_KEY | FI_MR_RMA_EVENT | FI_MR_ENDPOINT);
+	cr_assert_eq(cour_attr_mr_mode(info), FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+		     FI_MR_PROV_KEY | FI_MR_RMA_EVENT | FI_MR_ENDPOINT);
+	cr_assert_eq(info->next->ep_attr->type, FI_EP_DGRAM);
+	cr_assert_eq(info->next->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 		     FI_MR_PROV_KEY | FI_MR_RMA_EVENT);
-	cr_assert_eq(info->domain_attr->mr_mode & (FI_MR_LOCAL | FI_MR_ENDPOINT), 0);
 	drop();
 
 	hints->domain_attr->mr_mode = FI_MR_HMEM | FI_MR_RAW | FI_MR_MMU_NOTIFY;
@@ -612,6 +618,41 @@ Test(attr, mr_mode_bits)
 	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_BASIC);
 
 	hints->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL;	/* BASIC must be alone */
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+Test(attr, mr_mode_endpoint_only_with_remote_access)
+{
+	/* fabtests' and Open MPI 5's way: the application binds and enables when told to */
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR |
+				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->caps = FI_RMA | FI_ATOMIC;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_ENDPOINT | FI_MR_VIRT_ADDR |
+		     FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	drop();
+
+	hints->domain_attr->mr_mode = FI_MR_ENDPOINT;
+	hints->caps = FI_RMA | FI_REMOTE_WRITE;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_ENDPOINT, "offsets and application "
+		     "keys under FI_MR_ENDPOINT");
+	drop();
+
+	/* no region of these endpoints can be reached: a binding would guard nothing */
+	hints->caps = FI_RMA | FI_WRITE | FI_READ;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->domain_attr->mr_mode, 0, "initiator only");
+	drop();
+	hints->caps = FI_MSG | FI_TAGGED;
+	get(V117, NULL, NULL, 0, hints, 2);
+	cr_assert_eq(info->domain_attr->mr_mode, 0, "messages only");
+	cr_assert_eq(info->next->domain_attr->mr_mode, 0);
+	drop();
+
+	/* legacy values stay alone */
+	hints->caps = 0;
+	hints->domain_attr->mr_mode = FI_MR_SCALABLE | FI_MR_ENDPOINT;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 

@@ -105,6 +105,7 @@ static void setup(void)
 	t.g_fd = t.raw_fd = t.cap_fd = -1;
 	t.rng = SEED;
 	cour_params.wire = NULL;        /* the real UDP wire */
+	cour_params.shm = 0;            /* ...between A and B too: the stream must cross it */
 	cr_assert_not_null(hints);
 	hints->ep_attr->type = FI_EP_RDM;
 	/* RMA and atomics too: the forged RMA packets must reach their handlers */
@@ -411,7 +412,7 @@ static int garbage_one(unsigned kind, bool spoof)
 	case 3: flip = 1u << (rnd() % 32); break;               /* applied after the crc */
 	case 4: h.base.type = (uint8_t)(COUR_PKT_TYPE_MAX + rnd() % (257 - COUR_PKT_TYPE_MAX));
 		break;                                          /* 9..255, or 0 */
-	case 5: h.base.flags |= (uint16_t)(1u << (5 + rnd() % 11)); break;
+	case 5: h.base.flags |= (uint16_t)((COUR_F_ALL + 1u) << (rnd() % 10)); break;
 	case 6:         /* says the crc covers the payload, but it covers only the header */
 		h.base.flags |= COUR_F_PCSUM;
 		hdr_crc(&h, COUR_PKT_HDR_LEN);

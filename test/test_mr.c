@@ -4,6 +4,7 @@
  */
 #include "cour_mr.h"
 #include "cour_cq.h"
+#include "cour_ep.h"
 #include "cour_errno.h"
 
 #include <criterion/criterion.h>
@@ -11,6 +12,10 @@
 #include <stdlib.h>
 
 static struct cour_domain dom;
+/* Endpoints as cour_mr.c sees them: a fid, a domain, a reference count. ep_a is the one
+ * remote accesses arrive on unless a test says otherwise; alien belongs to another domain. */
+static struct cour_domain other_dom;
+static struct cour_ep ep_a, ep_b, alien;
 static struct fi_ops_mr test_mr_ops = {
 	.size = sizeof(struct fi_ops_mr),
 	.reg = cour_mr_reg,
@@ -24,6 +29,12 @@ static void setup(void)
 	cour_lock_init(&dom.lock, true);
 	dom.domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom.domain_fid.mr = &test_mr_ops;
+	memset(&ep_a, 0, sizeof(ep_a));
+	memset(&ep_b, 0, sizeof(ep_b));
+	memset(&alien, 0, sizeof(alien));
+	ep_a.ep_fid.fid.fclass = ep_b.ep_fid.fid.fclass = alien.ep_fid.fid.fclass = FI_CLASS_EP;
+	ep_a.domain = ep_b.domain = &dom;
+	alien.domain = &other_dom;
 }
 
 static void teardown(void)
@@ -31,6 +42,8 @@ static void teardown(void)
 	cr_expect_eq(dom.refcnt, 0, "regions left open: %d", dom.refcnt);
 	cr_expect_null(dom.mr_by_key, "the key table must be empty after every close");
 	cr_expect_eq(dom.lock.held, 0, "progress lock left held");
+	cr_expect_eq(ep_a.refcnt + ep_b.refcnt + alien.refcnt, 0,
+		     "endpoint references left: %d %d %d", ep_a.refcnt, ep_b.refcnt, alien.refcnt);
 	cour_lock_destroy(&dom.lock);
 }
 
@@ -47,14 +60,21 @@ static struct fid_mr *reg(const void *buf, size_t len, uint64_t access, uint64_t
 	return mr;
 }
 
-static int check(uint64_t key, uint64_t addr, size_t len, uint64_t access, void **ptr)
+/* An access arriving on endpoint ep. */
+static int check_on(struct cour_ep *ep, uint64_t key, uint64_t addr, size_t len,
+		    uint64_t access, void **ptr)
 {
 	int ret;
 
 	cour_lock_acquire(&dom.lock);
-	ret = cour_mr_check_locked(&dom, key, addr, len, access, ptr, NULL);
+	ret = cour_mr_check_locked(ep, key, addr, len, access, ptr, NULL);
 	cour_lock_release(&dom.lock);
 	return ret;
+}
+
+static int check(uint64_t key, uint64_t addr, size_t len, uint64_t access, void **ptr)
+{
+	return check_on(&ep_a, key, addr, len, access, ptr);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -253,7 +273,6 @@ Test(mr, zero_length_region)
 Test(mr, endpoint_mode_needs_bind_and_enable)
 {
 	static char buf[64];
-	struct fid_ep ep = { .fid = { .fclass = FI_CLASS_EP } };
 	struct fid_mr *mr;
 	uint64_t key;
 	void *p;
@@ -265,16 +284,101 @@ Test(mr, endpoint_mode_needs_bind_and_enable)
 		     "not enabled yet");
 	cr_expect_eq(fi_mr_enable(mr), -FI_EINVAL, "enable before the endpoint binding");
 	cr_expect_eq(check(key, (uintptr_t)buf, 8, FI_REMOTE_WRITE, &p), COUR_E_BAD_KEY);
-	cr_assert_eq(fi_mr_bind(mr, &ep.fid, FI_REMOTE_WRITE), 0,
+	cr_assert_eq(fi_mr_bind(mr, &ep_a.ep_fid.fid, FI_REMOTE_WRITE), 0,
 		     "OpenSHMEM passes FI_REMOTE_WRITE when binding to the endpoint");
-	cr_expect_eq(COUR_CONTAINER_OF(mr, struct cour_mr, mr_fid)->ep, &ep);
+	cr_expect_eq(COUR_CONTAINER_OF(mr, struct cour_mr, mr_fid)->ep, &ep_a);
+	cr_expect_eq(ep_a.refcnt, 1, "the binding holds the endpoint open");
 	cr_expect_eq(check(key, (uintptr_t)buf, 8, FI_REMOTE_WRITE, &p), COUR_E_BAD_KEY,
 		     "bound but not enabled");
 	cr_assert_eq(fi_mr_enable(mr), 0);
+	p = NULL;
 	cr_expect_eq(check(key, (uintptr_t)buf, 8, FI_REMOTE_WRITE, &p), COUR_E_OK);
 	cr_expect_eq(p, buf);
-	cr_expect_eq(fi_mr_bind(mr, &ep.fid, 0), -FI_EINVAL, "no binding after enable");
+	cr_expect_eq(fi_mr_bind(mr, &ep_b.ep_fid.fid, 0), -FI_EINVAL, "no binding after enable");
 	cr_expect_eq(fi_mr_enable(mr), 0, "enable twice is harmless");
+	cr_expect_eq(ep_a.refcnt, 1);
+	cr_expect_eq(ep_b.refcnt, 0);
+	cr_assert_eq(fi_close(&mr->fid), 0);
+	cr_expect_eq(ep_a.refcnt, 0, "closing the region lets the endpoint close");
+}
+
+Test(mr, endpoint_mode_region_answers_its_endpoint_only)
+{
+	static char buf[64];
+	struct fid_mr *ma, *mb;
+	uint64_t ka, kb, addr = (uintptr_t)buf;
+	void *p = NULL;
+
+	dom.mr_mode = FI_MR_ENDPOINT | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	ma = reg(buf, sizeof(buf), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0);
+	mb = reg(buf, sizeof(buf), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0);
+	ka = fi_mr_key(ma);
+	kb = fi_mr_key(mb);
+	cr_assert_eq(fi_mr_bind(ma, &ep_a.ep_fid.fid, 0), 0);
+	cr_assert_eq(fi_mr_bind(mb, &ep_b.ep_fid.fid, 0), 0);
+	cr_assert_eq(fi_mr_enable(ma), 0);
+	cr_assert_eq(fi_mr_enable(mb), 0);
+
+	cr_expect_eq(check_on(&ep_a, ka, addr, 8, FI_REMOTE_WRITE, &p), COUR_E_OK);
+	cr_expect_eq(p, buf);
+	cr_expect_eq(check_on(&ep_b, kb, addr + 8, 8, FI_REMOTE_READ, &p), COUR_E_OK);
+	cr_expect_eq(p, buf + 8);
+	p = NULL;
+	/* through the other endpoint the key is unknown: the same answer as a bad key, before
+	 * bounds and access are looked at */
+	cr_expect_eq(check_on(&ep_b, ka, addr, 8, FI_REMOTE_WRITE, &p), COUR_E_BAD_KEY);
+	cr_expect_eq(check_on(&ep_a, kb, addr, 8, FI_REMOTE_READ, &p), COUR_E_BAD_KEY);
+	cr_expect_eq(check_on(&ep_b, ka, addr + 4096, 8, FI_REMOTE_WRITE, &p), COUR_E_BAD_KEY,
+		     "out of bounds too: nothing about the region leaks to another endpoint");
+	cr_expect_null(p, "no pointer on failure");
+	cr_expect_eq(ep_a.refcnt, 1);
+	cr_expect_eq(ep_b.refcnt, 1);
+	cr_assert_eq(fi_close(&ma->fid), 0);
+	cr_assert_eq(fi_close(&mb->fid), 0);
+}
+
+Test(mr, endpoint_binding_errors)
+{
+	static char buf[64];
+	struct cour_mr *cmr;
+	struct fid_mr *mr;
+
+	dom.mr_mode = FI_MR_ENDPOINT;
+	mr = reg(buf, sizeof(buf), FI_REMOTE_WRITE, 0, 1, 0);
+	cmr = COUR_CONTAINER_OF(mr, struct cour_mr, mr_fid);
+	cr_expect_eq(fi_mr_bind(mr, &alien.ep_fid.fid, 0), -FI_EINVAL,
+		     "an endpoint of another domain");
+	cr_expect_eq(fi_mr_bind(mr, &ep_a.ep_fid.fid, FI_SEND), -FI_EBADFLAGS);
+	cr_expect_null(cmr->ep);
+	cr_expect_eq(ep_a.refcnt + alien.refcnt, 0, "failed bindings take no reference");
+	cr_assert_eq(fi_mr_bind(mr, &ep_a.ep_fid.fid, 0), 0);
+	cr_expect_eq(fi_mr_bind(mr, &ep_a.ep_fid.fid, 0), -FI_EINVAL, "bound twice");
+	cr_expect_eq(fi_mr_bind(mr, &ep_b.ep_fid.fid, 0), -FI_EINVAL,
+		     "a region belongs to one endpoint");
+	cr_expect_eq(cmr->ep, &ep_a);
+	cr_expect_eq(ep_a.refcnt, 1);
+	cr_expect_eq(ep_b.refcnt, 0);
+	cr_expect_eq(check(1, 0, 8, FI_REMOTE_WRITE, NULL), COUR_E_BAD_KEY, "not enabled");
+	cr_assert_eq(fi_mr_enable(mr), 0);
+	cr_expect_eq(check(1, 0, 8, FI_REMOTE_WRITE, NULL), COUR_E_OK, "offsets, app key 1");
+	cr_assert_eq(fi_close(&mr->fid), 0);
+}
+
+Test(mr, endpoint_binding_without_endpoint_mode_has_no_effect)
+{
+	static char buf[64];
+	struct fid_mr *mr;
+
+	dom.mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+	mr = reg(buf, sizeof(buf), FI_REMOTE_WRITE, 0, 0, 0);
+	cr_expect_eq(fi_mr_bind(mr, &alien.ep_fid.fid, 0), -FI_EINVAL,
+		     "still an endpoint of another domain");
+	cr_assert_eq(fi_mr_bind(mr, &ep_a.ep_fid.fid, 0), 0);
+	cr_assert_eq(fi_mr_bind(mr, &ep_b.ep_fid.fid, 0), 0);
+	cr_expect_null(COUR_CONTAINER_OF(mr, struct cour_mr, mr_fid)->ep);
+	cr_expect_eq(ep_a.refcnt + ep_b.refcnt, 0, "nothing to hold: regions are the domain's");
+	cr_expect_eq(check_on(&ep_b, fi_mr_key(mr), (uintptr_t)buf, 8, FI_REMOTE_WRITE, NULL),
+		     COUR_E_OK, "usable without fi_mr_enable, through any endpoint");
 	cr_assert_eq(fi_close(&mr->fid), 0);
 }
 

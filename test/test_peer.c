@@ -348,7 +348,7 @@ Test(rxwin, malformed_headers_are_dropped)
 	capwire_rx(ep, &h, NULL, 0);
 	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "version");
 	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
-	h.base.flags = 1 << 5;
+	h.base.flags = COUR_F_ALL + 1;
 	capwire_rx(ep, &h, NULL, 0);
 	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "unknown flag");
 	h = capwire_hdr(peer, COUR_PKT_TYPE_MAX, 0, 0, 0, 8);

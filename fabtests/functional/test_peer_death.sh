@@ -9,6 +9,9 @@
 #                               FI_DELIVERY_COMPLETE: they are acknowledged but never
 #                               delivered, so only the peer timeout can end them
 #                               (FI_EHOSTUNREACH)
+# Both sides are on this host, so by default they talk through shared memory: the killed
+# receiver is seen gone through its process (FI_EHOSTUNREACH) and must leave nothing in
+# /dev/shm. restart-now tests the UDP session restart, so it turns shared memory off.
 # Environment as run_pair.sh (COUR_BUILD, COUR_FT_PROVIDER); courier only (it needs
 # FI_COURIER_PEER_TIMEOUT), other providers skip.
 set -u
@@ -25,6 +28,7 @@ fi
 FI_PROVIDER=${FI_PROVIDER:-^ofi_rxd,ofi_rxm}; export FI_PROVIDER
 if [ "$mode" = restart-now ]; then
 	FI_COURIER_PEER_TIMEOUT=3000
+	FI_COURIER_SHM=0; export FI_COURIER_SHM
 else
 	FI_COURIER_PEER_TIMEOUT=500
 fi
@@ -59,6 +63,9 @@ wait_for() {
 	return 0
 }
 
+# (Criterion's own bxfi_* files come and go with unit tests running alongside)
+shm_list() { ls -A /dev/shm 2>/dev/null | grep -v '^bxfi_' | sort; }
+shm_before=$(shm_list)
 s1opt= copt=
 if [ "$mode" = delivery ]; then
 	s1opt=-N
@@ -87,6 +94,9 @@ spid2=$!
 wait $cpid; crc=$?; cpid=
 wait $spid2; src=$?; spid2=
 [ $crc -eq 0 ] && [ $src -eq 0 ] || fail "sender exit $crc, restarted receiver exit $src"
+shm_after=$(shm_list)
+[ "$shm_before" = "$shm_after" ] ||
+	fail "/dev/shm changed: before [$shm_before] after [$shm_after]"
 cat "$out/client" "$out/server2"
 case $mode in
 restart-now)

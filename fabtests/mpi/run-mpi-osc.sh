@@ -15,7 +15,10 @@
 #   libfabric:P:...::core:core:fi_fabric_():NNN<info> Opened fabric: courier    (libfabric)
 # and no other fabric may be opened. With pml ob1, btl/ofi is the only libfabric user in the
 # process; FI_PROVIDER=courier also hides every other provider from it.
+# The emulated nodes all share this host, so courier itself carries btl/ofi's traffic over its
+# shared-memory path: every rank's stats must show shm peers (unless FI_COURIER_SHM=0).
 set -euo pipefail
+shm=${FI_COURIER_SHM:-1}
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
@@ -45,26 +48,32 @@ for np in 2 8; do
 		--mca btl_ofi_provider_include courier --mca btl_ofi_verbose 1 \
 		--mca mpi_yield_when_idle 1 --output-filename $out/ranks \
 		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
-		-x FI_LOG_LEVEL=info -x FI_LOG_PROV=core -x FI_COURIER_STATS=1 $out/mpi_osc" \
+		-x FI_LOG_LEVEL=info -x FI_LOG_PROV=core -x FI_COURIER_STATS=1 \
+		-x FI_COURIER_SHM=$shm $out/mpi_osc" \
 		>"$out/log" 2>&1 || { grep -v "^libfabric:" "$out/log"; echo "mpi_osc at $np ranks: FAILED"; exit 1; }
 	# one directory per rank (--output-filename): eight ranks writing into one stream
 	# interleave their lines, and a torn log line would hide the proof
-	sel=0 other=0
+	sel=0 other=0 viashm=0
 	for r in "$out"/ranks/1/rank.*; do
+		if cat "$r"/std* | grep -q "shm_peers [1-9][0-9]* shm_tx_pkts [1-9]"; then
+			viashm=$((viashm + 1))
+		fi
 		if grep -qh 'btl:ofi:provider_include = "courier"$' "$r"/std* &&
 		   grep -qh "Opened fabric: courier$" "$r"/std*; then sel=$((sel + 1)); fi
 		n=$(cat "$r"/std* | grep "Opened fabric: " | grep -vc "Opened fabric: courier$" || true)
 		other=$((other + n))
 	done
-	if [ "$sel" != "$np" ] || [ "$other" != 0 ] ||
+	want=$np; [ "$shm" = 0 ] && want=0
+	if [ "$sel" != "$np" ] || [ "$other" != 0 ] || [ "$viashm" != "$want" ] ||
 	   ! grep -q "mpi_osc: ok (0 errors, $np ranks)" "$out/log"; then
 		grep -v "^libfabric:" "$out/log"
-		echo "mpi_osc at $np ranks: btl/ofi opened courier in $sel ranks, other fabrics $other"
+		echo "mpi_osc at $np ranks: btl/ofi opened courier in $sel ranks, other fabrics" \
+			"$other, shm used by $viashm"
 		exit 1
 	fi
 	grep "^mpi_osc: " "$out/log"
 	mb=$(cat "$out"/ranks/1/rank.*/std* | grep -o "tx_bytes [0-9]*" | awk '{ s += $2 } END { printf "%.1f", s / 1e6 }' ||
 	     true)
 	echo "mpi_osc at $np ranks: ok, btl/ofi opened fabric courier on all $np ranks," \
-		"courier sent $mb MB"
+		"courier sent $mb MB, shared memory used by $viashm"
 done

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # run-mpi.sh BUILDDIR: Debian's Open MPI, two-sided over courier (pml cm, mtl ofi), at 2 and 8
 # ranks, in a network namespace with only loopback. Proves courier was selected: every rank's
-# mtl_ofi_verbose line must name provider "courier" exactly.
+# mtl_ofi_verbose line must name provider "courier" exactly. All ranks share the host, so they
+# reach each other through shared memory: every rank's stats must show shm peers, unless
+# FI_COURIER_SHM=0 is set (then UDP carries everything, and that is checked instead).
 set -euo pipefail
+shm=${FI_COURIER_SHM:-1}
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
@@ -14,15 +17,24 @@ for np in 2 8; do
 		--oversubscribe --bind-to none -np $np --mca pml cm --mca mtl ofi \
 		--mca opal_common_ofi_provider_include courier --mca mtl_ofi_verbose 1 \
 		--output-filename $out/ranks \
-		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs $out/mpi_p2p" \
+		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
+		-x FI_COURIER_STATS=1 -x FI_COURIER_SHM=$shm $out/mpi_p2p" \
 		>"$out/log" 2>&1 || { cat "$out/log"; echo "mpi_p2p at $np ranks: FAILED"; exit 1; }
 	# counted per rank (--output-filename): ranks writing into one stream can tear lines
-	sel=0
+	sel=0 viashm=0
 	for r in "$out"/ranks/1/rank.*; do
 		if cat "$r"/std* | grep -q "mtl:ofi:prov: courier$"; then sel=$((sel + 1)); fi
+		if cat "$r"/std* | grep -q "shm_peers [1-9][0-9]* shm_tx_pkts [1-9]"; then
+			viashm=$((viashm + 1))
+		fi
 	done
-	if [ "$sel" != "$np" ] || ! grep -q "mpi_p2p: ok (0 errors, $np ranks)" "$out/log"; then
-		cat "$out/log"; echo "mpi_p2p at $np ranks: courier selected by $sel ranks"; exit 1
+	want=$np; [ "$shm" = 0 ] && want=0
+	if [ "$sel" != "$np" ] || [ "$viashm" != "$want" ] ||
+	   ! grep -q "mpi_p2p: ok (0 errors, $np ranks)" "$out/log"; then
+		cat "$out/log"
+		echo "mpi_p2p at $np ranks: courier selected by $sel ranks, shm used by $viashm"
+		exit 1
 	fi
-	echo "mpi_p2p at $np ranks: ok, mtl:ofi:prov: courier on all $np ranks"
+	echo "mpi_p2p at $np ranks: ok, mtl:ofi:prov: courier on all $np ranks," \
+		"shared memory used by $viashm"
 done

@@ -39,6 +39,14 @@ struct fi_courier_stats {
 	uint64_t rma_refused;               /* ... refused as the target (key, bounds, access) */
 	uint64_t rma_snapshots;             /* reads copied aside to keep WAR/SAR order or
 					     * because their region was closed */
+	/* same-host peers over shared memory (FI_COURIER_SHM) */
+	uint64_t shm_peers;                 /* peers whose ring this endpoint mapped */
+	uint64_t shm_tx_pkts, shm_rx_pkts;  /* packets through the rings (also in tx/rx_pkts) */
+	uint64_t shm_ring_full;             /* sends that found the peer's ring full and waited */
+	uint64_t shm_doorbells;             /* wake-ups sent to a peer sleeping on its socket */
+	uint64_t shm_single_copy_bytes;     /* bytes moved by process_vm_readv/writev */
+	uint64_t shm_copy_fallbacks;        /* single copies refused: copied through the ring */
+	uint64_t shm_reclaimed;             /* ring cells of dead producers skipped */
 };
 
 struct fi_courier_ops_ep {

@@ -82,6 +82,7 @@ struct cour_params {
 	char    *iface_addr;       /* local address to bind when no node is given */
 	char    *fault;            /* fault injection spec, see wire/cour_fault.c */
 	char    *wire;             /* "udp" (default) or "loop" (one process, for tests) */
+	int      shm;              /* same-host peers through shared memory */
 };
 extern struct cour_params cour_params;
 
@@ -160,6 +161,7 @@ struct cour_domain {
 	volatile bool       thread_stop;
 	int                 wake_fd;       /* eventfd: kicks the thread (new ep, close) */
 	uint64_t            app_polls;       /* progress calls by the application, not the thread */
+	bool                shm_ready;       /* an armed ring already held packets: do not sleep */
 };
 
 /* Run the protocol engine once for every endpoint of the domain. Lock held. */

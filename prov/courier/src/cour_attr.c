@@ -310,12 +310,20 @@ static bool cour_match_fabric(const struct cour_match *m, const struct fi_info *
 }
 
 /*
- * The mr_mode to report for these hints, or -1 when the application's registration modes
- * cannot be met (see cour_attr.h for why legacy values come back as legacy values).
+ * The mr_mode to report for these hints and the capabilities granted, or -1 when the
+ * application's registration modes cannot be met (see cour_attr.h for why legacy values come
+ * back as legacy values).
+ *
+ * FI_MR_ENDPOINT offered by the application is kept when caps grant remote access
+ * (FI_REMOTE_READ or FI_REMOTE_WRITE): an application that offers it binds and enables its
+ * regions (Open MPI 5's btl/ofi, libfabric's fabtests, OpenSHMEM), and its regions then answer
+ * the endpoint they are bound to only. Without remote access there is nothing for a binding
+ * to guard, and fi_mr(3) has providers clear the bits they do not need.
  */
-static int cour_attr_pick_mr_mode(uint32_t version, const struct fi_info *hints)
+static int cour_attr_pick_mr_mode(uint32_t version, const struct fi_info *hints, uint64_t caps)
 {
 	int want = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;
+	int mode;
 
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
 		switch (want) {
@@ -330,7 +338,10 @@ static int cour_attr_pick_mr_mode(uint32_t version, const struct fi_info *hints)
 	}
 	if (want & (FI_MR_BASIC | FI_MR_SCALABLE))
 		return (want == FI_MR_BASIC || want == FI_MR_SCALABLE) ? want : -1;
-	return want & COUR_MR_MODE_SUPPORTED;
+	mode = want & COUR_MR_MODE_SUPPORTED;
+	if ((want & FI_MR_ENDPOINT) && (caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		mode |= FI_MR_ENDPOINT;
+	return mode;
 }
 
 static bool cour_match_domain(const struct cour_match *m, const struct fi_info *hints)
@@ -349,7 +360,7 @@ static bool cour_match_domain(const struct cour_match *m, const struct fi_info *
 		return COUR_NOMATCH(m, "unknown threading %d, progress %d/%d, resource_mgmt %d "
 				    "or av_type %d", (int)h->threading, (int)h->control_progress,
 				    (int)h->data_progress, (int)h->resource_mgmt, (int)h->av_type);
-	if (cour_attr_pick_mr_mode(m->version, hints) < 0)
+	if (cour_attr_pick_mr_mode(m->version, hints, 0) < 0)
 		return COUR_NOMATCH(m, "mr_mode 0x%x invalid for API %u.%u", h->mr_mode,
 				    FI_MAJOR(m->version), FI_MINOR(m->version));
 	if (h->auth_key_size || h->auth_key)
@@ -434,12 +445,14 @@ static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct f
 	const struct fi_domain_attr *hd;
 
 	fi->fabric_attr->api_version = version;
-	fi->domain_attr->mr_mode = cour_attr_pick_mr_mode(version, hints);
 	fi->mode = 0;
+	if (hints)
+		fi->caps = cour_attr_pick_caps(fi->caps, hints);
+	/* after the caps: whether FI_MR_ENDPOINT is kept depends on them */
+	fi->domain_attr->mr_mode = cour_attr_pick_mr_mode(version, hints, fi->caps);
 	if (!hints)
 		return;
 
-	fi->caps = cour_attr_pick_caps(fi->caps, hints);
 	fi->tx_attr->caps &= fi->caps;
 	fi->rx_attr->caps &= fi->caps;
 	fi->domain_attr->caps &= fi->caps;

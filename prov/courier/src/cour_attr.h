@@ -15,7 +15,8 @@
  *
  * mr_mode: courier needs no registration mode. The bits of COUR_MR_MODE_SUPPORTED that the
  * application says it supports are returned as they came (VIRT_ADDR, PROV_KEY, ALLOCATED,
- * RMA_EVENT select how keys and addresses work); others are cleared. The legacy
+ * RMA_EVENT select how keys and addresses work); FI_MR_ENDPOINT too when the info grants
+ * remote access (cour_attr_pick_mr_mode); others are cleared. The legacy
  * values are returned as legacy values, as fi_mr(3) requires (FI_MR_BASIC is never cleared,
  * and applications of API < 1.5 compare the field against FI_MR_BASIC / FI_MR_SCALABLE);
  * cour_attr_mr_mode() turns any of them into plain mode bits for the domain.
@@ -40,9 +41,10 @@
 #define COUR_TAG_FORMAT     0xAAAAAAAAAAAAAAAAULL
 
 /* Returned when the application offers them: they choose how keys and addresses work.
- * FI_MR_LOCAL and FI_MR_ENDPOINT are never returned: courier needs neither local
- * registration nor endpoint-bound regions, and returning them would force that work on the
- * application (fi_mr(3): the provider clears the bits it does not need). */
+ * FI_MR_LOCAL is never returned: courier needs no local registration, and returning it would
+ * force that work on the application (fi_mr(3): the provider clears the bits it does not
+ * need). FI_MR_ENDPOINT is kept, outside this mask, when offered with remote access: an
+ * application that offers it means to bind its regions, and gets them guarded per endpoint. */
 #define COUR_MR_MODE_SUPPORTED (FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | \
 				FI_MR_RMA_EVENT)
 /* libfabric marks with this flag the queries its utility providers (ofi_rxd, ofi_rxm) make for

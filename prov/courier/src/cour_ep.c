@@ -368,6 +368,13 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		s.drop_stale_session, s.drop_no_buf, s.credit_stalls, s.window_stalls,
 		s.unexpected_msgs, s.peers_unreachable, s.peers_reset, s.rtt_srtt_us,
 		s.fault_drops, s.fault_dups, s.fault_corrupts, s.fault_reorders);
+	if (ep->shm_ring)
+		fprintf(stderr, "courier stats %s: shm_peers %" PRIu64 " shm_tx_pkts %" PRIu64
+			" shm_rx_pkts %" PRIu64 " shm_ring_full %" PRIu64 " shm_doorbells %" PRIu64
+			" shm_single_copy_bytes %" PRIu64 " shm_copy_fallbacks %" PRIu64
+			" shm_reclaimed %" PRIu64 "\n", str, s.shm_peers, s.shm_tx_pkts,
+			s.shm_rx_pkts, s.shm_ring_full, s.shm_doorbells, s.shm_single_copy_bytes,
+			s.shm_copy_fallbacks, cour_shm_ring_reclaimed(ep->shm_ring));
 }
 
 /* ---- open and close ---- */
@@ -377,6 +384,12 @@ static int cour_ep_close(struct fid *fid)
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 	struct cour_domain *dom = ep->domain;
 
+	/* FI_MR_ENDPOINT regions bound to us hold a reference (cour_mr.c): they close first */
+	if (cour_ref_get(&ep->refcnt) > 0) {
+		COUR_WARN(FI_LOG_EP_CTRL, "endpoint still bound to %d memory region(s)\n",
+			  cour_ref_get(&ep->refcnt));
+		return -FI_EBUSY;
+	}
 	cour_lock_acquire(&dom->lock);
 	if (ep->enabled)
 		DL_DELETE2(dom->eps, ep, dom_prev, dom_next);
@@ -385,6 +398,7 @@ static int cour_ep_close(struct fid *fid)
 	cour_msg_ep_close(ep);
 	if (cour_params.stats)
 		cour_ep_print_stats(ep);
+	cour_shm_ep_close(ep);
 	ep->wire->close(ep);
 	if (ep->tx_cq)
 		cour_ref_dec(&ep->tx_cq->refcnt);
@@ -478,6 +492,7 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	ret = ep->wire->open(ep, &want);
 	if (ret)
 		goto err_free;
+	cour_shm_ep_open(ep);
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;

@@ -32,6 +32,7 @@
 #include "cour_errno.h"
 #include "proto/cour_wire_fmt.h"
 #include "wire/cour_wire.h"
+#include "wire/cour_shm_ring.h"
 #include "util/cour_addr.h"
 #include "util/cour_pool.h"
 
@@ -141,6 +142,7 @@ struct cour_rxmsg {
 	char                *ubuf;            /* unexpected: malloc'd total_len bytes */
 	size_t               slice_off;       /* multi-recv: offset of this message in iov[0] */
 	size_t               accept_len;      /* bytes the receiver keeps (truncation) */
+	uint64_t             cma_addr;        /* RTS|CMA: the sender's buffer, to pull from */
 };
 
 /* Send-window slot: everything needed to (re)build one sequenced packet. */
@@ -214,6 +216,17 @@ struct cour_peer {
 	uint32_t             rma_rx_id;       /* the WRITE whose fragments are arriving */
 	int                  rma_rx_err;      /* ... refused already (prov_errno): ignore the rest */
 	uint32_t             rx_rdv_pending;  /* our CTSes still waiting for the peer's RDATA */
+
+	/* same host (wire/cour_shm.c): the peer's ring, mapped once its HELLO arrived */
+	struct cour_shm_ring *shm;
+	bool                 via_shm;         /* sequenced packets go through shm (in order) */
+	bool                 shm_blocked;     /* its ring was full: resend from tx_una first */
+	bool                 hello_sent;
+	int                  pidfd;           /* the peer's process, -1: none */
+	uint32_t             shm_pid;
+	uint64_t             shm_nonce;
+	bool                 cma_off;         /* we cannot single-copy with it (kernel said no) */
+	bool                 peer_pulls;      /* it can single-copy with us (its HELLO said) */
 };
 
 /* Every packet dropped as malformed is counted, and said why at debug level. */
@@ -248,6 +261,13 @@ struct cour_ep {
 	struct sockaddr_storage bound_sa;
 	socklen_t            bound_len;
 	bool                 tx_blocked;      /* the socket refused packets; retry in progress */
+	/* same-host peers (wire/cour_shm.c): our receive ring, NULL when shm is off */
+	struct cour_shm_ring *shm_ring;
+	struct cour_shm_locator shm_loc;
+	bool                 rx_borrowed;     /* the packet being handled lives in the ring */
+	bool                 shm_armed;       /* we asked producers for a doorbell (sleeping) */
+	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
+	uint64_t             now_us;          /* the clock as this progress call read it */
 
 	size_t               tx_outstanding;  /* application sends not yet completed */
 
@@ -294,6 +314,13 @@ static inline struct cour_ep *cour_ep_of(struct fid_ep *ep_fid)
 #ifndef COUR_DGRAM_MAX_MSG
 #define COUR_DGRAM_MAX_MSG (COUR_MAX_PKT - 80)
 #endif
+
+/* The time, for the receive path: packets taken from a shm ring in one progress call share
+ * the clock read that call made (a clock read costs as much as a small message's handling). */
+static inline uint64_t cour_ep_clock(const struct cour_ep *ep)
+{
+	return ep->rx_borrowed ? ep->now_us : cour_now_us();
+}
 
 /* A deadline set outside cour_ep_timers: the progress loop must not sleep past it. */
 static inline void cour_ep_timer_at(struct cour_ep *ep, uint64_t t)
@@ -420,6 +447,38 @@ struct cour_wire_msg {
 };
 void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len, const void *hdr,
 		      size_t hdr_len, const struct iovec *iov, size_t iovcnt);
+
+/* ---- wire/cour_shm.c: same-host peers ---- */
+int  cour_shm_ep_open(struct cour_ep *ep);     /* 0 even when shm stays off (logged) */
+void cour_shm_ep_close(struct cour_ep *ep);
+void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags);
+void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *h);
+void cour_shm_peer_detach(struct cour_peer *peer);
+bool cour_shm_peer_gone(struct cour_peer *peer);
+/* A sequenced packet into the peer's ring: 0, or -FI_EAGAIN when it is full. */
+int  cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t hdr_len,
+		   const struct iovec *iov, size_t iovcnt);
+/* A finished unsequenced packet to the peer, through its ring if mapped. */
+int  cour_peer_send_now(struct cour_peer *peer, const void *hdr, size_t hdr_len,
+			const struct iovec *iov, size_t iovcnt);
+int  cour_shm_poll(struct cour_ep *ep);
+bool cour_shm_arm(struct cour_ep *ep);         /* before sleeping: false if packets wait */
+void cour_shm_disarm(struct cour_ep *ep);
+
+/* ---- proto/cour_cma.c: single copy with same-host peers ---- */
+bool   cour_cma_usable(const struct cour_peer *peer, size_t len, size_t count);
+size_t cour_cma_eager_max(const struct cour_peer *peer);
+/* 0; -FI_EPERM: refused (logged, counted, peer->cma_off); -FI_EFAULT: bad address */
+int    cour_cma_pull(struct cour_peer *peer, const struct iovec *local, size_t nlocal,
+		     uint64_t raddr, size_t len);
+int    cour_cma_push(struct cour_peer *peer, const struct iovec *local, size_t nlocal,
+		     uint64_t raddr, size_t len);
+void   cour_send_ctrl_flags(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
+			    uint32_t rx_id, uint64_t len, uint16_t flags);
+/* An operation whose packets must all be built again (answers changed the plan): its window
+ * slots forget it and it queues anew. */
+void   cour_txe_requeue(struct cour_peer *peer, struct cour_txe *txe);
+void   cour_txe_detach_slots(struct cour_peer *peer, struct cour_txe *txe);
 
 /* ---- wire/cour_fault.c ---- */
 struct cour_fault *cour_fault_create(const char *spec);

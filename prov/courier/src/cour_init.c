@@ -24,6 +24,7 @@ struct cour_params cour_params = {
 	.iface_addr = NULL,
 	.fault = NULL,
 	.wire = NULL,
+	.shm = 1,
 };
 
 static void cour_fini(void)
@@ -119,6 +120,9 @@ static void cour_params_define(void)
 	fi_param_define(&cour_prov, "wire", FI_PARAM_STRING,
 		"Transport under the protocol engine: udp, or loop (endpoints of one process "
 		"only, for tests) (default: udp)");
+	fi_param_define(&cour_prov, "shm", FI_PARAM_BOOL,
+		"Reach peers on the same host (same kernel, network and pid namespaces) through "
+		"shared memory instead of UDP (default: %d)", p->shm);
 
 	cour_param_size("mtu", &p->mtu, 0, 65000);
 	if (p->mtu && p->mtu < 512) {
@@ -151,6 +155,7 @@ static void cour_params_define(void)
 	fi_param_get_str(&cour_prov, "iface_addr", &p->iface_addr);
 	fi_param_get_str(&cour_prov, "fault", &p->fault);
 	fi_param_get_str(&cour_prov, "wire", &p->wire);
+	fi_param_get_bool(&cour_prov, "shm", &p->shm);
 	if (p->rto_max_us < p->rto_min_us)
 		p->rto_max_us = p->rto_min_us;
 }

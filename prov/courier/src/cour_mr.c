@@ -14,9 +14,18 @@
  *   FI_RMA_EVENT; fi_mr_enable enables (FI_MR_ENDPOINT: only once bound to an endpoint). After
  *   fi_mr_enable no binding is accepted. Counter bindings are accepted whatever the mode, since
  *   OpenSHMEM binds a target counter without FI_MR_RMA_EVENT.
+ * - FI_MR_ENDPOINT: a region belongs to the one endpoint it is bound to. An access arriving on
+ *   any other endpoint of the domain finds no region: it is refused as a bad key, exactly like
+ *   a key never registered. One endpoint binding per region; an endpoint of another domain is
+ *   refused. The binding holds a reference on the endpoint, which refuses to close
+ *   (-FI_EBUSY) while regions are bound to it, as counters and EQs do while bound: libfabric's
+ *   own fabtests close regions before the endpoint under FI_MR_ENDPOINT, and cxi (the provider
+ *   that requires the mode) refuses the same way. Without FI_MR_ENDPOINT an endpoint binding is
+ *   checked and has no effect: regions belong to the domain.
  */
 #include "cour_mr.h"
 #include "cour_cq.h"
+#include "cour_ep.h"
 #include "cour_errno.h"
 
 #include <inttypes.h>
@@ -107,15 +116,17 @@ static uint64_t cour_mr_next_prov_key(void)
 
 /* ---- the target-side check ---- */
 
-int cour_mr_check_locked(struct cour_domain *dom, uint64_t key, uint64_t addr, size_t len,
+int cour_mr_check_locked(struct cour_ep *ep, uint64_t key, uint64_t addr, size_t len,
 			 uint64_t access, void **ptr, struct cour_mr **mr_out)
 {
+	struct cour_domain *dom = ep->domain;
 	struct cour_mr *mr;
 	uint64_t start, off;
 
 	cour_lock_assert_held(&dom->lock);
 	HASH_FIND(hh, dom->mr_by_key, &key, sizeof(uint64_t), mr);
-	if (!mr || !mr->enabled)
+	/* mr->ep is set only under FI_MR_ENDPOINT: to other endpoints the region does not exist */
+	if (!mr || !mr->enabled || (mr->ep && mr->ep != ep))
 		return COUR_E_BAD_KEY;
 	if ((mr->access & access) != access)
 		return COUR_E_ACCESS;
@@ -251,6 +262,32 @@ static inline struct cour_mr *cour_mr_of(struct fid *fid)
 	return COUR_CONTAINER_OF(fid, struct cour_mr, mr_fid.fid);
 }
 
+static int cour_mr_bind_ep_locked(struct cour_mr *mr, struct cour_ep *ep, uint64_t flags)
+{
+	cour_lock_assert_held(&mr->domain->lock);
+	/* fi_mr(3) says flags "should be 0"; OpenSHMEM passes FI_REMOTE_WRITE */
+	if (flags & ~(FI_REMOTE_WRITE | FI_REMOTE_READ)) {
+		COUR_WARN(FI_LOG_MR, "endpoint binding flags 0x%" PRIx64 ": want 0 (or "
+			  "FI_REMOTE_READ/WRITE, ignored)\n", flags);
+		return -FI_EBADFLAGS;
+	}
+	if (ep->domain != mr->domain) {
+		COUR_WARN(FI_LOG_MR, "region 0x%" PRIx64 ": fi_mr_bind to an endpoint of another "
+			  "domain\n", mr->key);
+		return -FI_EINVAL;
+	}
+	if (!(cour_mr_mode(mr->domain) & FI_MR_ENDPOINT))
+		return 0;
+	if (mr->ep) {
+		COUR_WARN(FI_LOG_MR, "FI_MR_ENDPOINT: region 0x%" PRIx64 " is already bound to %s "
+			  "endpoint\n", mr->key, mr->ep == ep ? "this" : "another");
+		return -FI_EINVAL;
+	}
+	cour_ref_inc(&ep->refcnt);
+	mr->ep = ep;
+	return 0;
+}
+
 static int cour_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	const uint64_t events = FI_REMOTE_WRITE | FI_REMOTE_READ;
@@ -291,8 +328,8 @@ static int cour_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		mr->cntr_flags = flags;
 		break;
 	case FI_CLASS_EP:
-		/* fi_mr(3) says flags "should be 0"; OpenSHMEM passes FI_REMOTE_WRITE. */
-		mr->ep = COUR_CONTAINER_OF(bfid, struct fid_ep, fid);
+		ret = cour_mr_bind_ep_locked(mr, COUR_CONTAINER_OF(bfid, struct cour_ep, ep_fid.fid),
+					     flags);
 		break;
 	default:
 		COUR_WARN(FI_LOG_MR, "a memory region binds to an endpoint or a counter, not to "
@@ -345,6 +382,8 @@ static int cour_mr_close(struct fid *fid)
 	/* from here every access with the key is refused; reads already being answered from
 	 * the region must not touch it again */
 	cour_rma_mr_closing(dom, mr->base, mr->len);
+	if (mr->ep)
+		cour_ref_dec(&mr->ep->refcnt);
 	cour_lock_release(&dom->lock);
 	if (mr->cntr)
 		cour_ref_dec(&mr->cntr->refcnt);

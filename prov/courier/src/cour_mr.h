@@ -19,7 +19,9 @@ struct cour_mr {
 	uint64_t             offset;       /* fi_mr_attr.offset: base of offset-addressed access */
 	struct cour_cntr    *cntr;         /* FI_REMOTE_WRITE/READ events (fi_mr_bind to a counter) */
 	uint64_t             cntr_flags;   /* FI_REMOTE_WRITE and/or FI_REMOTE_READ: what cntr counts */
-	struct fid_ep       *ep;           /* FI_MR_ENDPOINT: bound endpoint */
+	struct cour_ep      *ep;           /* FI_MR_ENDPOINT: the only endpoint remote accesses may
+					    * arrive on; holds a reference (ep->refcnt), so the
+					    * endpoint cannot close under the region */
 	bool                 enabled;      /* FI_MR_ENDPOINT regions are usable after fi_mr_enable */
 	bool                 sealed;       /* fi_mr_enable was called: no more bindings (fi_mr(3)) */
 	UT_hash_handle       hh;
@@ -37,12 +39,14 @@ static inline uint64_t cour_mr_mode(const struct cour_domain *dom)
 }
 
 /*
- * Check a remote access at the target: the key exists, [addr, addr+len) is inside the region
- * (addr is a virtual address under FI_MR_VIRT_ADDR, an offset otherwise) and access is allowed.
- * On success sets *ptr to local memory and returns 0; else returns a COUR_E_* code
- * (COUR_E_BAD_KEY, COUR_E_BOUNDS, COUR_E_ACCESS). Lock held.
+ * Check a remote access that arrived on endpoint ep, at the target: the key exists in ep's
+ * domain and the region is enabled (under FI_MR_ENDPOINT: and bound to ep, else the key is
+ * unknown to ep), [addr, addr+len) is inside the region (addr is a virtual address under
+ * FI_MR_VIRT_ADDR, an offset otherwise) and access is allowed. On success sets *ptr to local
+ * memory and returns 0; else returns a COUR_E_* code (COUR_E_BAD_KEY, COUR_E_BOUNDS,
+ * COUR_E_ACCESS). Lock held.
  */
-int cour_mr_check_locked(struct cour_domain *dom, uint64_t key, uint64_t addr, size_t len,
+int cour_mr_check_locked(struct cour_ep *ep, uint64_t key, uint64_t addr, size_t len,
 			 uint64_t access, void **ptr, struct cour_mr **mr);
 
 int cour_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access, uint64_t offset,

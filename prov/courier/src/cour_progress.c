@@ -16,19 +16,41 @@
 #define COUR_APP_NAP_MAX_US  16000
 #define COUR_MAX_SLEEP_US    100000
 #define COUR_POLL_MAX        64
+#define COUR_UDP_GAP_US      4
 
 static void cour_ep_progress(struct cour_ep *ep)
 {
 	int n, rounds = 0;
 	uint64_t now;
+	bool slept = ep->shm_armed;
 
 	/* drain, but bounded so one busy endpoint cannot starve the others */
+	if (ep->shm_ring) {
+		if (COUR_UNLIKELY(slept)) {
+			/* awake: producers need not ring any more */
+			ep->shm_armed = false;
+			cour_shm_disarm(ep);
+		}
+		ep->now_us = cour_now_us();
+		cour_shm_poll(ep);
+	}
+	/* With same-host peers, a socket read per call would cost more than the whole shm
+	 * path: a polling application reads the socket once per COUR_UDP_GAP_US at most (a UDP
+	 * peer's packet waits that much longer at worst; a sleeper reads it when woken). */
+	now = 0;
+	if (ep->shm_ring && ep->stats.shm_peers && !slept) {
+		now = ep->now_us;      /* read for the ring, just above */
+		if (now - ep->udp_last_us < COUR_UDP_GAP_US)
+			goto timers;
+		ep->udp_last_us = now;
+	}
 	do {
 		n = cour_wire_poll(ep);
 	} while (n == COUR_RX_BATCH && ++rounds < 8);
-
+timers:
 	if (ep->active) {
-		now = cour_now_us();
+		if (!now)
+			now = ep->now_us = cour_now_us();
 		if (!ep->next_timer || now >= ep->next_timer || ep->tx_blocked) {
 			ep->tx_blocked = false;
 			cour_ep_timers(ep, now);
@@ -52,6 +74,10 @@ int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 	struct cour_ep *ep;
 	int64_t best = -1;
 
+	if (dom->shm_ready) {
+		dom->shm_ready = false;
+		return 0;        /* packets wait in a ring: no sleep */
+	}
 	DL_FOREACH2(dom->eps, ep, dom_next) {
 		if (!ep->active)
 			continue;
@@ -72,6 +98,12 @@ int cour_domain_poll_fds_locked(struct cour_domain *dom, struct pollfd *pfds, in
 	DL_FOREACH2(dom->eps, ep, dom_next) {
 		if (n == max)
 			break;
+		/* a same-host peer that finds the ring armed rings our socket */
+		if (ep->shm_ring) {
+			ep->shm_armed = true;
+			if (!cour_shm_arm(ep))
+				dom->shm_ready = true;
+		}
 		pfds[n].fd = ep->fd;
 		pfds[n].events = POLLIN;
 		pfds[n].revents = 0;

@@ -167,7 +167,7 @@ void cour_atomic_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		COUR_DROP_BAD(ep, "ATOMIC with a bad op, datatype, count or length");
 		return;
 	}
-	rc = cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr, bytes, access, &target,
+	rc = cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, bytes, access, &target,
 				  &mr);
 	if (rc) {
 		char str[80];

@@ -13,7 +13,8 @@ void cour_msg_report_rx(struct cour_ep *ep, struct cour_rxe *rxe, uint64_t flags
 struct cour_rxe *cour_msg_find_rxe(struct cour_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
 struct cour_rxe **cour_rxq(struct cour_ep *ep, bool tagged);
 /* m was unexpected (already off its queue): give it rxe and finish what can be finished. */
-void cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe);
+/* true: rxe is retired (consumed, or a full multi-receive): it may be gone, do not touch it */
+bool cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe);
 /* a datagram, described by m on the caller's stack, into rxe */
 void cour_msg_bind_dgram(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe,
 			 const char *payload, fi_addr_t src);

@@ -146,9 +146,11 @@ int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 		ep->tx_outstanding--;
 		return -FI_EAGAIN;
 	}
-	if (len > cour_params.eager_max) {
+	if (len > cour_cma_eager_max(peer)) {
 		txe->op_type = COUR_PKT_RTS;
 		txe->total_len = 0;         /* the RTS carries no payload; CTS sets the length */
+		if (cour_cma_usable(peer, len, txe->iov_count))
+			txe->hdr_flags |= COUR_F_CMA;
 	} else {
 		txe->op_type = COUR_PKT_EAGER;
 		txe->total_len = len;
@@ -279,11 +281,11 @@ int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	DL_APPEND(*cour_rxq(ep, tagged), rxe);
 	/* Unexpected messages are taken in arrival order; a multi-receive buffer may take
 	 * several until it retires. */
-	while ((m = cour_find_unexp(ep, tagged, tag, rxe->ignore, src))) {
-		bool multi = flags & FI_MULTI_RECV;
+	uint64_t ign = rxe->ignore;
+	while ((m = cour_find_unexp(ep, tagged, tag, ign, src))) {
 		DL_DELETE(*cour_unexpq(ep, tagged), m);
-		cour_msg_bind_unexp(ep, m, rxe);
-		if (!multi || rxe->multi_retired)
+		/* a retired receive may already be freed by its last completion */
+		if (cour_msg_bind_unexp(ep, m, rxe))
 			break;
 	}
 	return 0;

@@ -91,6 +91,12 @@ static void cour_rxmsg_finish(struct cour_ep *ep, struct cour_rxmsg *m, int err,
 void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id, uint32_t rx_id,
 		    uint64_t len)
 {
+	cour_send_ctrl_flags(peer, type, msg_id, rx_id, len, 0);
+}
+
+void cour_send_ctrl_flags(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
+			  uint32_t rx_id, uint64_t len, uint16_t flags)
+{
 	struct cour_ep *ep = peer->ep;
 	struct cour_txe *txe = cour_pool_get(&ep->txe_pool);
 
@@ -106,6 +112,7 @@ void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id, uint3
 	txe->rx_id = rx_id;
 	txe->total_len = 0;             /* no payload */
 	txe->msg_len = len;             /* CTS: the bytes the receiver accepts */
+	txe->hdr_flags = flags;
 	cour_peer_enqueue(peer, txe);
 }
 
@@ -160,11 +167,54 @@ static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, si
 	}
 }
 
+/* The receive's bytes for m, as iovecs: [slice_off, slice_off + accept_len) of rxe. */
+static size_t cour_rx_iov(const struct cour_rxmsg *m, struct iovec *out)
+{
+	const struct cour_rxe *rxe = m->rxe;
+	uint64_t off = m->slice_off, len = m->accept_len;
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < rxe->iov_count && len; i++) {
+		size_t l = rxe->iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		out[n].iov_base = (char *)rxe->iov[i].iov_base + off;
+		out[n].iov_len = COUR_MIN(l - off, len);
+		len -= out[n].iov_len;
+		off = 0;
+		n++;
+	}
+	return n;
+}
+
+/* A matched RTS|CMA: take the data from the sender's memory ourselves. true: done (CTS|CMA
+ * tells the sender); false: the plain rendezvous follows (refused, or a bad address). */
+static bool cour_rx_cma_pull(struct cour_peer *peer, struct cour_rxmsg *m)
+{
+	struct iovec iov[COUR_IOV_MAX];
+	size_t n;
+
+	if (!(m->hdr_flags & COUR_F_CMA) || !peer->shm || peer->cma_off || m->discard)
+		return false;
+	n = cour_rx_iov(m, iov);
+	if (m->accept_len && cour_cma_pull(peer, iov, n, m->cma_addr, m->accept_len))
+		return false;
+	m->received = m->accept_len;
+	cour_send_ctrl_flags(peer, COUR_PKT_CTS, m->msg_id, 0, m->accept_len, COUR_F_CMA);
+	cour_msg_credit_return(peer, m);      /* the RTS itself is consumed */
+	cour_rxmsg_finish(peer->ep, m, 0, 0);
+	cour_pool_put(&peer->ep->rxmsg_pool, m);
+	return true;
+}
+
 /* Give message m the receive rxe: reserve its space and move any data already here. A
  * rendezvous message is cleared to send; an eager one completes in cour_rx_eager_data. */
-static void cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
+static bool cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
 {
 	struct cour_peer *peer = m->peer;
+	bool retired = true;
 
 	m->rxe = rxe;
 	if (rxe->op_flags & FI_MULTI_RECV) {
@@ -176,6 +226,8 @@ static void cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe 
 		if (rxe->iov[0].iov_len - rxe->multi_off < ep->min_multi_recv) {
 			rxe->multi_retired = true;
 			DL_DELETE(*cour_rxq(ep, m->hdr_flags & COUR_F_TAGGED), rxe);
+		} else {
+			retired = false;
 		}
 	} else {
 		m->slice_off = 0;
@@ -183,18 +235,21 @@ static void cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe 
 		DL_DELETE(*cour_rxq(ep, m->hdr_flags & COUR_F_TAGGED), rxe);
 	}
 
+	if (m->rts && cour_rx_cma_pull(peer, m))
+		return retired;
 	if (m->rts) {
 		m->rx_id = ep->next_rx_id++;
 		cour_rdv_add(ep, m);
 		cour_send_ctrl(peer, COUR_PKT_CTS, m->msg_id, m->rx_id, m->accept_len);
 		cour_msg_credit_return(peer, m);      /* the RTS itself is consumed */
-		return;
+		return retired;
 	}
 	if (m->ubuf) {
 		cour_rx_copy(m, 0, m->ubuf, m->received);
 		free(m->ubuf);
 		m->ubuf = NULL;
 	}
+	return retired;
 }
 
 /* An eager message that has all its bytes and a receive: report it and consume the credit. */
@@ -237,12 +292,15 @@ static void cour_rx_eager_data(struct cour_peer *peer, struct cour_rxmsg *m,
 	/* else: unexpected and complete, it waits in its queue for a receive */
 }
 
-void cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
+bool cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
 {
-	cour_bind(ep, m, rxe);
-	if (!m->rts && m->received == m->total_len)
+	bool rts = m->rts, retired;
+
+	retired = cour_bind(ep, m, rxe);  /* (a single-copy rendezvous finishes m in there) */
+	if (!rts && m->received == m->total_len)
 		cour_rx_eager_done(m->peer, m);
 	/* else: rendezvous cleared to send, or the rest of an eager message is on its way */
+	return retired;
 }
 
 void cour_msg_bind_dgram(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe,
@@ -332,6 +390,8 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 	m->tag = hdr->msg.tag;
 	m->data = hdr->msg.data;
 	m->total_len = hdr->msg.total_len;
+	if (rts && (hdr->base.flags & COUR_F_CMA))
+		m->cma_addr = hdr->msg.offset;
 
 	rxe = cour_msg_find_rxe(ep, tagged, m->tag, cour_peer_fi_addr(peer));
 	if (rxe) {
@@ -388,21 +448,43 @@ static void cour_handle_cts(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		COUR_DROP_BAD(peer->ep, "CTS for no waiting rendezvous");
 		return;
 	}
-	if (txe->pkts_out) {
-		/* the RTS is still unacknowledged: its slot will release it, but it must not
-		 * count against the RDATA phase. Detach the slot's reference. */
-		uint32_t w = (uint32_t)cour_params.window;
-		for (uint32_t s = peer->tx_una; s != peer->tx_next; s++)
-			if (peer->txwin[s % w].txe == txe) {
-				peer->txwin[s % w].txe = NULL;
-				txe->pkts_out--;
-			}
+	if (hdr->base.flags & COUR_F_CMA) {
+		/* the receiver took the data from our buffer: placed, so complete */
+		if (!(txe->hdr_flags & COUR_F_CMA)) {
+			COUR_DROP_BAD(peer->ep, "CTS|CMA for a rendezvous that offered none");
+			return;
+		}
+		cour_txe_detach_slots(peer, txe);
+		DL_DELETE(*txe->list, txe);
+		txe->list = NULL;
+		cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
+		return;
 	}
-	DL_DELETE(*txe->list, txe);
-	txe->list = NULL;
+	txe->hdr_flags &= (uint16_t)~COUR_F_CMA;  /* RDATA's offset is an offset again */
 	txe->op_type = COUR_PKT_RDATA;
 	txe->rx_id = hdr->msg.rx_id;
 	txe->total_len = hdr->msg.total_len;
+	cour_txe_requeue(peer, txe);
+}
+
+/* Packets of txe still unacknowledged: their slots will release them, but they must not count
+ * against what txe builds next, nor reach it once it is gone. */
+void cour_txe_detach_slots(struct cour_peer *peer, struct cour_txe *txe)
+{
+	uint32_t w = (uint32_t)cour_params.window;
+
+	for (uint32_t s = peer->tx_una; txe->pkts_out && s != peer->tx_next; s++)
+		if (peer->txwin[s % w].txe == txe) {
+			peer->txwin[s % w].txe = NULL;
+			txe->pkts_out--;
+		}
+}
+
+void cour_txe_requeue(struct cour_peer *peer, struct cour_txe *txe)
+{
+	cour_txe_detach_slots(peer, txe);
+	DL_DELETE(*txe->list, txe);
+	txe->list = NULL;
 	txe->built = 0;
 	cour_peer_enqueue(peer, txe);
 }

@@ -73,6 +73,7 @@ struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour
 	peer->sa_len = (socklen_t)cour_addr_to_sockaddr(addr, &peer->sa);
 	peer->fi_addr = FI_ADDR_NOTAVAIL;
 	peer->av_gen = UINT64_MAX;
+	peer->pidfd = -1;
 	peer->mtu = cour_wire_peer_mtu(ep, addr);
 	cour_peer_state_init(peer);
 	HASH_ADD(hh, ep->peers, addr, sizeof(peer->addr), peer);
@@ -154,6 +155,9 @@ void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe)
 
 	txe->peer = peer;
 	txe->list = NULL;
+	/* the first send to a peer asks whether it shares our host (wire/cour_shm.c) */
+	if (COUR_UNLIKELY(!peer->hello_sent && peer->ep->shm_ring))
+		cour_shm_hello_send(peer, COUR_HELLO_REPLY);
 	cour_txe_move(txe, ctrl ? &peer->ctrlq : &peer->txq);
 	cour_peer_activate(peer);
 	cour_peer_push(peer);
@@ -224,9 +228,50 @@ static void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint
 
 	if (slot->len)
 		n = cour_txe_iov(slot->txe, slot->offset, slot->len, iov);
+	if (peer->via_shm) {
+		/* the ring is reliable: in it means acknowledged (cour_peer_shm_release) */
+		if (cour_shm_send(peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n) == 0) {
+			slot->sent_us = now;
+			slot->tries++;
+			return;
+		}
+		slot->sent_us = 0;
+		peer->shm_blocked = true;
+		peer->ep->tx_blocked = true;    /* the next progress call retries */
+		return;
+	}
 	slot->sent_us = now;
 	slot->tries++;
 	cour_wire_queue(peer->ep, peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
+}
+
+static void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot);
+
+/* Packets in the peer's ring are delivered: release them in order up to the first one the
+ * ring refused. */
+static void cour_peer_shm_release(struct cour_peer *peer, uint64_t now)
+{
+	uint32_t w = (uint32_t)cour_params.window;
+
+	while (peer->tx_una != peer->tx_next && peer->txwin[peer->tx_una % w].sent_us) {
+		cour_slot_release(peer, &peer->txwin[peer->tx_una % w]);
+		peer->tx_una++;
+	}
+	peer->last_ack_us = now;
+	if (peer->tx_una == peer->tx_next)
+		peer->rto_deadline = 0;
+}
+
+/* Resend, in order, what a full ring refused; false while the ring stays full. */
+static bool cour_peer_shm_retry(struct cour_peer *peer, uint64_t now)
+{
+	uint32_t w = (uint32_t)cour_params.window;
+
+	peer->shm_blocked = false;
+	for (uint32_t s = peer->tx_una; s != peer->tx_next && !peer->shm_blocked; s++)
+		cour_slot_send(peer, &peer->txwin[s % w], now);
+	cour_peer_shm_release(peer, now);
+	return !peer->shm_blocked;
 }
 
 /* Types whose txe carries payload bytes [0, total_len); the others are one bare header. */
@@ -259,7 +304,9 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	slot->hdr.msg.tag = txe->tag;
 	slot->hdr.msg.data = txe->data;
 	slot->hdr.msg.total_len = txe->msg_len;
-	slot->hdr.msg.offset = txe->built;
+	/* single copy: the peer moves the bytes itself, from or to this address */
+	slot->hdr.msg.offset = (txe->hdr_flags & COUR_F_CMA) && txe->iov_count ?
+			       (uint64_t)(uintptr_t)txe->iov[0].iov_base : txe->built;
 	slot->hdr.msg.raddr = txe->raddr;
 	slot->txe = txe;
 	slot->offset = txe->built;
@@ -280,18 +327,21 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	}
 
 	/* single-packet types are built once; data types when every byte is in a packet */
-	if (txe->built >= txe->total_len) {
+	bool more = txe->built < txe->total_len;
+	if (!more) {
 		cour_txe_move(txe, &peer->tx_inflight);
 		txe->state = COUR_TXE_WAIT_ACK;
-		return false;
 	}
-	return true;
+	/* after the move: releasing the last packet may complete txe */
+	if (peer->via_shm)
+		cour_peer_shm_release(peer, now);
+	return more;
 }
 
 static bool cour_peer_window_open(struct cour_peer *peer)
 {
 	return peer->tx_next - peer->tx_una < (uint32_t)cour_params.window &&
-	       peer->inflight_bytes < cour_params.sockbuf / 2;
+	       peer->inflight_bytes < cour_params.sockbuf / 2 && !peer->shm_blocked;
 }
 
 void cour_peer_push(struct cour_peer *peer)
@@ -308,6 +358,10 @@ void cour_peer_push(struct cour_peer *peer)
 			return;
 		}
 	}
+	/* to the ring once nothing sent over UDP is unacknowledged: the ring's packets count as
+	 * acknowledged the moment they are in, which is only right in order */
+	if (peer->shm && !peer->via_shm && peer->tx_una == peer->tx_next)
+		peer->via_shm = true;
 	now = cour_now_us();
 	while (peer->ctrlq && cour_peer_window_open(peer))
 		cour_peer_build(peer, peer->ctrlq, now);
@@ -330,8 +384,12 @@ void cour_peer_push(struct cour_peer *peer)
 		while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
 			;
 	}
-	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer))
-		ep->stats.window_stalls++;
+	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer)) {
+		if (peer->shm_blocked)
+			ep->stats.shm_ring_full++;
+		else
+			ep->stats.window_stalls++;
+	}
 	cour_wire_flush(ep);
 }
 
@@ -539,14 +597,13 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 	hdr.base.type = COUR_PKT_ACK;
 	hdr.base.flags = flags;
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0);
-	if (cour_wire_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
-			      &iov, iov.iov_len ? 1 : 0) == 0) {
+	if (cour_peer_send_now(peer, &hdr, COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0) == 0) {
 		peer->ep->stats.acks_sent++;
 		return;
 	}
 	/* the wire was full: try again soon */
 	peer->ack_needed = true;
-	peer->ack_deadline = cour_now_us() + (uint64_t)cour_params.ack_delay_us;
+	peer->ack_deadline = cour_ep_clock(peer->ep) + (uint64_t)cour_params.ack_delay_us;
 	cour_ep_timer_at(peer->ep, peer->ack_deadline);
 	cour_peer_activate(peer);
 }
@@ -561,7 +618,7 @@ static void cour_send_reset(struct cour_ep *ep, struct cour_peer *peer, uint32_t
 	hdr.base.src_session = peer->local_session;
 	hdr.base.dst_session = their_session;
 	hdr.base.crc = cour_crc32c(0, &hdr, COUR_BASE_HDR_LEN);
-	cour_wire_send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
+	cour_peer_send_now(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
 }
 
 /* Grant one more eager message to the peer; the grant rides on the next packet, or on an ACK
@@ -575,7 +632,7 @@ void cour_peer_credit_return(struct cour_peer *peer)
 	}
 	if (!peer->ack_needed) {
 		peer->ack_needed = true;
-		peer->ack_deadline = cour_now_us() + (uint64_t)cour_params.ack_delay_us;
+		peer->ack_deadline = cour_ep_clock(peer->ep) + (uint64_t)cour_params.ack_delay_us;
 		cour_ep_timer_at(peer->ep, peer->ack_deadline);
 	}
 	cour_peer_activate(peer);
@@ -615,6 +672,7 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 	cour_peer_fail_list(peer, &peer->tx_inflight, prov_errno);
 	cour_peer_fail_list(peer, &peer->tx_wait, prov_errno);
 	cour_msg_peer_reset(peer, prov_errno);
+	cour_shm_peer_detach(peer);
 	cour_peer_state_init(peer);
 }
 
@@ -642,7 +700,8 @@ static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
 	}
 	if (now < peer->probe_deadline)
 		return;
-	if (now - peer->last_heard_us >= (uint64_t)cour_params.peer_timeout_ms * 1000) {
+	if (now - peer->last_heard_us >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
+	    cour_shm_peer_gone(peer)) {
 		cour_peer_unreachable(peer);
 		return;
 	}
@@ -671,10 +730,16 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 		if (peer->ack_needed && now >= peer->ack_deadline)
 			cour_peer_send_ack(peer, 0);
 
+		if (peer->shm_blocked && cour_peer_shm_retry(peer, now))
+			cour_peer_push(peer);
 		hole_due = cour_peer_hole_timer(peer, now);
 		if (peer->rto_deadline && now >= peer->rto_deadline) {
-			if (now - peer->last_ack_us >= (uint64_t)cour_params.peer_timeout_ms * 1000) {
+			if (now - peer->last_ack_us >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
+			    cour_shm_peer_gone(peer)) {
 				cour_peer_unreachable(peer);
+			} else if (peer->via_shm) {
+				/* a full ring, not a loss: cour_peer_shm_retry resends in order */
+				peer->rto_deadline = now + peer->rto_us;
 			} else {
 				/* resend the unacknowledged head of the window, then back off */
 				uint32_t n = 0;
@@ -731,15 +796,19 @@ static bool cour_pkt_valid(struct cour_ep *ep, void *buf, size_t len)
 	if (len < COUR_BASE_HDR_LEN || h->version != COUR_WIRE_VERSION ||
 	    h->type == 0 || h->type >= COUR_PKT_TYPE_MAX || (h->flags & ~COUR_F_ALL))
 		return false;
-	hlen = (h->type == COUR_PKT_ACK || h->type == COUR_PKT_RESET) ?
-	       COUR_BASE_HDR_LEN : COUR_PKT_HDR_LEN;
+	hlen = (h->type == COUR_PKT_ACK || h->type == COUR_PKT_RESET ||
+		h->type == COUR_PKT_HELLO) ? COUR_BASE_HDR_LEN : COUR_PKT_HDR_LEN;
 	if (len < hlen)
 		return false;
-	/* only an ACK has a payload of its own (a SACK bitmap), and it must be checksummed: a
-	 * corrupt bit would mark a lost packet as received, and it would never be resent */
+	/* an ACK's payload (a SACK bitmap) and a HELLO's are checksummed: a corrupt bit would
+	 * mark a lost packet as received, or point us at the wrong memory */
 	if (hlen == COUR_BASE_HDR_LEN && len > hlen &&
-	    (h->type != COUR_PKT_ACK || !(h->flags & COUR_F_PCSUM) ||
-	     len - hlen > COUR_SACK_EXT_MAX))
+	    (!(h->flags & COUR_F_PCSUM) ||
+	     (h->type == COUR_PKT_ACK && len - hlen > COUR_SACK_EXT_MAX) ||
+	     (h->type == COUR_PKT_HELLO && len - hlen != sizeof(struct cour_shm_hello)) ||
+	     h->type == COUR_PKT_RESET))
+		return false;
+	if (h->type == COUR_PKT_HELLO && len != hlen + sizeof(struct cour_shm_hello))
 		return false;
 	if (cour_params.checksum && hlen == COUR_PKT_HDR_LEN && !(h->flags & COUR_F_PCSUM))
 		return false;
@@ -836,7 +905,8 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		ep->stats.drop_stale_session++;
 		return buf;
 	}
-	peer = cour_peer_by_addr_locked(ep, &from, cour_pkt_sequenced(h->type) || probe);
+	peer = cour_peer_by_addr_locked(ep, &from, cour_pkt_sequenced(h->type) || probe ||
+					h->type == COUR_PKT_HELLO);
 	if (!peer) {
 		ep->stats.drop_stale_session++;
 		return buf;
@@ -868,7 +938,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		}
 		peer->remote_session = h->src_session;
 	}
-	now = cour_now_us();
+	now = cour_ep_clock(ep);
 	peer->last_heard_us = now;
 	if (h->type == COUR_PKT_ACK) {
 		ep->stats.acks_rcvd++;
@@ -880,6 +950,9 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 			      len - COUR_BASE_HDR_LEN);
 	else
 		cour_peer_ack(peer, h, now, NULL, 0);
+	if (COUR_UNLIKELY(h->type == COUR_PKT_HELLO))
+		cour_shm_hello_handle(peer, (const struct cour_shm_hello *)
+				      ((const char *)buf + COUR_BASE_HDR_LEN));
 	if (!cour_pkt_sequenced(h->type))
 		return buf;
 
@@ -893,6 +966,11 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	cour_peer_activate(peer);
 	if (h->seq == peer->rx_next) {
 		cour_peer_rx_inorder(peer, buf, len);
+		if (ep->rx_borrowed && !peer->rx_held) {
+			/* from the ring: the sender counted it acknowledged when it put it there */
+			peer->rx_since_ack = 0;
+			return buf;
+		}
 		if (peer->rx_since_ack >= COUR_ACK_EVERY || peer->rx_held) {
 			cour_peer_send_ack(peer, 0);
 		} else if (!peer->ack_needed && peer->rx_since_ack) {
@@ -922,7 +1000,14 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		ep->stats.drop_no_buf++;
 		return buf;
 	}
-	slot->buf = buf;
+	if (ep->rx_borrowed) {
+		/* the ring's cell is reused once we return: keep a copy */
+		memcpy(fresh, buf, len);
+		slot->buf = fresh;
+		fresh = buf;
+	} else {
+		slot->buf = buf;
+	}
 	slot->len = (uint32_t)len;
 	peer->rx_held++;
 	ep->stats.ooo_rcvd++;

@@ -23,19 +23,28 @@
 
 #include <stdlib.h>
 
+/* Our own operations only: the answers we are sending (READ_RESP, RMA_RESP) share the lists
+ * and the msg_id space of the peer's operations, and must never be taken for ours. */
+static bool cour_rma_is_op(const struct cour_txe *txe, uint32_t id)
+{
+	return txe->msg_id == id && (txe->op_type == COUR_PKT_WRITE ||
+				     txe->op_type == COUR_PKT_READ_REQ ||
+				     txe->op_type == COUR_PKT_ATOMIC);
+}
+
 static struct cour_txe *cour_rma_find(struct cour_peer *peer, uint32_t id)
 {
 	struct cour_txe *txe;
 
 	/* an answer can overtake the ACK of the request, so in-flight ops are candidates too */
 	DL_FOREACH(peer->tx_wait, txe)
-		if (txe->msg_id == id && txe->op_type >= COUR_PKT_WRITE)
+		if (cour_rma_is_op(txe, id))
 			return txe;
 	DL_FOREACH(peer->tx_inflight, txe)
-		if (txe->msg_id == id && txe->op_type >= COUR_PKT_WRITE)
+		if (cour_rma_is_op(txe, id))
 			return txe;
 	DL_FOREACH(peer->ctrlq, txe)
-		if (txe->msg_id == id && txe->op_type >= COUR_PKT_WRITE)
+		if (cour_rma_is_op(txe, id))
 			return txe;
 	return NULL;
 }
@@ -87,6 +96,10 @@ int cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, siz
 	txe->total_len = type == COUR_PKT_WRITE ? len : 0;   /* a read request is bare */
 	txe->msg_id = peer->next_msg_id++;
 	txe->hdr_flags = (flags & FI_REMOTE_CQ_DATA) ? COUR_F_CQ_DATA : 0;
+	if (cour_cma_usable(peer, len, txe->iov_count)) {
+		txe->hdr_flags |= COUR_F_CMA;  /* the target moves the bytes (proto/cour_cma.c) */
+		txe->total_len = 0;
+	}
 	txe->list = NULL;
 	cour_peer_enqueue(peer, txe);
 	return 0;
@@ -144,11 +157,27 @@ static void cour_rma_resp(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 	struct cour_txe *txe = cour_rma_find(peer, hdr->msg.msg_id);
 	uint32_t err = hdr->msg.rx_id;
 
-	if (!txe || txe->resp_done || err >= COUR_E_MAX || (txe->op_type == COUR_PKT_READ_REQ &&
-							    !err)) {
+	if (!txe || txe->resp_done || err >= COUR_E_MAX ||
+	    (txe->op_type == COUR_PKT_READ_REQ && !err &&
+	     (!(txe->hdr_flags & COUR_F_CMA) || txe->received))) {
 		COUR_DROP_BAD(peer->ep, "RMA_RESP for no operation waiting");
 		return;
 	}
+	if (COUR_UNLIKELY(err == COUR_E_CMA_REFUSED)) {
+		if (txe->op_type != COUR_PKT_WRITE || !(txe->hdr_flags & COUR_F_CMA)) {
+			COUR_DROP_BAD(peer->ep, "single copy refused for no single-copy write");
+			return;
+		}
+		/* the target could not pull after all: send the bytes, in packets */
+		peer->peer_pulls = false;
+		peer->ep->stats.shm_copy_fallbacks++;
+		txe->hdr_flags &= (uint16_t)~COUR_F_CMA;
+		txe->total_len = txe->msg_len;
+		cour_txe_requeue(peer, txe);
+		return;
+	}
+	if (txe->op_type == COUR_PKT_READ_REQ && !err)
+		txe->received = txe->msg_len;     /* the target wrote it into our buffer */
 	if (txe->op_type == COUR_PKT_ATOMIC && !err && txe->res_count) {
 		/* the old values of a fetching atomic, into the result buffers */
 		for (uint32_t i = 0; i < txe->res_count && plen; i++) {
@@ -192,6 +221,62 @@ static void cour_rma_refuse(struct cour_peer *peer, const struct cour_pkt_hdr *h
 	cour_rma_answer(peer, hdr->msg.msg_id, rc);
 }
 
+/* The write's last byte has landed: remote CQ data, counters, the answer. */
+static void cour_rma_write_done(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+				struct cour_mr *mr)
+{
+	struct cour_ep *ep = peer->ep;
+
+	cour_rma_event(ep, mr, FI_REMOTE_WRITE);
+	if ((hdr->base.flags & COUR_F_CQ_DATA) && ep->rx_cq) {
+		struct cour_cq_entry e = {
+			.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+			.len = hdr->msg.total_len,
+			.data = hdr->msg.data,
+			.src = cour_peer_fi_addr(peer),
+		};
+		cour_cq_write_locked(ep->rx_cq, &e);
+	}
+	cour_rma_answer(peer, hdr->msg.msg_id, 0);
+}
+
+/* WRITE|CMA: one bare packet; the whole write is checked, then pulled from the initiator. */
+static void cour_rma_write_cma(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			       size_t plen)
+{
+	uint64_t total = hdr->msg.total_len;
+	struct cour_mr *mr = NULL;
+	struct iovec l;
+	void *dst;
+	int rc;
+
+	if (plen || total > COUR_MAX_MSG_SIZE) {
+		COUR_DROP_BAD(peer->ep, "single-copy WRITE with a payload or too long");
+		return;
+	}
+	peer->rma_rx_id = hdr->msg.msg_id;
+	peer->rma_rx_err = 0;
+	rc = cour_mr_check_locked(peer->ep, hdr->msg.tag, hdr->msg.raddr, total,
+				  FI_REMOTE_WRITE, &dst, &mr);
+	if (rc) {
+		cour_rma_refuse(peer, hdr, rc);
+		return;
+	}
+	if (!peer->shm || peer->cma_off) {
+		cour_rma_answer(peer, hdr->msg.msg_id, COUR_E_CMA_REFUSED);
+		return;
+	}
+	l.iov_base = dst;
+	l.iov_len = total;
+	rc = cour_cma_pull(peer, &l, 1, hdr->msg.offset, total);
+	if (rc) {
+		cour_rma_answer(peer, hdr->msg.msg_id,
+				rc == -FI_EPERM ? COUR_E_CMA_REFUSED : COUR_E_REMOTE);
+		return;
+	}
+	cour_rma_write_done(peer, hdr, mr);
+}
+
 static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			   const char *payload, size_t plen)
 {
@@ -200,6 +285,11 @@ static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	struct cour_mr *mr = NULL;
 	void *dst;
 	int rc;
+
+	if (hdr->base.flags & COUR_F_CMA) {
+		cour_rma_write_cma(peer, hdr, plen);
+		return;
+	}
 
 	if (total > COUR_MAX_MSG_SIZE || off > total || plen > total - off ||
 	    (off != 0 && hdr->msg.msg_id != peer->rma_rx_id) ||
@@ -215,10 +305,10 @@ static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	}
 	/* the whole write is checked before its first byte lands, so a refused write leaves
 	 * the region untouched; every packet is checked again, as the region may close */
-	rc = off == 0 ? cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr, total,
+	rc = off == 0 ? cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, total,
 					     FI_REMOTE_WRITE, NULL, NULL) : 0;
 	if (!rc)
-		rc = cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr + off, plen,
+		rc = cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr + off, plen,
 					  FI_REMOTE_WRITE, &dst, &mr);
 	if (!rc && hdr->msg.raddr + off < hdr->msg.raddr)
 		rc = COUR_E_BOUNDS;  /* the address wrapped */
@@ -231,18 +321,7 @@ static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 		memcpy(dst, payload, plen);
 	if (off + plen < total)
 		return;
-
-	cour_rma_event(ep, mr, FI_REMOTE_WRITE);
-	if ((hdr->base.flags & COUR_F_CQ_DATA) && ep->rx_cq) {
-		struct cour_cq_entry e = {
-			.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-			.len = total,
-			.data = hdr->msg.data,
-			.src = cour_peer_fi_addr(peer),
-		};
-		cour_cq_write_locked(ep->rx_cq, &e);
-	}
-	cour_rma_answer(peer, hdr->msg.msg_id, 0);
+	cour_rma_write_done(peer, hdr, mr);
 }
 
 static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)
@@ -258,11 +337,21 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 		COUR_DROP_BAD(ep, "READ_REQ longer than max_msg_size");
 		return;
 	}
-	rc = cour_mr_check_locked(ep->domain, hdr->msg.tag, hdr->msg.raddr, len, FI_REMOTE_READ,
+	rc = cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, len, FI_REMOTE_READ,
 				  &src, &mr);
 	if (rc) {
 		cour_rma_refuse(peer, hdr, rc);
 		return;
+	}
+	if ((hdr->base.flags & COUR_F_CMA) && peer->shm && !peer->cma_off) {
+		/* straight into the initiator's buffer, now: no later write can reach it first */
+		struct iovec l = { .iov_base = src, .iov_len = len };
+		if (cour_cma_push(peer, &l, 1, hdr->msg.offset, len) == 0) {
+			cour_rma_event(ep, mr, FI_REMOTE_READ);
+			cour_rma_answer(peer, hdr->msg.msg_id, 0);
+			return;
+		}
+		/* refused or a bad address: the bytes go in packets, as for any read */
 	}
 	txe = cour_pool_get(&ep->txe_pool);
 	if (!txe) {

@@ -54,6 +54,8 @@
  *   RMA_RESP  the target finished msg_id (WRITE, READ_REQ refused, ATOMIC): rx_id = 0 or the
  *             courier prov_errno of the check that failed; payload: an atomic's fetched values
  *   DGRAM     an unreliable datagram message (FI_EP_DGRAM)
+ *   HELLO     base header + struct cour_shm_hello (always checksummed): the sender's host
+ *             identity and how to map its shared-memory receive ring (wire/cour_shm.c)
  *
  * RMA packets need no credits (they consume no receive buffer) and ride the control queue,
  * behind earlier control packets and ahead of credit-stalled messages.
@@ -84,6 +86,7 @@ enum cour_pkt_type {
 	COUR_PKT_RMA_RESP,
 	COUR_PKT_ATOMIC,    /* last sequenced type */
 	COUR_PKT_DGRAM,
+	COUR_PKT_HELLO,     /* unsequenced: "I am on your host: here is my shared-memory ring" */
 	COUR_PKT_TYPE_MAX
 };
 
@@ -111,7 +114,9 @@ enum {
 	COUR_F_DC      = 1 << 2,   /* sender wants a DONE once the message is placed */
 	COUR_F_PCSUM   = 1 << 3,   /* crc covers the payload too */
 	COUR_F_PROBE   = 1 << 4,   /* ACK that asks for an ACK back at once (liveness probe) */
-	COUR_F_ALL     = (1 << 5) - 1
+	COUR_F_CMA     = 1 << 5,   /* single copy (proto/cour_cma.c): on RTS, WRITE, READ_REQ
+				    * offset is the sender's buffer address; on CTS: "pulled" */
+	COUR_F_ALL     = (1 << 6) - 1
 };
 
 struct cour_base_hdr {
@@ -153,6 +158,23 @@ _Static_assert(offsetof(struct cour_pkt_hdr, msg.offset) == 64, "offset field at
 /* An ACK may carry the receiver's whole window as a SACK bitmap payload (bit i of byte i / 8:
  * packet ack + 1 + i is held), always under the checksum; 4096-packet windows at most. */
 #define COUR_SACK_EXT_MAX 512
+
+/* HELLO payload. host: boot id, network and pid namespace inodes: equal means the two
+ * endpoints share a kernel, a network namespace and a /proc view, so /proc/<pid>/fd works. */
+#define COUR_HELLO_REPLY  1u       /* flags: answer with your HELLO */
+#define COUR_HELLO_MAPPED 2u       /* the sender mapped the receiver's ring... */
+#define COUR_HELLO_PULLS  4u       /* ...and can single-copy from and to its memory */
+struct cour_shm_hello {
+	uint8_t  host[32];
+	uint32_t pid;
+	int32_t  fd;                /* the ring's memfd in that process */
+	uint64_t nonce;             /* must match the ring's header */
+	uint64_t bytes;             /* size of the ring mapping */
+	uint64_t probe;             /* address of 8 bytes holding nonce: a single-copy test */
+	uint32_t uid;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct cour_shm_hello) == 72, "HELLO payload is 72 bytes on the wire");
 
 /* Largest UDP payload courier ever sends or accepts. */
 #define COUR_MAX_PKT      65000

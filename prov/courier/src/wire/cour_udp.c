@@ -135,8 +135,9 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 		peer->ack_needed = false;
 		peer->rx_since_ack = 0;
 	}
-	/* an ACK's payload is a SACK bitmap: always checked (see cour_pkt_valid) */
-	bool pcsum = cour_params.checksum || (iovcnt && hdr->base.type == COUR_PKT_ACK);
+	/* an ACK's payload (a SACK bitmap) and a HELLO's are always checked (cour_pkt_valid) */
+	bool pcsum = cour_params.checksum ||
+		     (iovcnt && (hdr->base.type == COUR_PKT_ACK || hdr->base.type == COUR_PKT_HELLO));
 
 	hdr->base.version = COUR_WIRE_VERSION;
 	if (pcsum)

@@ -1,0 +1,101 @@
+/*
+ * Single copy between processes of one host (process_vm_readv/writev), for large messages and
+ * RMA to peers reached through shared memory.
+ *
+ * The side that owns the checks does the copy, so nothing changes in who validates what:
+ *   - rendezvous: the RTS names the sender's buffer (COUR_F_CMA, raddr); the receiver, once a
+ *     receive matches, pulls the bytes it accepts and answers CTS|CMA, which completes the
+ *     send (the data is placed: delivery complete);
+ *   - RMA write: one bare WRITE|CMA names the initiator's buffer (offset field); the target
+ *     checks key, bounds and access for the whole write, pulls, answers RMA_RESP;
+ *   - RMA read: READ_REQ|CMA names the initiator's buffer; the target checks, pushes, answers
+ *     RMA_RESP.
+ * Where the kernel refuses (ptrace rules, seccomp, another user), the first refusal is logged
+ * at info level, counted, and that peer is served by copying through the ring from then on:
+ * a message gets a plain CTS, a read plain READ_RESP packets, and a write is answered
+ * COUR_E_CMA_REFUSED, which makes the initiator send it again as packets. The application
+ * never sees the difference.
+ */
+#include "cour_ep.h"
+
+#include <sys/uio.h>
+
+/* Messages and RMA at least this long go by single copy to a shared-memory peer. */
+#define COUR_CMA_MIN  (32u << 10)
+
+/* Will the peer move our bytes itself? (It decides whether it can: its HELLO said.) */
+bool cour_cma_usable(const struct cour_peer *peer, size_t len, size_t count)
+{
+	return peer->shm && peer->peer_pulls && count == 1 && len >= COUR_CMA_MIN;
+}
+
+size_t cour_cma_eager_max(const struct cour_peer *peer)
+{
+	return peer->shm && peer->peer_pulls ? COUR_MIN(cour_params.eager_max, COUR_CMA_MIN - 1)
+					     : cour_params.eager_max;
+}
+
+/* 0, -FI_EPERM (the kernel refuses: fall back, already logged and counted), or -FI_EFAULT
+ * (an address is wrong: the operation fails). */
+static int cour_cma_move(struct cour_peer *peer, bool pull, const struct iovec *local,
+			 size_t nlocal, uint64_t raddr, size_t len)
+{
+	struct cour_ep *ep = peer->ep;
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)raddr, .iov_len = len };
+	size_t done = 0;
+	char str[80];
+
+	while (done < len) {
+		/* the kernel moves at most a few MiB per call on some versions: go on from
+		 * where it stopped */
+		struct iovec l[COUR_IOV_MAX];
+		size_t n = 0, skip = done;
+
+		for (size_t i = 0; i < nlocal && n < COUR_IOV_MAX; i++) {
+			if (skip >= local[i].iov_len) {
+				skip -= local[i].iov_len;
+				continue;
+			}
+			l[n].iov_base = (char *)local[i].iov_base + skip;
+			l[n].iov_len = local[i].iov_len - skip;
+			skip = 0;
+			n++;
+		}
+		remote.iov_base = (void *)(uintptr_t)(raddr + done);
+		remote.iov_len = len - done;
+		ssize_t r = pull ? process_vm_readv((pid_t)peer->shm_pid, l, n, &remote, 1, 0)
+				 : process_vm_writev((pid_t)peer->shm_pid, l, n, &remote, 1, 0);
+		if (r > 0) {
+			done += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EPERM || errno == EACCES || errno == ENOSYS)) {
+			peer->cma_off = true;
+			ep->stats.shm_copy_fallbacks++;
+			COUR_INFO(FI_LOG_EP_DATA, "single copy with %s refused (%s): copying "
+				  "through shared memory instead\n",
+				  cour_addr_str(&peer->addr, str, sizeof(str)), strerror(errno));
+			return -FI_EPERM;
+		}
+		COUR_WARN(FI_LOG_EP_DATA, "%s of %zu bytes at %#" PRIx64 " in pid %u: %s\n",
+			  pull ? "process_vm_readv" : "process_vm_writev", len - done, raddr + done,
+			  peer->shm_pid, r < 0 ? strerror(errno) : "no progress");
+		return -FI_EFAULT;
+	}
+	ep->stats.shm_single_copy_bytes += len;
+	return 0;
+}
+
+int cour_cma_pull(struct cour_peer *peer, const struct iovec *local, size_t nlocal,
+		  uint64_t raddr, size_t len)
+{
+	return cour_cma_move(peer, true, local, nlocal, raddr, len);
+}
+
+int cour_cma_push(struct cour_peer *peer, const struct iovec *local, size_t nlocal,
+		  uint64_t raddr, size_t len)
+{
+	return cour_cma_move(peer, false, local, nlocal, raddr, len);
+}

@@ -1,0 +1,311 @@
+/*
+ * Same-host peers over shared memory: the second wire of an RDM endpoint.
+ *
+ * Every RDM endpoint on the UDP wire owns a receive ring (cour_shm_ring.c: a memfd, so no name
+ * exists anywhere that could outlive the process). Addresses stay plain UDP socket addresses;
+ * locality is discovered, not declared: the first time an endpoint sends to a peer it also
+ * sends a HELLO over UDP with its host identity and its ring's locator. A receiver that finds
+ * the same host (same kernel boot, network and pid namespaces) maps the ring through
+ * /proc/<pid>/fd and answers with its own HELLO, so both sides learn in one round trip.
+ * A peer in another namespace, on another host, or of another user simply stays on UDP.
+ *
+ * Packets keep their headers and sequence numbers over shm: a session starts on UDP and moves
+ * to the ring once nothing sent over UDP is unacknowledged, and the sequence numbers keep the
+ * order across the switch. The ring is reliable and ordered, so a packet put into it counts as
+ * acknowledged at once (no ACK, no retransmit timer); a full ring stops the sender and the
+ * packet is retried in order. Liveness: a peer process that exits is seen through a pidfd.
+ *
+ * A consumer about to sleep arms its ring; the producer that finds it armed sends one ACK over
+ * UDP, the doorbell, to the consumer's socket, which is what sleepers poll. A polling consumer
+ * never arms, so the latency path has no system call.
+ */
+#include "cour_ep.h"
+#include "wire/cour_shm_ring.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define COUR_SHM_CELLS     256
+#define COUR_SHM_CELL      (16384 + 128)  /* one 16 KiB fragment plus headers per cell */
+#define COUR_SHM_POLL_MAX  64             /* packets per poll: the UDP wire gets its turn */
+
+static uint8_t cour_host_id[32];
+static pthread_once_t cour_host_once = PTHREAD_ONCE_INIT;
+
+static uint64_t cour_ns_inode(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* boot id, then the network and pid namespace inodes. A /proc that cannot tell leaves zeros,
+ * and zeros never match (see cour_shm_same_host). */
+static void cour_host_id_init(void)
+{
+	char text[64] = "";
+	uint64_t ns[2];
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	size_t k = 0;
+
+	if (fd >= 0) {
+		ssize_t n = read(fd, text, sizeof(text) - 1);
+		text[n > 0 ? n : 0] = 0;
+		close(fd);
+	}
+	for (const char *c = text; *c && k < 32; c++) {
+		int v = (*c >= '0' && *c <= '9') ? *c - '0' :
+			(*c >= 'a' && *c <= 'f') ? *c - 'a' + 10 : -1;
+		if (v < 0)
+			continue;
+		cour_host_id[k / 2] |= (uint8_t)(k % 2 ? v : v << 4);
+		k++;
+	}
+	ns[0] = cour_ns_inode("/proc/self/ns/net");
+	ns[1] = cour_ns_inode("/proc/self/ns/pid");
+	memcpy(cour_host_id + 16, ns, sizeof(ns));
+}
+
+static bool cour_shm_same_host(const uint8_t *host)
+{
+	static const uint8_t zero[16];
+
+	pthread_once(&cour_host_once, cour_host_id_init);
+	return memcmp(cour_host_id, zero, 16) && memcmp(cour_host_id + 16, zero, 16) &&
+	       memcmp(host, cour_host_id, sizeof(cour_host_id)) == 0;
+}
+
+int cour_shm_ep_open(struct cour_ep *ep)
+{
+	int ret;
+
+	if (!cour_params.shm || ep->type != FI_EP_RDM || ep->wire != &cour_udp_wire)
+		return 0;
+	if (ep->fault) {
+		COUR_INFO(FI_LOG_EP_CTRL, "fault injection lives in the UDP wire: shared memory "
+			  "off for this endpoint\n");
+		return 0;
+	}
+	pthread_once(&cour_host_once, cour_host_id_init);
+	ret = cour_shm_ring_create(COUR_SHM_CELLS, COUR_SHM_CELL, &ep->shm_ring, &ep->shm_loc);
+	if (ret) {
+		/* UDP reaches every peer: losing shm costs speed, not function */
+		COUR_INFO(FI_LOG_EP_CTRL, "no shared-memory ring (%s): same-host peers use UDP\n",
+			  fi_strerror(-ret));
+		ep->shm_ring = NULL;
+	}
+	return 0;
+}
+
+void cour_shm_ep_close(struct cour_ep *ep)
+{
+	if (!ep->shm_ring)
+		return;
+	ep->stats.shm_reclaimed = cour_shm_ring_reclaimed(ep->shm_ring);
+	cour_shm_ring_close(ep->shm_ring);
+	ep->shm_ring = NULL;
+}
+
+void cour_shm_peer_detach(struct cour_peer *peer)
+{
+	peer->hello_sent = false;
+	peer->via_shm = false;
+	peer->cma_off = true;
+	peer->peer_pulls = false;
+	peer->shm_blocked = false;
+	if (peer->shm) {
+		cour_shm_ring_close(peer->shm);
+		peer->shm = NULL;
+	}
+	if (peer->pidfd >= 0)
+		close(peer->pidfd);
+	peer->pidfd = -1;
+}
+
+void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_shm_hello hello;
+	struct cour_pkt_hdr hdr;
+	struct iovec iov = { .iov_base = &hello, .iov_len = sizeof(hello) };
+
+	memset(&hello, 0, sizeof(hello));
+	memcpy(hello.host, cour_host_id, sizeof(hello.host));
+	hello.pid = ep->shm_loc.pid;
+	hello.fd = ep->shm_loc.fd;
+	hello.nonce = ep->shm_loc.nonce;
+	hello.bytes = ep->shm_loc.bytes;
+	hello.probe = (uint64_t)(uintptr_t)&ep->shm_loc.nonce;
+	hello.uid = (uint32_t)getuid();
+	hello.flags = flags;
+	if (peer->shm)
+		hello.flags |= COUR_HELLO_MAPPED | (peer->cma_off ? 0 : COUR_HELLO_PULLS);
+	memset(&hdr.base, 0, sizeof(hdr.base));
+	hdr.base.type = COUR_PKT_HELLO;
+	hdr.base.flags = COUR_F_PCSUM;
+	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, &iov, 1);
+	/* over UDP even when mapped: the peer may have lost our ring (it restarted) */
+	if (ep->wire->send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, &iov, 1) == 0)
+		peer->hello_sent = true;
+}
+
+/* Can we single-copy with the peer? Read the 8 bytes its HELLO points at: they hold its nonce.
+ * Decided once per peer; a refusal is the fallback the stats count. */
+static void cour_shm_cma_test(struct cour_peer *peer, const struct cour_shm_hello *h)
+{
+	struct iovec l;
+	uint64_t got = 0;
+
+	l.iov_base = &got;
+	l.iov_len = sizeof(got);
+	peer->cma_off = cour_cma_pull(peer, &l, 1, h->probe, sizeof(got)) != 0 ||
+			got != h->nonce;
+}
+
+void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *h)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_shm_locator loc = {
+		.pid = h->pid, .fd = h->fd, .nonce = h->nonce, .bytes = h->bytes,
+	};
+	char str[80];
+	int ret;
+
+	if (!ep->shm_ring || !cour_shm_same_host(h->host))
+		return;
+	if (peer->shm && peer->shm_pid == h->pid && peer->shm_nonce == h->nonce)
+		goto answer;              /* a repeat: nothing new to map */
+	cour_shm_peer_detach(peer);
+	ret = cour_shm_ring_attach(&loc, &peer->shm);
+	if (ret) {
+		COUR_INFO(FI_LOG_EP_CTRL, "peer %s is on this host but its ring cannot be mapped "
+			  "(%s%s): it stays on UDP\n", cour_addr_str(&peer->addr, str, sizeof(str)),
+			  fi_strerror(-ret), h->uid != (uint32_t)getuid() ? ", another user" : "");
+		peer->shm = NULL;
+		return;
+	}
+	peer->shm_pid = h->pid;
+	peer->shm_nonce = h->nonce;
+	peer->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)h->pid, 0);
+	peer->mtu = COUR_MIN(cour_shm_ring_payload_max(peer->shm), (uint32_t)COUR_MAX_PKT);
+	ep->stats.shm_peers++;
+	cour_shm_cma_test(peer, h);
+	COUR_INFO(FI_LOG_EP_CTRL, "peer %s reached through shared memory (pid %u)\n",
+		  cour_addr_str(&peer->addr, str, sizeof(str)), h->pid);
+answer:
+	if (h->flags & COUR_HELLO_MAPPED)
+		peer->peer_pulls = h->flags & COUR_HELLO_PULLS;
+	/* ask back until the peer has told whether it can single-copy with us */
+	if (h->flags & COUR_HELLO_REPLY)
+		cour_shm_hello_send(peer, (h->flags & COUR_HELLO_MAPPED) ? 0 : COUR_HELLO_REPLY);
+}
+
+/* Has the peer's process exited? Only asked when the peer owes us something. */
+bool cour_shm_peer_gone(struct cour_peer *peer)
+{
+	struct pollfd pfd = { .fd = peer->pidfd, .events = POLLIN };
+
+	return peer->pidfd >= 0 && poll(&pfd, 1, 0) == 1;
+}
+
+/* The peer sleeps on its socket: an ACK over UDP wakes it (an ordinary, valid packet, so a
+ * receiver needs no special case, and garbage cannot pass for it). */
+static void cour_shm_doorbell(struct cour_peer *peer)
+{
+	struct cour_pkt_hdr hdr;
+
+	memset(&hdr.base, 0, sizeof(hdr.base));
+	hdr.base.type = COUR_PKT_ACK;
+	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
+	if (peer->ep->wire->send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
+				     NULL, 0) == 0)
+		peer->ep->stats.shm_doorbells++;
+}
+
+/* One finished packet into the peer's ring, the doorbell if the peer sleeps. */
+static int cour_shm_put(struct cour_peer *peer, const void *hdr, size_t hdr_len,
+			const struct iovec *iov, size_t iovcnt)
+{
+	struct cour_ep *ep = peer->ep;
+	bool wake = false;
+	int ret;
+
+	ret = cour_shm_ring_put(peer->shm, &ep->bound_sa, ep->bound_len, hdr, hdr_len, iov,
+				iovcnt, &wake);
+	if (COUR_UNLIKELY(ret))
+		return ret;
+	ep->stats.shm_tx_pkts++;
+	ep->stats.tx_pkts++;
+	if (COUR_UNLIKELY(wake))
+		cour_shm_doorbell(peer);
+	return 0;
+}
+
+/* A sequenced packet: 0, or -FI_EAGAIN when the ring is full (nothing was sent). */
+int cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t hdr_len,
+		  const struct iovec *iov, size_t iovcnt)
+{
+	struct cour_pkt_hdr h;
+	int ret;
+
+	memcpy(&h, hdr, hdr_len);
+	cour_hdr_finish(peer, &h, hdr_len, iov, iovcnt);
+	ret = cour_shm_put(peer, &h, hdr_len, iov, iovcnt);
+	if (ret == 0)
+		for (size_t k = 0; k < iovcnt; k++)
+			peer->ep->stats.tx_bytes += iov[k].iov_len;
+	return ret;
+}
+
+/* An unsequenced packet (ACK, RESET) already finished: through the ring when the peer is
+ * mapped, else (or when the ring is full) over the endpoint's wire. */
+int cour_peer_send_now(struct cour_peer *peer, const void *hdr, size_t hdr_len,
+		       const struct iovec *iov, size_t iovcnt)
+{
+	struct cour_ep *ep = peer->ep;
+
+	if (peer->via_shm && cour_shm_put(peer, hdr, hdr_len, iov, iovcnt) == 0)
+		return 0;
+	return cour_wire_send_now(ep, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt);
+}
+
+int cour_shm_poll(struct cour_ep *ep)
+{
+	struct sockaddr_storage sa;
+	const void *pkt, *tag;
+	uint32_t len, tag_len;
+	int n = 0;
+
+	ep->rx_borrowed = true;
+	while (n < COUR_SHM_POLL_MAX &&
+	       (pkt = cour_shm_ring_peek(ep->shm_ring, &len, &tag, &tag_len)) != NULL) {
+		n++;
+		ep->stats.rx_pkts++;
+		ep->stats.shm_rx_pkts++;
+		if (tag_len > sizeof(sa)) {
+			COUR_DROP_BAD(ep, "shm packet with an oversized sender address");
+		} else {
+			memcpy(&sa, tag, tag_len);
+			/* borrowed: the engine copies what it must keep (rx_borrowed) */
+			cour_ep_rx_packet(ep, (void *)pkt, len, &sa, (socklen_t)tag_len);
+		}
+		cour_shm_ring_pop(ep->shm_ring);
+	}
+	ep->rx_borrowed = false;
+	return n;
+}
+
+bool cour_shm_arm(struct cour_ep *ep)
+{
+	return !ep->shm_ring || cour_shm_ring_arm(ep->shm_ring);
+}
+
+void cour_shm_disarm(struct cour_ep *ep)
+{
+	if (ep->shm_ring)
+		cour_shm_ring_disarm(ep->shm_ring);
+}

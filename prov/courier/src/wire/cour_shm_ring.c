@@ -1,0 +1,640 @@
+/*
+ * The shared-memory receive ring; the design, the layout and the reasons are in
+ * cour_shm_ring.h. This file needs nothing of courier but cour.h's logging and clock.
+ */
+#define COUR_SHM_RING_TESTING     /* declares the test hooks, which are always built */
+#include "cour.h"
+#include "wire/cour_shm_ring.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008u     /* Linux 6.3; older headers lack it */
+#endif
+
+#define COUR_SHM_NCELLS_MAX   65536u
+#define COUR_SHM_PAYLOAD_MIN  64u
+#define COUR_SHM_PAYLOAD_MAX  65536u
+#define COUR_SHM_PUT_TRIES    1024   /* contention or garbage: then -FI_EAGAIN, the engine retries */
+#define COUR_SHM_PEEK_SKIPS   64     /* cells one peek may skip (corrupt or reclaimed) */
+#define COUR_SHM_STUCK_US     100000 /* a head cell RESERVED this long: ask whether its pid lives */
+
+struct cour_shm_ring {
+	/* read on every call: the geometry, private copies never re-read from the mapping */
+	uint8_t             *cells;
+	uint32_t             mask;
+	uint32_t             cell_size;
+	uint32_t             cell_payload;
+	uint32_t             pid;       /* ours, written into the cells we reserve */
+	struct cour_shm_hdr *hdr;
+	uint64_t             head;      /* consumer: the next position to read */
+	bool                 ready;     /* consumer: the last peek returned the head cell */
+	bool                 owner;
+	int                  fd;        /* owner: the memfd; producer: -1 */
+	size_t               bytes;
+
+	/* consumer: the head cell that stays unpublished, and since when */
+	uint64_t             stuck_pos;
+	uint64_t             stuck_word;
+	uint64_t             stuck_since;   /* 0: not watching */
+	uint64_t             reclaimed;
+	uint64_t             corrupt;
+};
+
+static inline struct cour_shm_cell *cour_shm_cell_at(const struct cour_shm_ring *r, uint64_t pos)
+{
+	return (struct cour_shm_cell *)(r->cells + (size_t)(pos & r->mask) * r->cell_size);
+}
+
+static inline uint64_t cour_shm_word_seq(uint64_t w)
+{
+	return w >> COUR_SHM_SEQ_SHIFT;
+}
+
+static inline unsigned cour_shm_word_state(uint64_t w)
+{
+	return (w >> COUR_SHM_STATE_SHIFT) & 3;
+}
+
+/* seq minus the position's low 40 bits, as a signed 40-bit difference */
+static inline int64_t cour_shm_seq_diff(uint64_t w, uint64_t pos)
+{
+	return (int64_t)((cour_shm_word_seq(w) - pos) << COUR_SHM_SEQ_SHIFT) >> COUR_SHM_SEQ_SHIFT;
+}
+
+static uint32_t cour_shm_cell_size(uint32_t cell_payload)
+{
+	return (uint32_t)((sizeof(struct cour_shm_cell) + cell_payload + 63) & ~(size_t)63);
+}
+
+static bool cour_shm_geometry_ok(uint32_t ncells, uint32_t cell_payload)
+{
+	return ncells >= 2 && ncells <= COUR_SHM_NCELLS_MAX && !(ncells & (ncells - 1)) &&
+	       cell_payload >= COUR_SHM_PAYLOAD_MIN && cell_payload <= COUR_SHM_PAYLOAD_MAX;
+}
+
+static int cour_shm_errno(int e)
+{
+	switch (e) {
+	case ENOENT:
+	case ESRCH:
+	case ENOTDIR:
+		return -FI_ENOENT;
+	case EACCES:
+	case EPERM:
+		return -FI_EACCES;
+	case ENOMEM:
+	case EMFILE:
+	case ENFILE:
+	case ENOSPC:
+		return -FI_ENOMEM;
+	default:
+		return -FI_EINVAL;
+	}
+}
+
+static int cour_shm_pid(uint32_t *pid)
+{
+	pid_t p = getpid();
+
+	if (p <= 0 || (uint32_t)p > COUR_SHM_PID_MASK) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: pid %d does not fit the cell state word\n", p);
+		return -FI_EINVAL;
+	}
+	*pid = (uint32_t)p;
+	return 0;
+}
+
+static uint64_t cour_shm_nonce(void)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < 4 && !n; i++) {
+		if (getrandom(&n, sizeof(n), GRND_NONBLOCK) != sizeof(n))
+			n = 0;
+	}
+	if (!n) {
+		/* the nonce only tells our ring from a stale locator: uniqueness is enough */
+		n = cour_now_us() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32 ^
+		    (uintptr_t)&n;
+		n |= 1;
+	}
+	return n;
+}
+
+static int cour_shm_memfd(void)
+{
+	int fd = memfd_create("courier-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+
+	if (fd < 0 && errno == EINVAL)     /* a kernel before 6.3 */
+		fd = memfd_create("courier-shm-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	return fd;
+}
+
+int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm_ring **out,
+			 struct cour_shm_locator *loc)
+{
+	struct cour_shm_ring *r;
+	uint32_t cell_size, pid;
+	long page = sysconf(_SC_PAGESIZE);
+	size_t bytes;
+	void *base;
+	int ret;
+
+	if (!out || !loc || !cour_shm_geometry_ok(ncells, cell_payload)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: bad geometry %u cells of %u bytes\n", ncells,
+			  cell_payload);
+		return -FI_EINVAL;
+	}
+	ret = cour_shm_pid(&pid);
+	if (ret)
+		return ret;
+	if (page <= 0)
+		page = 4096;
+	cell_size = cour_shm_cell_size(cell_payload);
+	bytes = sizeof(struct cour_shm_hdr) + (size_t)ncells * cell_size;
+	bytes = (bytes + (size_t)page - 1) & ~((size_t)page - 1);
+
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: out of memory\n");
+		return -FI_ENOMEM;
+	}
+	r->fd = cour_shm_memfd();
+	if (r->fd < 0) {
+		ret = cour_shm_errno(errno);
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: memfd_create: %s\n", strerror(errno));
+		goto free_ring;
+	}
+	if (ftruncate(r->fd, (off_t)bytes)) {
+		ret = errno == EINVAL || errno == EFBIG ? -FI_ENOMEM : cour_shm_errno(errno);
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: ftruncate %zu: %s\n", bytes, strerror(errno));
+		goto close_fd;
+	}
+	if (fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		ret = -FI_EINVAL;
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: sealing the memfd: %s\n", strerror(errno));
+		goto close_fd;
+	}
+	base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	if (base == MAP_FAILED) {
+		ret = cour_shm_errno(errno);
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: mmap %zu bytes: %s\n", bytes, strerror(errno));
+		goto close_fd;
+	}
+
+	r->hdr = base;
+	r->cells = (uint8_t *)base + sizeof(struct cour_shm_hdr);
+	r->mask = ncells - 1;
+	r->cell_size = cell_size;
+	r->cell_payload = cell_payload;
+	r->pid = pid;
+	r->owner = true;
+	r->bytes = bytes;
+
+	/* the file is fresh (all zeroes); nobody can map it before the locator leaves us */
+	for (uint32_t i = 0; i < ncells; i++)
+		cour_shm_cell_at(r, i)->state = cour_shm_word(i, COUR_SHM_FREE, 0);
+	r->hdr->version = COUR_SHM_VERSION;
+	r->hdr->hdr_size = sizeof(struct cour_shm_hdr);
+	r->hdr->nonce = cour_shm_nonce();
+	r->hdr->bytes = bytes;
+	r->hdr->ncells = ncells;
+	r->hdr->cell_size = cell_size;
+	r->hdr->cell_payload = cell_payload;
+	r->hdr->owner_pid = pid;
+	__atomic_store_n(&r->hdr->magic, COUR_SHM_MAGIC, __ATOMIC_RELEASE);
+
+	loc->pid = pid;
+	loc->fd = r->fd;
+	loc->nonce = r->hdr->nonce;
+	loc->bytes = bytes;
+	*out = r;
+	COUR_DBG(FI_LOG_EP_CTRL, "shm ring: /proc/%u/fd/%d, %u cells of %u bytes, %zu bytes\n",
+		 pid, r->fd, ncells, cell_payload, bytes);
+	return 0;
+
+close_fd:
+	close(r->fd);
+free_ring:
+	free(r);
+	return ret;
+}
+
+/* The header of a freshly mapped peer ring, each field read once: 0 or -FI_EINVAL. */
+static int cour_shm_check_hdr(const struct cour_shm_hdr *h, const struct cour_shm_locator *loc,
+			      uint32_t *ncells, uint32_t *cell_payload)
+{
+	uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
+	uint32_t version = __atomic_load_n(&h->version, __ATOMIC_RELAXED);
+	uint32_t hdr_size = __atomic_load_n(&h->hdr_size, __ATOMIC_RELAXED);
+	uint64_t nonce = __atomic_load_n(&h->nonce, __ATOMIC_RELAXED);
+	uint64_t bytes = __atomic_load_n(&h->bytes, __ATOMIC_RELAXED);
+	uint32_t n = __atomic_load_n(&h->ncells, __ATOMIC_RELAXED);
+	uint32_t size = __atomic_load_n(&h->cell_size, __ATOMIC_RELAXED);
+	uint32_t payload = __atomic_load_n(&h->cell_payload, __ATOMIC_RELAXED);
+	const char *why = NULL;
+
+	if (magic != COUR_SHM_MAGIC)
+		why = "magic";
+	else if (version != COUR_SHM_VERSION)
+		why = "version";
+	else if (nonce != loc->nonce)
+		why = "nonce (a stale locator?)";
+	else if (hdr_size != sizeof(struct cour_shm_hdr))
+		why = "header size";
+	else if (bytes != loc->bytes)
+		why = "size";
+	else if (!cour_shm_geometry_ok(n, payload))
+		why = "cell count or payload";
+	else if (size != cour_shm_cell_size(payload))
+		why = "cell size";
+	else if (sizeof(struct cour_shm_hdr) + (uint64_t)n * size > bytes)
+		why = "cells past the end";
+	if (why) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring /proc/%u/fd/%d: bad %s\n", loc->pid, loc->fd, why);
+		return -FI_EINVAL;
+	}
+	*ncells = n;
+	*cell_payload = payload;
+	return 0;
+}
+
+int cour_shm_ring_attach(const struct cour_shm_locator *loc, struct cour_shm_ring **out)
+{
+	struct cour_shm_ring *r;
+	uint32_t ncells, cell_payload, pid;
+	char path[64];
+	struct stat st;
+	void *base;
+	int fd, seals, ret;
+
+	if (!loc || !out || !loc->pid || loc->pid > INT32_MAX || loc->fd < 0 || !loc->nonce ||
+	    loc->bytes < sizeof(struct cour_shm_hdr) || loc->bytes > SIZE_MAX / 2) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: malformed locator\n");
+		return -FI_EINVAL;
+	}
+	ret = cour_shm_pid(&pid);
+	if (ret)
+		return ret;
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", loc->pid, loc->fd);
+
+	/* look before opening: opening some devices or FIFOs has side effects or blocks */
+	if (stat(path, &st)) {
+		ret = cour_shm_errno(errno);
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring %s: %s\n", path, strerror(errno));
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring %s: not a regular file\n", path);
+		return -FI_EINVAL;
+	}
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		ret = cour_shm_errno(errno);
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring %s: open: %s\n", path, strerror(errno));
+		return ret;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != loc->bytes) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring %s: not a file of %" PRIu64 " bytes\n", path,
+			  loc->bytes);
+		ret = -FI_EINVAL;
+		goto close_fd;
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring %s: not a memfd sealed against shrinking\n",
+			  path);
+		ret = -FI_EINVAL;
+		goto close_fd;
+	}
+	base = mmap(NULL, (size_t)loc->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		ret = cour_shm_errno(errno);
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring %s: mmap: %s\n", path, strerror(errno));
+		goto close_fd;
+	}
+	ret = cour_shm_check_hdr(base, loc, &ncells, &cell_payload);
+	if (ret)
+		goto unmap;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		COUR_WARN(FI_LOG_EP_CTRL, "shm ring: out of memory\n");
+		ret = -FI_ENOMEM;
+		goto unmap;
+	}
+	close(fd);              /* the mapping keeps the file */
+	r->hdr = base;
+	r->cells = (uint8_t *)base + sizeof(struct cour_shm_hdr);
+	r->mask = ncells - 1;
+	r->cell_size = cour_shm_cell_size(cell_payload);
+	r->cell_payload = cell_payload;
+	r->pid = pid;
+	r->fd = -1;
+	r->bytes = (size_t)loc->bytes;
+	*out = r;
+	return 0;
+
+unmap:
+	munmap(base, (size_t)loc->bytes);
+close_fd:
+	close(fd);
+	return ret;
+}
+
+void cour_shm_ring_close(struct cour_shm_ring *r)
+{
+	if (!r)
+		return;
+	munmap(r->hdr, r->bytes);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r);
+}
+
+uint32_t cour_shm_ring_payload_max(const struct cour_shm_ring *r)
+{
+	return r->cell_payload;
+}
+
+uint64_t cour_shm_ring_reclaimed(const struct cour_shm_ring *r)
+{
+	return r->reclaimed;
+}
+
+uint64_t cour_shm_ring_corrupt(const struct cour_shm_ring *r)
+{
+	return r->corrupt;
+}
+
+void *cour_shm_ring_base(const struct cour_shm_ring *r)
+{
+	return r->hdr;
+}
+
+/* ---- producer ---- */
+
+/* Take the cell of the next free position: 0 and *pos, or -FI_EAGAIN (full, or no luck in
+ * COUR_SHM_PUT_TRIES attempts). */
+int cour_shm_ring_reserve(struct cour_shm_ring *r, uint64_t *pos_out, bool advance_tail)
+{
+	uint64_t *tailp = &r->hdr->tail;
+	uint64_t pos = __atomic_load_n(tailp, __ATOMIC_RELAXED);
+
+	for (int i = 0; i < COUR_SHM_PUT_TRIES; i++) {
+		struct cour_shm_cell *c = cour_shm_cell_at(r, pos);
+		uint64_t w = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
+		uint64_t expect;
+		int64_t d;
+
+		if (COUR_LIKELY(w == cour_shm_word(pos, COUR_SHM_FREE, 0))) {
+			/* acquire: the consumer's reads of the previous lap precede our writes */
+			if (__atomic_compare_exchange_n(&c->state, &w,
+							cour_shm_word(pos, COUR_SHM_RESERVED, r->pid),
+							false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+				expect = pos;
+				if (advance_tail)
+					__atomic_compare_exchange_n(tailp, &expect, pos + 1, false,
+								    __ATOMIC_RELAXED,
+								    __ATOMIC_RELAXED);
+				*pos_out = pos;
+				return 0;
+			}
+			pos = __atomic_load_n(tailp, __ATOMIC_RELAXED);
+			continue;
+		}
+		d = cour_shm_seq_diff(w, pos);
+		if (d < 0)
+			return -FI_EAGAIN;  /* the previous lap's packet is still unread: full */
+		/* d == 0: taken by a producer that has not moved the tail yet (or died first);
+		 * d > 0: consumed or reclaimed already. Either way the tail lags: move it on. */
+		expect = pos;
+		if (__atomic_compare_exchange_n(tailp, &expect, pos + 1, false, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			pos++;
+		else
+			pos = expect;
+	}
+	COUR_DBG(FI_LOG_EP_DATA, "shm ring: no cell after %d tries\n", COUR_SHM_PUT_TRIES);
+	return -FI_EAGAIN;
+}
+
+static int cour_shm_check_put(const struct cour_shm_ring *r, uint32_t tag_len, size_t hdr_len,
+			      const struct iovec *iov, size_t iovcnt, uint32_t *total)
+{
+	size_t len = hdr_len;
+
+	if (tag_len > COUR_SHM_TAG_MAX) {
+		COUR_WARN(FI_LOG_EP_DATA, "shm ring: tag of %u bytes\n", tag_len);
+		return -FI_EINVAL;
+	}
+	for (size_t i = 0; i < iovcnt && len <= r->cell_payload; i++)
+		len += COUR_MIN(iov[i].iov_len, (size_t)r->cell_payload + 1);
+	if (len > r->cell_payload) {
+		COUR_WARN(FI_LOG_EP_DATA, "shm ring: packet larger than a cell (%u bytes)\n",
+			  r->cell_payload);
+		return -FI_EMSGSIZE;
+	}
+	*total = (uint32_t)len;
+	return 0;
+}
+
+static void cour_shm_publish(struct cour_shm_ring *r, uint64_t pos, const void *tag,
+			     uint32_t tag_len, const void *hdr, size_t hdr_len,
+			     const struct iovec *iov, size_t iovcnt, uint32_t total, bool *wake)
+{
+	struct cour_shm_cell *c = cour_shm_cell_at(r, pos);
+	uint8_t *p = c->data;
+
+	if (tag_len)
+		memcpy(c->tag, tag, tag_len);
+	if (hdr_len) {
+		memcpy(p, hdr, hdr_len);
+		p += hdr_len;
+	}
+	for (size_t i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len) {
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+			p += iov[i].iov_len;
+		}
+	}
+	c->len = total;
+	c->tag_len = tag_len;
+	__atomic_store_n(&c->state, cour_shm_word(pos, COUR_SHM_PUBLISHED, r->pid),
+			 __ATOMIC_RELEASE);
+	if (!wake)
+		return;
+	/* publish, fence, read armed: pairs with arm's store, fence, read (see the header) */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (COUR_UNLIKELY(__atomic_load_n(&r->hdr->armed, __ATOMIC_RELAXED)) &&
+	    __atomic_exchange_n(&r->hdr->armed, 0, __ATOMIC_RELAXED))
+		*wake = true;
+}
+
+int cour_shm_ring_commit(struct cour_shm_ring *r, uint64_t pos, const void *tag,
+			 uint32_t tag_len, const void *hdr, size_t hdr_len,
+			 const struct iovec *iov, size_t iovcnt, bool *wake)
+{
+	uint32_t total = 0;
+	int ret = cour_shm_check_put(r, tag_len, hdr_len, iov, iovcnt, &total);
+
+	if (ret)
+		return ret;
+	cour_shm_publish(r, pos, tag, tag_len, hdr, hdr_len, iov, iovcnt, total, wake);
+	return 0;
+}
+
+int cour_shm_ring_put(struct cour_shm_ring *r, const void *tag, uint32_t tag_len,
+		      const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt,
+		      bool *wake)
+{
+	uint32_t total = 0;
+	uint64_t pos;
+	int ret;
+
+	ret = cour_shm_check_put(r, tag_len, hdr_len, iov, iovcnt, &total);
+	if (ret)
+		return ret;
+	ret = cour_shm_ring_reserve(r, &pos, true);
+	if (ret)
+		return ret;
+	cour_shm_publish(r, pos, tag, tag_len, hdr, hdr_len, iov, iovcnt, total, wake);
+	return 0;
+}
+
+/* ---- consumer ---- */
+
+/* Give the head cell back to the producers, for the next lap. */
+static void cour_shm_advance(struct cour_shm_ring *r, struct cour_shm_cell *c)
+{
+	__atomic_store_n(&c->state, cour_shm_word(r->head + r->mask + 1, COUR_SHM_FREE, 0),
+			 __ATOMIC_RELEASE);
+	r->head++;
+	__atomic_store_n(&r->hdr->head, r->head, __ATOMIC_RELAXED);
+	r->ready = false;
+}
+
+static bool cour_shm_pid_gone(uint32_t pid)
+{
+	return kill((pid_t)pid, 0) == -1 && errno == ESRCH;
+}
+
+/*
+ * The head cell holds w, neither free nor published. Most often a producer is copying into it
+ * right now; watch it, and once it has stayed the same for COUR_SHM_STUCK_US take it back if
+ * its producer is dead (or if w is garbage no protocol step writes). true: the head moved.
+ */
+static bool cour_shm_unstick(struct cour_shm_ring *r, struct cour_shm_cell *c, uint64_t w)
+{
+	uint64_t now = cour_now_us(), pos = r->head, expect = pos;
+	uint32_t pid = (uint32_t)w & COUR_SHM_PID_MASK;
+	bool reserved;
+
+	if (!r->stuck_since || r->stuck_pos != pos || r->stuck_word != w) {
+		r->stuck_pos = pos;
+		r->stuck_word = w;
+		r->stuck_since = now;
+		return false;
+	}
+	if (now - r->stuck_since < COUR_SHM_STUCK_US)
+		return false;
+	r->stuck_since = now;   /* the next verdict, if this one spares it, in another period */
+	reserved = cour_shm_seq_diff(w, pos) == 0 && pid &&
+		   cour_shm_word_state(w) == COUR_SHM_RESERVED;
+	if (reserved && !cour_shm_pid_gone(pid))
+		return false;   /* alive, merely slow: never taken from it */
+	if (!__atomic_compare_exchange_n(&c->state, &w,
+					 cour_shm_word(pos + r->mask + 1, COUR_SHM_FREE, 0), false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return false;   /* it changed under us: watch again */
+	if (reserved) {
+		r->reclaimed++;
+		COUR_WARN(FI_LOG_EP_DATA, "shm ring: producer %u died holding cell %" PRIu64
+			  ", skipped\n", pid, pos);
+	} else {
+		r->corrupt++;
+		COUR_WARN(FI_LOG_EP_DATA, "shm ring: garbage state %#" PRIx64 " in cell %" PRIu64
+			  ", reset\n", w, pos);
+	}
+	r->stuck_since = 0;
+	r->head++;
+	r->ready = false;
+	__atomic_store_n(&r->hdr->head, r->head, __ATOMIC_RELAXED);
+	/* the producer may have died before moving the tail */
+	__atomic_compare_exchange_n(&r->hdr->tail, &expect, pos + 1, false, __ATOMIC_RELAXED,
+				    __ATOMIC_RELAXED);
+	return true;
+}
+
+const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const void **tag,
+			       uint32_t *tag_len)
+{
+	assert(r->owner);
+	for (int i = 0; i < COUR_SHM_PEEK_SKIPS; i++) {
+		struct cour_shm_cell *c = cour_shm_cell_at(r, r->head);
+		uint64_t w = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+		uint32_t l, tl;
+
+		if (COUR_LIKELY(w == cour_shm_word(r->head, COUR_SHM_FREE, 0)))
+			break;
+		if (cour_shm_seq_diff(w, r->head) != 0 ||
+		    cour_shm_word_state(w) != COUR_SHM_PUBLISHED) {
+			if (cour_shm_unstick(r, c, w))
+				continue;
+			break;
+		}
+		/* read once: a checked length must be the length used */
+		l = __atomic_load_n(&c->len, __ATOMIC_RELAXED);
+		tl = __atomic_load_n(&c->tag_len, __ATOMIC_RELAXED);
+		if (COUR_UNLIKELY(l > r->cell_payload || tl > COUR_SHM_TAG_MAX)) {
+			r->corrupt++;
+			COUR_WARN(FI_LOG_EP_DATA, "shm ring: cell %" PRIu64 " of %u bytes, tag %u:"
+				  " skipped\n", r->head, l, tl);
+			cour_shm_advance(r, c);
+			continue;
+		}
+		r->ready = true;
+		*len = l;
+		if (tag)
+			*tag = c->tag;
+		if (tag_len)
+			*tag_len = tl;
+		return c->data;
+	}
+	r->ready = false;
+	return NULL;
+}
+
+void cour_shm_ring_pop(struct cour_shm_ring *r)
+{
+	if (!r->ready)
+		return;
+	cour_shm_advance(r, cour_shm_cell_at(r, r->head));
+}
+
+bool cour_shm_ring_arm(struct cour_shm_ring *r)
+{
+	struct cour_shm_cell *c = cour_shm_cell_at(r, r->head);
+
+	assert(r->owner);
+	__atomic_store_n(&r->hdr->armed, 1, __ATOMIC_RELAXED);
+	/* store armed, fence, read the head cell: pairs with cour_shm_publish */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) ==
+	    cour_shm_word(r->head, COUR_SHM_FREE, 0))
+		return true;
+	__atomic_store_n(&r->hdr->armed, 0, __ATOMIC_RELAXED);
+	return false;
+}
+
+void cour_shm_ring_disarm(struct cour_shm_ring *r)
+{
+	__atomic_store_n(&r->hdr->armed, 0, __ATOMIC_RELAXED);
+}

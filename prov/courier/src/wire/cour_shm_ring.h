@@ -1,0 +1,201 @@
+/*
+ * The shared-memory receive ring: how peers on the same host hand packets to an endpoint
+ * without a socket. Each endpoint owns one ring; any number of producer processes put packets
+ * in it, the owner alone takes them out (multi-producer, single-consumer, bounded, lock-free).
+ *
+ * Memory. The ring is a memfd (MFD_CLOEXEC, sealed against shrinking and growing) mapped
+ * MAP_SHARED. No name exists in /dev/shm or anywhere else, so nothing outlives the processes
+ * that map it, even under SIGKILL. A producer finds it through the owner's fd table,
+ * /proc/<pid>/fd/<fd>, which the kernel lets only the same user (ptrace read access) open.
+ * The seal matters: a truncated file would turn every access past its end into SIGBUS, in the
+ * owner and in every producer; attach refuses a file without F_SEAL_SHRINK.
+ *
+ * Layout (native byte order: both ends are on one host):
+ *
+ *   offset 0    +---------------------------------------------------------------+
+ *               | magic, version, hdr_size, nonce, bytes, ncells, cell_size,     |  written once
+ *               | cell_payload, owner_pid                                        |  by the owner
+ *   64          | head   (consumer's next position; informative, nobody relies)  |
+ *   128         | tail   (producers' next position to reserve; a hint, see below)|
+ *   192         | armed  (the consumer may be asleep: wake it after publishing)  |
+ *   256         +---------------------------------------------------------------+
+ *               | cell 0: state (8) | len (4) | tag_len (4) | tag (32) | data ... |  cell_size
+ *               | cell 1 ...                                                      |  bytes each,
+ *               | cell ncells-1                                                   |  64-aligned
+ *               +---------------------------------------------------------------+
+ *
+ * Positions count packets from 0 forever (64 bits); position p lives in cell p & (ncells - 1).
+ * A cell's state word says, for one position, who holds the cell:
+ *
+ *   bits 63..24  seq: the position, low 40 bits
+ *   bits 23..22  FREE (0), RESERVED (1), PUBLISHED (2); 3 is never written
+ *   bits 21..0   pid of the producer that reserved it (Linux pids are below 2^22)
+ *
+ *   FREE{p} --producer CAS--> RESERVED{p,pid} --producer store--> PUBLISHED{p,pid}
+ *     ^                            |                                     |
+ *     +---- consumer store: FREE{p + ncells} <---- (dead pid: CAS) ------+--- consumer pops
+ *
+ * Why the reservation is a CAS on the cell word and not on the tail (as in the classic
+ * per-cell sequence ring): the pid must be written in the same atomic step that takes the
+ * cell. Then there is no instant at which a cell is taken but nobody can say by whom, so a
+ * producer killed at any instruction leaves either nothing, a cell RESERVED under its pid, or
+ * a PUBLISHED packet. The tail is only a hint of where to try: a producer finding the cell at
+ * the tail already taken (or already reused) advances the tail for whoever took it, so a
+ * producer that dies between its cell CAS and its tail CAS stops nobody.
+ *
+ * A reserved cell is never given up because of time alone: a live producer may be preempted
+ * for seconds on a loaded host, and taking its cell back would let it write into a cell that
+ * somebody else owns. The consumer, finding the head cell RESERVED and unchanged for
+ * COUR_SHM_STUCK_US, asks kill(pid, 0): only ESRCH proves that the producer can never write
+ * again (a process is reaped only after all its threads stopped and its memory is gone). It
+ * then CASes the cell to FREE of the next lap and skips it (cour_shm_ring_reclaimed). Limits:
+ * a dead producer that nobody reaps is a zombie and kill() still finds it, so its cell waits
+ * until the zombie is reaped; a reused pid makes the consumer wait for the new process. Both
+ * only delay, neither corrupts. Both ends must live in one pid namespace: a producer whose
+ * /proc shows the owner under the locator's pid is in it in practice.
+ *
+ * Fast paths: an empty peek loads the head cell's first cache line once; a put is a load of
+ * the tail, one CAS on the cell, one CAS on the tail (the price of the pid in the cell word:
+ * the tail can no longer be the reservation), the copy, one release store, a fence and a load
+ * of `armed`. No system call: the clock is read, and kill() called, only while the head cell
+ * stays RESERVED.
+ *
+ * Every word in the mapping is written by other processes and is treated as untrusted: sizes
+ * and indices come from the mapping only after checks (positions are masked, lengths bounded),
+ * the geometry is read once at attach and kept privately, and every retry loop is bounded
+ * (put gives -FI_EAGAIN, peek gives NULL). A state word that no protocol step can produce,
+ * found at the head for COUR_SHM_STUCK_US, is reset and skipped; a published cell whose
+ * lengths are out of range is skipped at once. Bad data in a well-formed packet is the
+ * engine's to detect, as on UDP. This guards against bugs and stray writes, not against a
+ * malicious process of the same user, which could ptrace us anyway.
+ *
+ * Sleeping (see cour_shm_ring_arm): the consumer sets `armed`, then looks for a packet; a
+ * producer publishes, then looks at `armed`. A seq_cst fence sits between the store and the
+ * load on each side: with both fences in the single total order, one of the two loads must see
+ * the other side's store, so either the consumer sees the packet (and does not sleep) or the
+ * producer sees `armed` (and rings the doorbell). Without the fences both loads could be
+ * served before the stores leave the store buffers and the packet would wait for the next one.
+ * The producer exchanges `armed` to 0, so exactly one producer rings per arming. Spurious
+ * doorbells happen (a producer that saw `armed` before a disarm); the engine ignores them.
+ *
+ * A handle belongs to the process that created or attached it: its pid is read once then,
+ * since getpid() is a system call. A child after fork attaches on its own.
+ */
+#ifndef COUR_SHM_RING_H
+#define COUR_SHM_RING_H
+
+#include <assert.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define COUR_SHM_TAG_MAX 32
+
+struct cour_shm_ring;                       /* one mapping: the owner's, or a producer's */
+
+struct cour_shm_locator {                   /* what a producer needs to attach; sent in a packet */
+	uint32_t pid;
+	int32_t  fd;
+	uint64_t nonce;                         /* random, nonzero */
+	uint64_t bytes;                         /* size of the mapping */
+};
+static_assert(sizeof(struct cour_shm_locator) == 24, "locator layout is fixed");
+
+/* Owner: create a ring of ncells (power of two, 2..65536) cells of cell_payload bytes (64..65536).
+ * 0, -FI_EINVAL (arguments), -FI_ENOMEM. */
+int  cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm_ring **out,
+			  struct cour_shm_locator *loc);
+/* Producer: map a peer's ring. 0, -FI_ENOENT (no such process or fd), -FI_EACCES,
+ * -FI_EINVAL (not a ring, wrong nonce, bad header), -FI_ENOMEM. */
+int  cour_shm_ring_attach(const struct cour_shm_locator *loc, struct cour_shm_ring **out);
+void cour_shm_ring_close(struct cour_shm_ring *r);   /* unmap (owner: also close the memfd) */
+uint32_t cour_shm_ring_payload_max(const struct cour_shm_ring *r);
+
+/* Producer: one packet made of hdr then the iovecs, with the sender's tag.
+ * 0: published; -FI_EAGAIN: full (nothing written); -FI_EMSGSIZE: larger than a cell;
+ * -FI_EINVAL: tag_len above COUR_SHM_TAG_MAX.
+ * *wake: set true iff the consumer armed and this put must wake it (else left untouched).
+ * wake NULL: the armed flag is left alone (someone else must wake the consumer). */
+int  cour_shm_ring_put(struct cour_shm_ring *r, const void *tag, uint32_t tag_len,
+		       const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt,
+		       bool *wake);
+
+/* Consumer: the oldest published packet, or NULL if none. Valid until cour_shm_ring_pop.
+ * tag and tag_len may be NULL. */
+const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const void **tag,
+			       uint32_t *tag_len);
+/* Consumer: release the packet the last peek returned (nothing if it returned NULL). */
+void cour_shm_ring_pop(struct cour_shm_ring *r);
+/* Consumer, before sleeping: true if the ring is empty after arming, so a put will wake us.
+ * false (a packet is published or still being written): poll again, do not sleep; the flag is
+ * then cleared. */
+bool cour_shm_ring_arm(struct cour_shm_ring *r);
+void cour_shm_ring_disarm(struct cour_shm_ring *r);
+uint64_t cour_shm_ring_reclaimed(const struct cour_shm_ring *r);  /* cells of dead producers skipped */
+
+/* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
+#define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
+#define COUR_SHM_VERSION 1u
+
+#define COUR_SHM_SEQ_SHIFT   24
+#define COUR_SHM_STATE_SHIFT 22
+#define COUR_SHM_PID_MASK    ((1u << COUR_SHM_STATE_SHIFT) - 1)
+
+enum {
+	COUR_SHM_FREE      = 0,
+	COUR_SHM_RESERVED  = 1,
+	COUR_SHM_PUBLISHED = 2,
+};
+
+struct cour_shm_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t hdr_size;          /* sizeof(struct cour_shm_hdr): where cell 0 starts */
+	uint64_t nonce;             /* equals the locator's: a reused fd number is not our ring */
+	uint64_t bytes;             /* size of the file */
+	uint32_t ncells;
+	uint32_t cell_size;         /* stride: the cell header plus cell_payload, rounded to 64 */
+	uint32_t cell_payload;
+	uint32_t owner_pid;
+	alignas(64) uint64_t head;  /* written by the consumer after each pop */
+	alignas(64) uint64_t tail;  /* CASed forward by producers */
+	alignas(64) uint32_t armed; /* 1: consumer may sleep; a producer exchanges it to 0 */
+};
+static_assert(offsetof(struct cour_shm_hdr, head) == 64, "head on its own line");
+static_assert(offsetof(struct cour_shm_hdr, tail) == 128, "tail on its own line");
+static_assert(offsetof(struct cour_shm_hdr, armed) == 192, "armed on its own line");
+static_assert(sizeof(struct cour_shm_hdr) == 256, "cells start on a line of their own");
+
+struct cour_shm_cell {
+	uint64_t state;             /* seq | state | pid, see above */
+	uint32_t len;               /* payload bytes, valid once PUBLISHED */
+	uint32_t tag_len;
+	uint8_t  tag[COUR_SHM_TAG_MAX];
+	uint8_t  data[];            /* cell_payload bytes */
+};
+static_assert(offsetof(struct cour_shm_cell, len) == 8, "cell layout");
+static_assert(offsetof(struct cour_shm_cell, tag) == 16, "cell layout");
+static_assert(offsetof(struct cour_shm_cell, data) == 48, "cell layout");
+
+static inline uint64_t cour_shm_word(uint64_t pos, unsigned state, uint32_t pid)
+{
+	return pos << COUR_SHM_SEQ_SHIFT | (uint64_t)state << COUR_SHM_STATE_SHIFT |
+	       (pid & COUR_SHM_PID_MASK);
+}
+
+#ifdef COUR_SHM_RING_TESTING
+/* put split in two, so that a test can reserve a cell and then die or sleep. advance_tail
+ * false stops right after the cell CAS, the worst instant to die at. */
+int  cour_shm_ring_reserve(struct cour_shm_ring *r, uint64_t *pos, bool advance_tail);
+int  cour_shm_ring_commit(struct cour_shm_ring *r, uint64_t pos, const void *tag,
+			  uint32_t tag_len, const void *hdr, size_t hdr_len,
+			  const struct iovec *iov, size_t iovcnt, bool *wake);
+/* published cells skipped because their lengths were out of range, and garbage state words reset */
+uint64_t cour_shm_ring_corrupt(const struct cour_shm_ring *r);
+/* the mapping, to corrupt it */
+void *cour_shm_ring_base(const struct cour_shm_ring *r);
+#endif
+
+#endif /* COUR_SHM_RING_H */
