@@ -62,11 +62,12 @@ wait $p1
 rc1=$?
 
 fail=0
-for r in 0 1 2; do
-	eval "rc=\$rc$r"
-	echo "---- rank $r: exit $rc ----"
-	cat "$out/rank$r"
-	[ "$rc" = 0 ] || fail=1
+for r_rc in "0 $rc0" "1 $rc1" "2 $rc2"; do
+	# shellcheck disable=SC2086
+	set -- $r_rc
+	echo "---- rank $1: exit $2 ----"
+	cat "$out/rank$1"
+	[ "$2" = 0 ] || fail=1
 done
 if [ $fail = 1 ] && grep -q "fi_getinfo.*failed: -61" "$out/rank0" "$out/rank1" "$out/rank2"
 then

@@ -88,7 +88,7 @@ run() {
 	name=$1 denied=$2
 	shift 2
 	mkdir "$out/$name" || exit 99
-	sw= cw= se= ce= sd=0 cd=0
+	sw='' cw='' se='' ce='' sd=0 cd=0
 	if [ "$denied" != client ]; then sw=$nocma se=$log_env sd=1; fi
 	if [ "$denied" != server ]; then cw=$nocma ce=$log_env cd=1; fi
 	t0=$(date +%s)

@@ -11,8 +11,11 @@
 #             (default: ./fabtests/bench, then next to this script, then $PATH)
 #   -o DIR    write logs there (default: a fresh mktemp directory)
 # environment:
-#   PROVIDERS              providers to compare, space separated
-#                          (default: courier tcp "udp;ofi_rxd" sockets)
+#   PROVIDERS              providers to compare, space separated (default: courier
+#                          courier-udp shm tcp "udp;ofi_rxd" sockets). courier-udp is courier
+#                          with FI_COURIER_SHM=0: same-host peers over UDP, which is what
+#                          the UDP providers do on loopback; courier itself uses shared memory
+#                          here, so its anchor is shm.
 #   COURIER_PROVIDER_PATH  directory holding libcourier-fi.so, exported as FI_PROVIDER_PATH for
 #                          the courier runs only (default: the build directory's .libs)
 #   RUN_TIMEOUT            seconds allowed per server+client pair (default 30)
@@ -42,7 +45,7 @@ done
 shift $((OPTIND - 1))
 EXTRA_OPTS=("$@")
 
-read -r -a PROV_LIST <<< "${PROVIDERS:-courier tcp udp;ofi_rxd sockets}"
+read -r -a PROV_LIST <<< "${PROVIDERS:-courier courier-udp shm tcp udp;ofi_rxd sockets}"
 RUN_TIMEOUT=${RUN_TIMEOUT:-30}
 PORT=${BASE_PORT:-47600}
 SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -109,11 +112,15 @@ run_pair() {
 	local t=$((RUN_TIMEOUT > 4 ? RUN_TIMEOUT - 2 : RUN_TIMEOUT))
 
 	read -r -a opts <<< "${BENCH_OPTS[$bench]} $(prov_opts "$prov")"
-	opts+=(-p "$prov" -P "$PORT" -T "$t" "${EXTRA_OPTS[@]}")
+	opts+=(-p "${prov%-udp}" -P "$PORT" -T "$t" "${EXTRA_OPTS[@]}")
 	PORT=$((PORT + 1))
-	if [ "$prov" = courier ] && [ -n "$COURIER_PROVIDER_PATH" ]; then
-		env_cmd+=("FI_PROVIDER_PATH=$COURIER_PROVIDER_PATH")
-	fi
+	case $prov in
+	courier|courier-udp)
+		[ -n "$COURIER_PROVIDER_PATH" ] &&
+			env_cmd+=("FI_PROVIDER_PATH=$COURIER_PROVIDER_PATH")
+		[ "$prov" = courier-udp ] && env_cmd+=(FI_COURIER_SHM=0)
+		;;
+	esac
 	"${env_cmd[@]}" timeout -k 2 "$RUN_TIMEOUT" "$prog" "${opts[@]}" \
 		> "$log.server" 2>&1 &
 	spid=$!
@@ -157,7 +164,7 @@ for prov in "${PROV_LIST[@]}"; do
 			echo "FAILED ($((SECONDS - start)) s, see $log.*)" >&2
 			FAILED+=("$bench over $prov: $(grep -h -m1 -E 'failed|error|timed out' \
 				"$log.client" "$log.server" 2>/dev/null | head -1)")
-			[ "$prov" = courier ] && COURIER_FAILED=1
+			case $prov in courier*) COURIER_FAILED=1 ;; esac
 		fi
 		# keep the sizes a failed run did measure
 		awk -v p="$i" '$1 == "RESULT" { print p, $2, $3, $4 }' "$log.client" >> "$RESULTS"
@@ -169,9 +176,13 @@ echo
 awk -v provs="${PROV_LIST[*]}" '
 BEGIN {
 	np = split(provs, prov, " ")
+	# ratio columns: each courier variant against each other provider
+	nc = 0
 	for (i = 1; i <= np; i++)
-		if (prov[i] == "courier")
-			cour = i
+		if (prov[i] ~ /^courier/) {
+			cv[++nc] = i
+			tag[i] = prov[i] == "courier" ? "cour/" : "cudp/"
+		}
 	order["pingpong"] = 1; order["bw"] = 2; order["rate"] = 3
 	order["rma_write"] = 4; order["rma_read"] = 5; order["fadd"] = 6
 	unit["pingpong"] = "usec"; unit["bw"] = "MB/s"; unit["rate"] = "msg/s"
@@ -208,10 +219,10 @@ END {
 	printf "%-9s %6s %6s", "bench", "size", "unit"
 	for (i = 1; i <= np; i++)
 		printf " %14s", prov[i]
-	if (cour)
+	for (c = 1; c <= nc; c++)
 		for (i = 1; i <= np; i++)
-			if (i != cour)
-				printf " %14s", "cour/" prov[i]
+			if (prov[i] !~ /^courier/)
+				printf " %14s", tag[cv[c]] prov[i]
 	printf "\n"
 	if (nr == 0)
 		print "(no results)"
@@ -220,15 +231,15 @@ END {
 		printf "%-9s %6s %6s", k[1], sizestr(k[2]), unit[k[1]]
 		for (i = 1; i <= np; i++)
 			printf " %14s", fmt(val[i, rows[r]])
-		if (cour)
+		for (c = 1; c <= nc; c++)
 			for (i = 1; i <= np; i++) {
-				if (i == cour)
+				if (prov[i] ~ /^courier/)
 					continue
-				c = val[cour, rows[r]]; o = val[i, rows[r]]
-				if (c == "" || o == "" || o + 0 == 0)
+				cval = val[cv[c], rows[r]]; o = val[i, rows[r]]
+				if (cval == "" || o == "" || o + 0 == 0)
 					printf " %14s", "n/a"
 				else
-					printf " %14.2f", c / o
+					printf " %14.2f", cval / o
 			}
 		printf "\n"
 	}

@@ -221,6 +221,7 @@ struct cour_peer {
 	struct cour_shm_ring *shm;
 	bool                 via_shm;         /* sequenced packets go through shm (in order) */
 	bool                 shm_blocked;     /* its ring was full: resend from tx_una first */
+	bool                 shm_retrying;
 	bool                 hello_sent;
 	int                  pidfd;           /* the peer's process, -1: none */
 	uint32_t             shm_pid;

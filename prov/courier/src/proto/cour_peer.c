@@ -236,6 +236,8 @@ static void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint
 			return;
 		}
 		slot->sent_us = 0;
+		if (!peer->shm_blocked && !peer->shm_retrying)
+			peer->ep->stats.shm_ring_full++;     /* once per wait, not per retry */
 		peer->shm_blocked = true;
 		peer->ep->tx_blocked = true;    /* the next progress call retries */
 		return;
@@ -268,8 +270,10 @@ static bool cour_peer_shm_retry(struct cour_peer *peer, uint64_t now)
 	uint32_t w = (uint32_t)cour_params.window;
 
 	peer->shm_blocked = false;
+	peer->shm_retrying = true;
 	for (uint32_t s = peer->tx_una; s != peer->tx_next && !peer->shm_blocked; s++)
 		cour_slot_send(peer, &peer->txwin[s % w], now);
+	peer->shm_retrying = false;
 	cour_peer_shm_release(peer, now);
 	return !peer->shm_blocked;
 }
@@ -384,12 +388,8 @@ void cour_peer_push(struct cour_peer *peer)
 		while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
 			;
 	}
-	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer)) {
-		if (peer->shm_blocked)
-			ep->stats.shm_ring_full++;
-		else
-			ep->stats.window_stalls++;
-	}
+	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer) && !peer->shm_blocked)
+		ep->stats.window_stalls++;
 	cour_wire_flush(ep);
 }
 
