@@ -268,12 +268,14 @@ struct cour_ep {
 	bool                 rx_borrowed;     /* the packet being handled lives in the ring */
 	bool                 shm_armed;       /* we asked producers for a doorbell (sleeping) */
 	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
+	uint32_t             udp_gap_us;      /* ...and when it reads it next (cour_progress.c) */
 	uint64_t             now_us;          /* the clock as this progress call read it */
 
 	size_t               tx_outstanding;  /* application sends not yet completed */
 
 	/* engine state */
 	struct cour_peer    *peers;           /* uthash on addr */
+	struct cour_peer    *peer_last;       /* the last one looked up by address */
 	struct cour_peer   **peer_by_fiaddr;  /* cache indexed by fi_addr_t */
 	size_t               peer_cache_len;
 	uint64_t             peer_cache_gen;

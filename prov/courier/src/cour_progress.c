@@ -17,6 +17,7 @@
 #define COUR_MAX_SLEEP_US    100000
 #define COUR_POLL_MAX        64
 #define COUR_UDP_GAP_US      4
+#define COUR_UDP_GAP_MAX_US  64
 
 static void cour_ep_progress(struct cour_ep *ep)
 {
@@ -35,18 +36,24 @@ static void cour_ep_progress(struct cour_ep *ep)
 		cour_shm_poll(ep);
 	}
 	/* With same-host peers, a socket read per call would cost more than the whole shm
-	 * path: a polling application reads the socket once per COUR_UDP_GAP_US at most (a UDP
-	 * peer's packet waits that much longer at worst; a sleeper reads it when woken). */
+	 * path, and a read in progress when a ring packet lands delays it by a system call: a
+	 * polling application reads the socket every udp_gap_us, which doubles while the socket
+	 * stays empty (to COUR_UDP_GAP_MAX_US: a UDP peer's first packet waits that much at
+	 * worst) and drops back while it has packets. A sleeper reads it when woken. */
 	now = 0;
 	if (ep->shm_ring && ep->stats.shm_peers && !slept) {
 		now = ep->now_us;      /* read for the ring, just above */
-		if (now - ep->udp_last_us < COUR_UDP_GAP_US)
+		if (now - ep->udp_last_us < ep->udp_gap_us)
 			goto timers;
 		ep->udp_last_us = now;
 	}
 	do {
 		n = cour_wire_poll(ep);
 	} while (n == COUR_RX_BATCH && ++rounds < 8);
+	if (n || rounds)
+		ep->udp_gap_us = COUR_UDP_GAP_US;
+	else if (ep->udp_gap_us < COUR_UDP_GAP_MAX_US)
+		ep->udp_gap_us = ep->udp_gap_us ? ep->udp_gap_us * 2 : COUR_UDP_GAP_US;
 timers:
 	if (ep->active) {
 		if (!now)

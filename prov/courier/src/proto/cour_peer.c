@@ -58,9 +58,14 @@ static void cour_peer_state_init(struct cour_peer *peer)
 struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
 					    bool create)
 {
-	struct cour_peer *peer;
+	struct cour_peer *peer = ep->peer_last;
 
+	/* packets come in runs from one peer: skip the hash for a repeat */
+	if (COUR_LIKELY(peer && cour_addr_eq(&peer->addr, addr)))
+		return peer;
 	HASH_FIND(hh, ep->peers, addr, sizeof(*addr), peer);
+	if (peer)
+		ep->peer_last = peer;
 	if (peer || !create)
 		return peer;
 	peer = calloc(1, sizeof(*peer));
@@ -1035,4 +1040,5 @@ void cour_peer_free_all(struct cour_ep *ep)
 	free(ep->peer_by_fiaddr);
 	ep->peer_by_fiaddr = NULL;
 	ep->peer_cache_len = 0;
+	ep->peer_last = NULL;
 }

@@ -395,10 +395,11 @@ int cour_shm_ring_reserve(struct cour_shm_ring *r, uint64_t *pos_out, bool advan
 		int64_t d;
 
 		if (COUR_LIKELY(w == cour_shm_word(pos, COUR_SHM_FREE, 0))) {
-			/* acquire: the consumer's reads of the previous lap precede our writes */
+			/* acquire: the consumer's reads of the previous lap precede our writes;
+			 * seq_cst: the load of `armed` after it (see Sleeping in the header) */
 			if (__atomic_compare_exchange_n(&c->state, &w,
 							cour_shm_word(pos, COUR_SHM_RESERVED, r->pid),
-							false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+							false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 				expect = pos;
 				if (advance_tail)
 					__atomic_compare_exchange_n(tailp, &expect, pos + 1, false,
@@ -448,7 +449,7 @@ static int cour_shm_check_put(const struct cour_shm_ring *r, uint32_t tag_len, s
 
 static void cour_shm_publish(struct cour_shm_ring *r, uint64_t pos, const void *tag,
 			     uint32_t tag_len, const void *hdr, size_t hdr_len,
-			     const struct iovec *iov, size_t iovcnt, uint32_t total, bool *wake)
+			     const struct iovec *iov, size_t iovcnt, uint32_t total)
 {
 	struct cour_shm_cell *c = cour_shm_cell_at(r, pos);
 	uint8_t *p = c->data;
@@ -469,12 +470,13 @@ static void cour_shm_publish(struct cour_shm_ring *r, uint64_t pos, const void *
 	c->tag_len = tag_len;
 	__atomic_store_n(&c->state, cour_shm_word(pos, COUR_SHM_PUBLISHED, r->pid),
 			 __ATOMIC_RELEASE);
-	if (!wake)
-		return;
-	/* publish, fence, read armed: pairs with arm's store, fence, read (see the header) */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (COUR_UNLIKELY(__atomic_load_n(&r->hdr->armed, __ATOMIC_RELAXED)) &&
-	    __atomic_exchange_n(&r->hdr->armed, 0, __ATOMIC_RELAXED))
+}
+
+/* After the reservation's seq_cst CAS, before the copy: does the consumer sleep? (header) */
+static void cour_shm_wake_check(struct cour_shm_ring *r, bool *wake)
+{
+	if (wake && COUR_UNLIKELY(__atomic_load_n(&r->hdr->armed, __ATOMIC_SEQ_CST)) &&
+	    __atomic_exchange_n(&r->hdr->armed, 0, __ATOMIC_SEQ_CST))
 		*wake = true;
 }
 
@@ -487,7 +489,10 @@ int cour_shm_ring_commit(struct cour_shm_ring *r, uint64_t pos, const void *tag,
 
 	if (ret)
 		return ret;
-	cour_shm_publish(r, pos, tag, tag_len, hdr, hdr_len, iov, iovcnt, total, wake);
+	/* (the test's reservation had no look at `armed`: late, but before the publish, and the
+	 * consumer refuses to sleep on the reserved cell meanwhile) */
+	cour_shm_wake_check(r, wake);
+	cour_shm_publish(r, pos, tag, tag_len, hdr, hdr_len, iov, iovcnt, total);
 	return 0;
 }
 
@@ -505,7 +510,8 @@ int cour_shm_ring_put(struct cour_shm_ring *r, const void *tag, uint32_t tag_len
 	ret = cour_shm_ring_reserve(r, &pos, true);
 	if (ret)
 		return ret;
-	cour_shm_publish(r, pos, tag, tag_len, hdr, hdr_len, iov, iovcnt, total, wake);
+	cour_shm_wake_check(r, wake);
+	cour_shm_publish(r, pos, tag, tag_len, hdr, hdr_len, iov, iovcnt, total);
 	return 0;
 }
 

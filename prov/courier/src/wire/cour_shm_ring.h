@@ -56,8 +56,8 @@
  *
  * Fast paths: an empty peek loads the head cell's first cache line once; a put is a load of
  * the tail, one CAS on the cell, one CAS on the tail (the price of the pid in the cell word:
- * the tail can no longer be the reservation), the copy, one release store, a fence and a load
- * of `armed`. No system call: the clock is read, and kill() called, only while the head cell
+ * the tail can no longer be the reservation), a load of `armed`, the copy and one release
+ * store: no fence (see Sleeping). No system call: the clock is read, and kill() called, only while the head cell
  * stays RESERVED.
  *
  * Every word in the mapping is written by other processes and is treated as untrusted: sizes
@@ -69,12 +69,15 @@
  * engine's to detect, as on UDP. This guards against bugs and stray writes, not against a
  * malicious process of the same user, which could ptrace us anyway.
  *
- * Sleeping (see cour_shm_ring_arm): the consumer sets `armed`, then looks for a packet; a
- * producer publishes, then looks at `armed`. A seq_cst fence sits between the store and the
- * load on each side: with both fences in the single total order, one of the two loads must see
- * the other side's store, so either the consumer sees the packet (and does not sleep) or the
- * producer sees `armed` (and rings the doorbell). Without the fences both loads could be
- * served before the stores leave the store buffers and the packet would wait for the next one.
+ * Sleeping (see cour_shm_ring_arm): the consumer sets `armed`, a seq_cst fence, then looks at
+ * the head cell and sleeps only if it is FREE. A producer reserves its cell with a seq_cst CAS,
+ * then loads `armed`. In the single total order one of the two loads sees the other side's
+ * write: either the producer sees `armed` (and rings the doorbell once it has published), or
+ * the consumer sees the head cell taken (reserved is enough: arm refuses to sleep on a cell
+ * being written) and does not sleep. The head cell is ours whenever it is FREE at arming time,
+ * as every cell between the head and ours is taken or consumed. Looking at `armed` before the
+ * copy instead of after the publish spares the put a fence, which would wait for the copy's
+ * stores to reach the consumer's cache lines: most of a small put's cost.
  * The producer exchanges `armed` to 0, so exactly one producer rings per arming. Spurious
  * doorbells happen (a producer that saw `armed` before a disarm); the engine ignores them.
  *
