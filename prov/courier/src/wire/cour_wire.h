@@ -17,6 +17,14 @@
  *
  * Every wire here is unreliable and unordered as far as the engine knows; the UDP wire is the
  * real one, the loop wire moves packets between endpoints of one process (component tests).
+ *
+ * Beside the endpoint's wire, an RDM endpoint on UDP has the shared-memory path
+ * (cour_shm.c), chosen per peer once a HELLO proved the peer shares our host. It offers the
+ * same operations (cour_shm_send = queue + flush, cour_shm_poll = poll, cour_peer_send_now
+ * = send_now) under a stronger contract, which is why it is not one more table here: it is
+ * reliable and ordered, and it refuses a packet when the peer's ring is full (-FI_EAGAIN,
+ * nothing sent) instead of losing it. The engine relies on both: a packet in the ring counts
+ * as acknowledged, and a refused one is resent, in order, before anything after it.
  */
 #ifndef COUR_WIRE_H
 #define COUR_WIRE_H
