@@ -47,6 +47,8 @@ struct fi_courier_stats {
 	uint64_t shm_single_copy_bytes;     /* bytes moved by process_vm_readv/writev */
 	uint64_t shm_copy_fallbacks;        /* single copies refused: copied through the ring */
 	uint64_t shm_reclaimed;             /* ring cells of dead producers skipped */
+	uint64_t rx_in_place;               /* UDP packets read straight into the receive or
+					     * RMA region (no copy through a packet buffer) */
 };
 
 struct fi_courier_ops_ep {

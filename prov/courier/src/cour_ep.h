@@ -266,6 +266,8 @@ struct cour_ep {
 	struct cour_shm_ring *shm_ring;
 	struct cour_shm_locator shm_loc;
 	bool                 rx_borrowed;     /* the packet being handled lives in the ring */
+	bool                 rx_placed;       /* ...its payload is already where it belongs */
+	bool                 rx_direct;       /* big data packets stream in: read them in place */
 	bool                 shm_armed;       /* we asked producers for a doorbell (sleeping) */
 	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
 	uint32_t             udp_gap_us;      /* ...and when it reads it next (cour_progress.c) */
@@ -376,6 +378,16 @@ void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 /* A peer's partial receive state dies with its session. */
 void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno);
 void cour_msg_ep_close(struct cour_ep *ep);
+
+/* Where the payload of the next datagram belongs (an in-order RDATA or WRITE continuation
+ * with a contiguous destination), or NULL: hdr is its header, peeked, len the datagram's. */
+void *cour_ep_rx_direct(struct cour_ep *ep, const struct cour_pkt_hdr *hdr, size_t len,
+			const struct sockaddr_storage *sa, socklen_t sa_len);
+/* cour_ep_rx_packet for a datagram whose payload was read into that place */
+void cour_ep_rx_placed(struct cour_ep *ep, void *hdr, size_t len,
+		       const struct sockaddr_storage *sa, socklen_t sa_len);
+void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
+void *cour_rma_write_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
 
 /* ---- proto/cour_rma_proto.c: RMA and atomics ---- */
 int  cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, size_t count,

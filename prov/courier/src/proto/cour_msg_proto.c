@@ -489,6 +489,31 @@ void cour_txe_requeue(struct cour_peer *peer, struct cour_txe *txe)
 	cour_peer_enqueue(peer, txe);
 }
 
+/* Where an in-order RDATA of plen bytes will go, if that is one contiguous span of the
+ * receive: the UDP wire then reads it straight there (cour_ep_rx_direct). */
+void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_rxmsg *m;
+	uint32_t id = hdr->msg.rx_id;
+	uint64_t off;
+
+	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
+	if (!m || m->peer != peer || m->discard || !m->rxe || hdr->msg.offset != m->received ||
+	    plen > m->accept_len - m->received)
+		return NULL;
+	off = m->slice_off + m->received;
+	for (uint32_t i = 0; i < m->rxe->iov_count; i++) {
+		size_t l = m->rxe->iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		return l - off >= plen ? (char *)m->rxe->iov[i].iov_base + off : NULL;
+	}
+	return NULL;
+}
+
 static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			      const char *payload, size_t plen)
 {
@@ -507,7 +532,8 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 		cour_pool_put(&ep->rxmsg_pool, m);
 		return;
 	}
-	cour_rx_copy(m, m->received, payload, plen);
+	if (!peer->ep->rx_placed)       /* (else the wire read it into place) */
+		cour_rx_copy(m, m->received, payload, plen);
 	m->received += plen;
 	if (m->received < m->accept_len)
 		return;

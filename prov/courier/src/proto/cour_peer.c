@@ -817,6 +817,8 @@ static bool cour_pkt_valid(struct cour_ep *ep, void *buf, size_t len)
 		return false;
 	if (cour_params.checksum && hlen == COUR_PKT_HDR_LEN && !(h->flags & COUR_F_PCSUM))
 		return false;
+	if (ep->rx_placed)
+		return true;    /* checked whole by the wire, payload in place (cour_udp.c) */
 	want = h->crc;
 	h->crc = 0;
 	/* the sender chained header then payload; crc32c chains, so one pass over the datagram */
@@ -861,6 +863,7 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 	peer->rx_since_ack++;
 	if (!cour_peer_deliver(peer, buf, len))
 		return;
+	ep->rx_placed = false;      /* only that packet's payload was read into place */
 	while (peer->rx_held && peer->rxwin[peer->rx_next % w].buf) {
 		struct cour_rxslot *slot = &peer->rxwin[peer->rx_next % w];
 		void *held = slot->buf;
@@ -1018,6 +1021,53 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	ep->stats.ooo_rcvd++;
 	cour_peer_send_ack(peer, 0);               /* SACK tells the sender about the hole now */
 	return fresh;
+}
+
+void *cour_ep_rx_direct(struct cour_ep *ep, const struct cour_pkt_hdr *hdr, size_t len,
+			const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_pkt_hdr h = *hdr;
+	struct cour_peer *peer;
+	struct cour_addr from;
+	size_t plen = len - COUR_PKT_HDR_LEN;
+	uint32_t want = h.base.crc;
+
+	/* only what the handler would accept as is: the payload lands before it runs, and a
+	 * pending READ_RESP may need the old bytes (cour_rma_order_guard). A payload under a
+	 * checksum is checked after it landed (the wire drops it if bad), so only into a
+	 * receive that nobody reads before it completes, never into RMA memory */
+	if (len <= COUR_PKT_HDR_LEN || h.base.version != COUR_WIRE_VERSION ||
+	    (h.base.flags & ~COUR_F_ALL) ||
+	    (h.base.type != COUR_PKT_RDATA &&
+	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & COUR_F_PCSUM))))
+		return NULL;
+	h.base.crc = 0;
+	if (!(h.base.flags & COUR_F_PCSUM) && cour_crc32c(0, &h, COUR_PKT_HDR_LEN) != want)
+		return NULL;
+	if (
+	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0)
+		return NULL;
+	from.is_v4 = ep->addr.is_v4;
+	peer = cour_peer_by_addr_locked(ep, &from, false);
+	if (!peer || !peer->rxwin || peer->ctrlq || h.base.seq != peer->rx_next ||
+	    h.base.src_session != peer->remote_session ||
+	    h.base.dst_session != peer->local_session)
+		return NULL;
+	return h.base.type == COUR_PKT_RDATA ? cour_msg_rdata_dest(peer, &h, plen)
+					     : cour_rma_write_dest(peer, &h, plen);
+}
+
+void cour_ep_rx_placed(struct cour_ep *ep, void *hdr, size_t len,
+		       const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	void *ret;
+
+	ep->rx_placed = true;
+	ret = cour_ep_rx_packet(ep, hdr, len, sa, sa_len);
+	ep->rx_placed = false;
+	/* it was in order with nothing held, so it was handled at once, never kept */
+	assert(ret == hdr);
+	(void)ret;
 }
 
 void cour_peer_free_all(struct cour_ep *ep)

@@ -221,6 +221,8 @@ static void cour_rma_refuse(struct cour_peer *peer, const struct cour_pkt_hdr *h
 	cour_rma_answer(peer, hdr->msg.msg_id, rc);
 }
 
+static bool cour_rma_target_allowed(const struct cour_ep *ep, uint8_t type);
+
 /* The write's last byte has landed: remote CQ data, counters, the answer. */
 static void cour_rma_write_done(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 				struct cour_mr *mr)
@@ -317,11 +319,30 @@ static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 		cour_rma_refuse(peer, hdr, rc);
 		return;
 	}
-	if (plen)
+	if (plen && !ep->rx_placed)     /* (else the wire read it into place) */
 		memcpy(dst, payload, plen);
 	if (off + plen < total)
 		return;
 	cour_rma_write_done(peer, hdr, mr);
+}
+
+/* Where a later fragment of the write in progress will land, checked as its handler will
+ * check it, so the UDP wire can read it straight there (cour_ep_rx_direct). The first
+ * fragment, which checks the whole write, always takes the ordinary path. */
+void *cour_rma_write_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen)
+{
+	uint64_t off = hdr->msg.offset, total = hdr->msg.total_len;
+	void *dst;
+
+	if ((hdr->base.flags & COUR_F_CMA) || off == 0 || hdr->msg.msg_id != peer->rma_rx_id ||
+	    peer->rma_rx_err || total > COUR_MAX_MSG_SIZE || off > total || plen > total - off ||
+	    hdr->msg.raddr + off < hdr->msg.raddr ||
+	    !cour_rma_target_allowed(peer->ep, COUR_PKT_WRITE))
+		return NULL;
+	if (cour_mr_check_locked(peer->ep, hdr->msg.tag, hdr->msg.raddr + off, plen,
+				 FI_REMOTE_WRITE, &dst, NULL))
+		return NULL;
+	return dst;
 }
 
 static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)

@@ -233,9 +233,92 @@ static int cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *
 	return 0;
 }
 
+/*
+ * Big data packets straight into place. A batch read puts every datagram in a packet buffer,
+ * and the handler copies the payload on to the receive or the RMA region: for a stream of
+ * 64 KB packets that second copy costs as much as the kernel's. So while such packets stream
+ * in (rx_direct), each datagram's header is peeked first; when the engine says where its
+ * payload belongs (an in-order RDATA or WRITE fragment, cour_ep_rx_direct), the datagram is
+ * read as header + that place. Two system calls per packet instead of a share of one: worth
+ * it only for big packets, so a round that meets none returns to batches.
+ */
+#define COUR_UDP_DIRECT_MIN 8192      /* payload bytes that make a packet worth reading in place */
+
+/* The checksum of a datagram read as header + payload in place (cour_pkt_valid's, split) */
+static bool cour_udp_placed_ok(struct cour_pkt_hdr *hdr, const void *payload, size_t len)
+{
+	uint32_t want = hdr->base.crc, crc;
+
+	hdr->base.crc = 0;
+	crc = cour_crc32c(0, hdr, sizeof(*hdr));
+	if (hdr->base.flags & COUR_F_PCSUM)
+		crc = cour_crc32c(crc, payload, len - sizeof(*hdr));
+	hdr->base.crc = want;
+	return crc == want;
+}
+
+static int cour_udp_poll_direct(struct cour_ep *ep)
+{
+	int n = 0, placed = 0;
+
+	while (n < COUR_RX_BATCH) {
+		struct cour_pkt_hdr hdr;
+		struct iovec v[2] = { { .iov_base = &hdr, .iov_len = sizeof(hdr) } };
+		struct msghdr m = {
+			.msg_name = &ep->rx_sa[0], .msg_namelen = sizeof(ep->rx_sa[0]),
+			.msg_iov = v, .msg_iovlen = 1,
+		};
+		ssize_t len = recvmsg(ep->fd, &m, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+		void *dst = NULL;
+
+		if (len < 0)
+			break;
+		n++;
+		ep->stats.rx_pkts++;
+		if ((size_t)len >= sizeof(hdr) + COUR_UDP_DIRECT_MIN && (size_t)len <= COUR_MAX_PKT)
+			dst = cour_ep_rx_direct(ep, &hdr, (size_t)len, &ep->rx_sa[0], m.msg_namelen);
+		if (dst) {
+			v[1].iov_base = dst;
+			v[1].iov_len = (size_t)len - sizeof(hdr);
+			m.msg_iovlen = 2;
+		} else {
+			v[0].iov_base = ep->rx_bufs[0];
+			v[0].iov_len = ep->rxbuf_size;
+		}
+		m.msg_namelen = sizeof(ep->rx_sa[0]);
+		m.msg_flags = 0;
+		ssize_t got = recvmsg(ep->fd, &m, MSG_DONTWAIT);
+		if (got < 0)
+			break;       /* (only a competing reader could have taken it) */
+		if (m.msg_flags & MSG_TRUNC) {
+			COUR_DROP_BAD(ep, "larger than any courier packet");
+			continue;
+		}
+		if (dst && got == len && cour_udp_placed_ok(&hdr, dst, (size_t)got)) {
+			placed++;
+			ep->stats.rx_in_place++;
+			cour_ep_rx_placed(ep, &hdr, (size_t)got, &ep->rx_sa[0], m.msg_namelen);
+		} else if (dst) {
+			/* the bytes that landed belong to a receive still in progress: the resent
+			 * packet overwrites them before anyone may read them */
+			COUR_DROP_BAD(ep, "payload read in place failed its checksum");
+		} else {
+			ep->rx_bufs[0] = cour_ep_rx_packet(ep, ep->rx_bufs[0], (size_t)got,
+							   &ep->rx_sa[0], m.msg_namelen);
+		}
+	}
+	if (n && !placed)
+		ep->rx_direct = false;
+	return n;
+}
+
 static int cour_udp_poll(struct cour_ep *ep)
 {
 	int n, i;
+	bool big = false;
+
+	if (ep->rx_direct)
+		return cour_udp_poll_direct(ep);
 
 	for (i = 0; i < COUR_RX_BATCH; i++) {
 		ep->rx_iov[i].iov_base = ep->rx_bufs[i];
@@ -259,9 +342,13 @@ static int cour_udp_poll(struct cour_ep *ep)
 			COUR_DROP_BAD(ep, "larger than any courier packet");
 			continue;
 		}
+		big |= ep->rx_msgs[i].msg_len >= COUR_PKT_HDR_LEN + COUR_UDP_DIRECT_MIN &&
+		       (((struct cour_base_hdr *)ep->rx_bufs[i])->type == COUR_PKT_RDATA ||
+			((struct cour_base_hdr *)ep->rx_bufs[i])->type == COUR_PKT_WRITE);
 		ep->rx_bufs[i] = cour_ep_rx_packet(ep, ep->rx_bufs[i], ep->rx_msgs[i].msg_len,
 						   &ep->rx_sa[i], m->msg_namelen);
 	}
+	ep->rx_direct = big;
 	return n;
 }
 
