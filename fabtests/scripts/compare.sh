@@ -112,6 +112,10 @@ run_pair() {
 	local t=$((RUN_TIMEOUT > 4 ? RUN_TIMEOUT - 2 : RUN_TIMEOUT))
 
 	read -r -a opts <<< "${BENCH_OPTS[$bench]} $(prov_opts "$prov")"
+	# the oob ports sit in the ephemeral range, where any connection may hold one: skip those
+	while command -v ss >/dev/null && [ -n "$(ss -Htan "( sport = :$PORT )" 2>/dev/null)" ]; do
+		PORT=$((PORT + 1))
+	done
 	opts+=(-p "${prov%-udp}" -P "$PORT" -T "$t" "${EXTRA_OPTS[@]}")
 	PORT=$((PORT + 1))
 	case $prov in
