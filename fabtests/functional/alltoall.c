@@ -88,30 +88,6 @@ static int a2a_open(struct a2a *a)
 		if ((++n_ & 1023) == 0 && cour_ft_check_deadline(&(a)->f.ft, #expr)) break; \
 	} r_; }))
 
-/* one completion from cq, bounded by the harness deadline */
-static int a2a_read(struct a2a *a, struct fid_cq *cq, struct fi_cq_tagged_entry *e)
-{
-	struct func *f = &a->f;
-	struct fi_cq_err_entry err = { 0 };
-	unsigned int spins = 0;
-	ssize_t ret;
-
-	for (;;) {
-		ret = fi_cq_read(cq, e, 1);
-		if (ret == 1)
-			return 0;
-		if (ret == -FI_EAVAIL) {
-			ret = fi_cq_readerr(cq, &err, 0);
-			FUNC_ASSERT(f, false, "error completion %d (%s), ctx %p, tag 0x%llx",
-				    err.err, fi_strerror(err.err), err.op_context,
-				    (unsigned long long)err.tag);
-		}
-		FUNC_ASSERT(f, ret == -FI_EAGAIN, "fi_cq_read: %zd", ret);
-		if ((++spins & 255) == 0)
-			FUNC_CALL(f, cour_ft_check_deadline(&f->ft, "alltoall completions"));
-	}
-}
-
 static int a2a_run(struct a2a *a)
 {
 	struct func *f = &a->f;
@@ -143,12 +119,12 @@ static int a2a_run(struct a2a *a)
 			n++;
 		}
 	for (i = 0; i < n; i++) {
-		FUNC_CALL(f, a2a_read(a, a->txcq, &e));
+		FUNC_CALL(f, func_read_one(f, a->txcq, &e, "alltoall completions"));
 		off = (size_t)((struct fi_context2 *)e.op_context - &a->sctx[0][0]);
 		FUNC_ASSERT(f, off < A2A_LOCAL * A2A_TOTAL, "send ctx %p", e.op_context);
 	}
 	for (i = 0; i < n; i++) {
-		FUNC_CALL(f, a2a_read(a, a->rxcq, &e));
+		FUNC_CALL(f, func_read_one(f, a->rxcq, &e, "alltoall completions"));
 		off = (size_t)((struct fi_context2 *)e.op_context - &a->rctx[0][0]);
 		FUNC_ASSERT(f, off < A2A_LOCAL * A2A_TOTAL, "receive ctx %p", e.op_context);
 		l = (int)(off / A2A_TOTAL);

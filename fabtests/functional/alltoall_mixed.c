@@ -370,29 +370,6 @@ static int mx_alloc(struct mx *m)
 		if ((++n_ & 1023) == 0 && cour_ft_check_deadline(&(m)->f.ft, #expr)) break; \
 	} r_; }))
 
-static int mx_read(struct mx *m, struct fid_cq *cq, struct fi_cq_tagged_entry *e)
-{
-	struct func *f = &m->f;
-	struct fi_cq_err_entry err = { 0 };
-	unsigned int spins = 0;
-	ssize_t ret;
-
-	for (;;) {
-		ret = fi_cq_read(cq, e, 1);
-		if (ret == 1)
-			return 0;
-		if (ret == -FI_EAVAIL) {
-			ret = fi_cq_readerr(cq, &err, 0);
-			FUNC_ASSERT(f, false, "error completion %d (%s), ctx %p, tag %llu",
-				    err.err, fi_strerror(err.err), err.op_context,
-				    (unsigned long long)err.tag);
-		}
-		FUNC_ASSERT(f, ret == -FI_EAGAIN, "fi_cq_read: %zd", ret);
-		if ((++spins & 255) == 0)
-			FUNC_CALL(f, cour_ft_check_deadline(&f->ft, "alltoall_mixed completions"));
-	}
-}
-
 /* One round: every endpoint sends one message to every other endpoint. */
 static int mx_run(struct mx *m, int rd)
 {
@@ -431,12 +408,12 @@ static int mx_run(struct mx *m, int rd)
 			n++;
 		}
 	for (k = 0; k < n; k++) {
-		FUNC_CALL(f, mx_read(m, f->ft.txcq, &e));
+		FUNC_CALL(f, func_read_one(f, f->ft.txcq, &e, "alltoall_mixed completions"));
 		off = (size_t)((struct fi_context2 *)e.op_context - &m->sctx[0][0]);
 		FUNC_ASSERT(f, off < MX_MAX_LOCAL * MX_MAX_TOTAL, "send ctx %p", e.op_context);
 	}
 	for (k = 0; k < n; k++) {
-		FUNC_CALL(f, mx_read(m, f->ft.rxcq, &e));
+		FUNC_CALL(f, func_read_one(f, f->ft.rxcq, &e, "alltoall_mixed completions"));
 		off = (size_t)((struct fi_context2 *)e.op_context - &m->rctx[0][0]);
 		FUNC_ASSERT(f, off < MX_MAX_LOCAL * MX_MAX_TOTAL, "receive ctx %p", e.op_context);
 		l = (int)(off / MX_MAX_TOTAL);

@@ -208,3 +208,26 @@ void func_sleep_ms(struct func *f, int ms)
 		nanosleep(&ts, NULL);
 	}
 }
+
+int func_read_one(struct func *f, struct fid_cq *cq, struct fi_cq_tagged_entry *e,
+		  const char *what)
+{
+	struct fi_cq_err_entry err = { 0 };
+	unsigned int spins = 0;
+	ssize_t ret;
+
+	for (;;) {
+		ret = fi_cq_read(cq, e, 1);
+		if (ret == 1)
+			return 0;
+		if (ret == -FI_EAVAIL) {
+			ret = fi_cq_readerr(cq, &err, 0);
+			FUNC_ASSERT(f, false, "%s: error completion %d (%s), ctx %p, tag 0x%llx",
+				    what, err.err, fi_strerror(err.err), err.op_context,
+				    (unsigned long long)err.tag);
+		}
+		FUNC_ASSERT(f, ret == -FI_EAGAIN, "%s: fi_cq_read: %zd", what, ret);
+		if ((++spins & 255) == 0)
+			FUNC_CALL(f, cour_ft_check_deadline(&f->ft, what));
+	}
+}

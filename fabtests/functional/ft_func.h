@@ -88,6 +88,10 @@ int func_get_stats(struct fid_ep *ep, struct fi_courier_stats *st);
 bool func_is_courier(const struct func *f);
 /* Route the harness's completions and errors into f->txq / f->rxq (func_start does this). */
 void func_use_queues(struct func *f);
+/* One completion from cq (any cq of the test's), bounded by the harness deadline; an error
+ * completion fails the test, naming what was awaited. */
+int func_read_one(struct func *f, struct fid_cq *cq, struct fi_cq_tagged_entry *e,
+		  const char *what);
 void func_sleep_ms(struct func *f, int ms);	/* progressing meanwhile */
 
 #endif

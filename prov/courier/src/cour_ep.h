@@ -93,6 +93,27 @@ struct cour_txe {
 	struct iovec         res_iov[COUR_IOV_MAX];
 };
 
+/* The iovecs of bytes [off, off + len) of iov[0..count): at most count of them, in out. */
+static inline size_t cour_iov_slice(const struct iovec *iov, size_t count, uint64_t off,
+				    size_t len, struct iovec *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < count && len; i++) {
+		size_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		out[n].iov_base = (char *)iov[i].iov_base + off;
+		out[n].iov_len = COUR_MIN(l - off, len);
+		len -= out[n].iov_len;
+		off = 0;
+		n++;
+	}
+	return n;
+}
+
 /* Packet types whose txe is the engine's own, never reported to the application. */
 static inline bool cour_txe_internal(const struct cour_txe *txe)
 {
@@ -356,6 +377,11 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now);
 void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		       const struct sockaddr_storage *sa, socklen_t sa_len);
 void cour_peer_credit_return(struct cour_peer *peer);
+/* The acknowledgement fields of any valid packet from the peer (ext: an ACK's SACK bitmap). */
+void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now,
+		   const uint8_t *ext, size_t extlen);
+/* "Your view of my session is stale": to a packet for an earlier session of ours. */
+void cour_send_reset(struct cour_ep *ep, struct cour_peer *peer, uint32_t their_session);
 void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags);
 
 /* ---- proto/cour_msg_proto.c: message protocols and matching ---- */

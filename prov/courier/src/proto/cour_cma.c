@@ -49,18 +49,9 @@ static int cour_cma_move(struct cour_peer *peer, bool pull, const struct iovec *
 		/* the kernel moves at most a few MiB per call on some versions: go on from
 		 * where it stopped */
 		struct iovec l[COUR_IOV_MAX];
-		size_t n = 0, skip = done;
+		size_t n = cour_iov_slice(local, COUR_MIN(nlocal, (size_t)COUR_IOV_MAX), done,
+					  len - done, l);
 
-		for (size_t i = 0; i < nlocal && n < COUR_IOV_MAX; i++) {
-			if (skip >= local[i].iov_len) {
-				skip -= local[i].iov_len;
-				continue;
-			}
-			l[n].iov_base = (char *)local[i].iov_base + skip;
-			l[n].iov_len = local[i].iov_len - skip;
-			skip = 0;
-			n++;
-		}
 		remote.iov_base = (void *)(uintptr_t)(raddr + done);
 		remote.iov_len = len - done;
 		ssize_t r = pull ? process_vm_readv((pid_t)peer->shm_pid, l, n, &remote, 1, 0)

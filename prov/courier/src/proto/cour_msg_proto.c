@@ -167,28 +167,6 @@ static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, si
 	}
 }
 
-/* The receive's bytes for m, as iovecs: [slice_off, slice_off + accept_len) of rxe. */
-static size_t cour_rx_iov(const struct cour_rxmsg *m, struct iovec *out)
-{
-	const struct cour_rxe *rxe = m->rxe;
-	uint64_t off = m->slice_off, len = m->accept_len;
-	size_t n = 0;
-
-	for (uint32_t i = 0; i < rxe->iov_count && len; i++) {
-		size_t l = rxe->iov[i].iov_len;
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		out[n].iov_base = (char *)rxe->iov[i].iov_base + off;
-		out[n].iov_len = COUR_MIN(l - off, len);
-		len -= out[n].iov_len;
-		off = 0;
-		n++;
-	}
-	return n;
-}
-
 /* A matched RTS|CMA: take the data from the sender's memory ourselves. true: done (CTS|CMA
  * tells the sender); false: the plain rendezvous follows (refused, or a bad address). */
 static bool cour_rx_cma_pull(struct cour_peer *peer, struct cour_rxmsg *m)
@@ -198,7 +176,8 @@ static bool cour_rx_cma_pull(struct cour_peer *peer, struct cour_rxmsg *m)
 
 	if (!(m->hdr_flags & COUR_F_CMA) || !peer->shm || peer->cma_off || m->discard)
 		return false;
-	n = cour_rx_iov(m, iov);
+	/* the receive's bytes for m: [slice_off, slice_off + accept_len) of rxe */
+	n = cour_iov_slice(m->rxe->iov, m->rxe->iov_count, m->slice_off, m->accept_len, iov);
 	if (m->accept_len && cour_cma_pull(peer, iov, n, m->cma_addr, m->accept_len))
 		return false;
 	m->received = m->accept_len;

@@ -1,0 +1,289 @@
+/*
+ * Incoming packets: the checks every one passes (version, type, length, checksum, session),
+ * then the receive window (in-order delivery, early packets held, duplicates answered), and
+ * the UDP wire's reading in place (cour_ep_rx_direct). The sending side is cour_peer.c's.
+ */
+#include "cour_ep.h"
+#include "proto/cour_rel.h"
+
+#include <stdlib.h>
+
+/* Checks that every byte the header claims is really there, and that it is intact. */
+static bool cour_pkt_valid(struct cour_ep *ep, void *buf, size_t len)
+{
+	struct cour_base_hdr *h = buf;
+	uint32_t crc, want;
+	size_t hlen;
+
+	if (len < COUR_BASE_HDR_LEN || h->version != COUR_WIRE_VERSION ||
+	    h->type == 0 || h->type >= COUR_PKT_TYPE_MAX || (h->flags & ~COUR_F_ALL))
+		return false;
+	hlen = (h->type == COUR_PKT_ACK || h->type == COUR_PKT_RESET ||
+		h->type == COUR_PKT_HELLO) ? COUR_BASE_HDR_LEN : COUR_PKT_HDR_LEN;
+	if (len < hlen)
+		return false;
+	/* an ACK's payload (a SACK bitmap) and a HELLO's are checksummed: a corrupt bit would
+	 * mark a lost packet as received, or point us at the wrong memory */
+	if (hlen == COUR_BASE_HDR_LEN && len > hlen &&
+	    (!(h->flags & COUR_F_PCSUM) ||
+	     (h->type == COUR_PKT_ACK && len - hlen > COUR_SACK_EXT_MAX) ||
+	     (h->type == COUR_PKT_HELLO && len - hlen != sizeof(struct cour_shm_hello)) ||
+	     h->type == COUR_PKT_RESET))
+		return false;
+	if (h->type == COUR_PKT_HELLO && len != hlen + sizeof(struct cour_shm_hello))
+		return false;
+	if (cour_params.checksum && hlen == COUR_PKT_HDR_LEN && !(h->flags & COUR_F_PCSUM))
+		return false;
+	if (ep->rx_placed)
+		return true;    /* checked whole by the wire, payload in place (cour_udp.c) */
+	want = h->crc;
+	h->crc = 0;
+	/* the sender chained header then payload; crc32c chains, so one pass over the datagram */
+	crc = cour_crc32c(0, buf, (h->flags & COUR_F_PCSUM) ? len : hlen);
+	h->crc = want;
+	return crc == want;
+}
+
+/*
+ * An in-order packet its handler rejects took a sequence number the genuine packet needed: the
+ * session can no longer finish what is in flight (a message missing a fragment would wait for
+ * ever, its sender answering every probe). Only a broken peer or a forged packet that carried
+ * the live sessions gets here; end the session, so both sides fail their operations with an
+ * error instead of hanging. false: the session is gone.
+ */
+static bool cour_peer_deliver(struct cour_peer *peer, char *buf, size_t len)
+{
+	const struct cour_pkt_hdr *hdr = (const struct cour_pkt_hdr *)buf;
+	uint64_t bad = peer->ep->stats.drop_bad_hdr;
+	char str[80];
+
+	cour_msg_handle(peer, hdr, buf + COUR_PKT_HDR_LEN, len - COUR_PKT_HDR_LEN);
+	if (COUR_LIKELY(peer->ep->stats.drop_bad_hdr == bad))
+		return true;
+	COUR_WARN(FI_LOG_EP_DATA, "peer %s: packet %u (type %u) does not fit the session; "
+		  "resetting it\n", cour_addr_str(&peer->addr, str, sizeof(str)), hdr->base.seq,
+		  hdr->base.type);
+	peer->ep->stats.peers_reset++;
+	cour_peer_reset(peer, COUR_E_PROTOCOL);
+	return false;
+}
+
+/* In-order delivery of seq, then of every held packet it unblocks. */
+static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
+{
+	struct cour_ep *ep = peer->ep;
+	uint32_t w = (uint32_t)cour_params.window;
+
+	/* rx_next moves first: whatever the handler sends (a CTS, a DONE) must already
+	 * acknowledge the packet that caused it */
+	peer->rx_next++;
+	peer->rx_since_ack++;
+	if (!cour_peer_deliver(peer, buf, len))
+		return;
+	ep->rx_placed = false;      /* only that packet's payload was read into place */
+	while (peer->rx_held && peer->rxwin[peer->rx_next % w].buf) {
+		struct cour_rxslot *slot = &peer->rxwin[peer->rx_next % w];
+		void *held = slot->buf;
+
+		slot->buf = NULL;
+		peer->rx_held--;
+		peer->rx_next++;
+		peer->rx_since_ack++;
+		bool ok = cour_peer_deliver(peer, held, slot->len);
+		cour_pool_put(&ep->rxbuf_pool, held);
+		if (!ok)
+			return;
+	}
+}
+
+void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
+			const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_pkt_hdr *hdr = buf;
+	struct cour_base_hdr *h = &hdr->base;
+	struct cour_peer *peer;
+	struct cour_addr from;
+	uint32_t w = (uint32_t)cour_params.window;
+	uint64_t now;
+	bool probe;
+
+	if (!cour_pkt_valid(ep, buf, len) ||
+	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0) {
+		COUR_DROP_BAD(ep, "failed validation (version, type, length or checksum)");
+		return buf;
+	}
+	from.is_v4 = ep->addr.is_v4;
+	ep->stats.rx_bytes += len;
+	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
+		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
+			cour_msg_handle_dgram(ep, hdr, (char *)buf + COUR_PKT_HDR_LEN,
+					      len - COUR_PKT_HDR_LEN, &from);
+		else
+			COUR_DROP_BAD(ep, "datagram packet on a reliable endpoint or the reverse");
+		return buf;
+	}
+
+	/* a probe from a sender we forgot (we restarted) must learn that, so it gets a peer and,
+	 * below, a RESET */
+	probe = h->type == COUR_PKT_ACK && (h->flags & COUR_F_PROBE);
+	if (!h->src_session) {          /* every sender has a session: make no peer for it */
+		ep->stats.drop_stale_session++;
+		return buf;
+	}
+	peer = cour_peer_by_addr_locked(ep, &from, cour_pkt_sequenced(h->type) || probe ||
+					h->type == COUR_PKT_HELLO);
+	if (!peer) {
+		ep->stats.drop_stale_session++;
+		return buf;
+	}
+	if (h->dst_session && h->dst_session != peer->local_session) {
+		/* meant for an earlier session of ours: tell the sender, unless it is itself
+		 * only a plain ACK or a RESET (never answer those: two sides must not ping-pong) */
+		ep->stats.drop_stale_session++;
+		if (cour_pkt_sequenced(h->type) || probe)
+			cour_send_reset(ep, peer, h->src_session);
+		return buf;
+	}
+	if (h->src_session != peer->remote_session) {
+		if (peer->remote_session) {
+			char str[80];
+			COUR_INFO(FI_LOG_EP_DATA, "peer %s restarted (session %08x -> %08x)\n",
+				  cour_addr_str(&peer->addr, str, sizeof(str)),
+				  peer->remote_session, h->src_session);
+			ep->stats.peers_reset++;
+			/* A sender that names our current session knows it: keep it. A new session
+			 * of ours would look like our restart to it, and the two sides would reset
+			 * each other for ever (a stale packet of an old session can start that). */
+			uint32_t keep = h->dst_session == peer->local_session ? h->dst_session : 0;
+			cour_peer_reset(peer, COUR_E_PEER_RESET);
+			if (keep)
+				peer->local_session = keep;
+		} else if (h->type == COUR_PKT_RESET && h->dst_session != peer->local_session) {
+			return buf;
+		}
+		peer->remote_session = h->src_session;
+	}
+	now = cour_ep_clock(ep);
+	peer->last_heard_us = now;
+	if (h->type == COUR_PKT_ACK) {
+		ep->stats.acks_rcvd++;
+		if (probe)
+			cour_peer_send_ack(peer, 0);
+	}
+	if (h->type == COUR_PKT_ACK && len > COUR_BASE_HDR_LEN)
+		cour_peer_ack(peer, h, now, (const uint8_t *)buf + COUR_BASE_HDR_LEN,
+			      len - COUR_BASE_HDR_LEN);
+	else
+		cour_peer_ack(peer, h, now, NULL, 0);
+	if (COUR_UNLIKELY(h->type == COUR_PKT_HELLO))
+		cour_shm_hello_handle(peer, (const struct cour_shm_hello *)
+				      ((const char *)buf + COUR_BASE_HDR_LEN));
+	if (!cour_pkt_sequenced(h->type))
+		return buf;
+
+	if (COUR_UNLIKELY(!peer->rxwin)) {
+		peer->rxwin = calloc(w, sizeof(*peer->rxwin));
+		if (!peer->rxwin) {
+			ep->stats.drop_no_buf++;
+			return buf;
+		}
+	}
+	cour_peer_activate(peer);
+	if (h->seq == peer->rx_next) {
+		cour_peer_rx_inorder(peer, buf, len);
+		if (ep->rx_borrowed && !peer->rx_held) {
+			/* from the ring: the sender counted it acknowledged when it put it there */
+			peer->rx_since_ack = 0;
+			return buf;
+		}
+		if (peer->rx_since_ack >= COUR_ACK_EVERY || peer->rx_held) {
+			cour_peer_send_ack(peer, 0);
+		} else if (!peer->ack_needed && peer->rx_since_ack) {
+			/* (an answer the handler sent already carried the ACK) */
+			peer->ack_needed = true;
+			peer->ack_deadline = now + (uint64_t)cour_params.ack_delay_us;
+			cour_ep_timer_at(ep, peer->ack_deadline);
+		}
+		return buf;
+	}
+	if (cour_seq_lt(h->seq, peer->rx_next)) {
+		ep->stats.dup_rcvd++;
+		cour_peer_send_ack(peer, 0);       /* the sender missed our ACK */
+		return buf;
+	}
+	if (h->seq - peer->rx_next >= w) {
+		ep->stats.drop_window++;
+		return buf;
+	}
+	struct cour_rxslot *slot = &peer->rxwin[h->seq % w];
+	if (slot->buf) {
+		ep->stats.dup_rcvd++;
+		return buf;
+	}
+	void *fresh = cour_pool_get(&ep->rxbuf_pool);
+	if (!fresh) {
+		ep->stats.drop_no_buf++;
+		return buf;
+	}
+	if (ep->rx_borrowed) {
+		/* the ring's cell is reused once we return: keep a copy */
+		memcpy(fresh, buf, len);
+		slot->buf = fresh;
+		fresh = buf;
+	} else {
+		slot->buf = buf;
+	}
+	slot->len = (uint32_t)len;
+	peer->rx_held++;
+	ep->stats.ooo_rcvd++;
+	cour_peer_send_ack(peer, 0);               /* SACK tells the sender about the hole now */
+	return fresh;
+}
+
+void *cour_ep_rx_direct(struct cour_ep *ep, const struct cour_pkt_hdr *hdr, size_t len,
+			const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_pkt_hdr h = *hdr;
+	struct cour_peer *peer;
+	struct cour_addr from;
+	size_t plen = len - COUR_PKT_HDR_LEN;
+	uint32_t want = h.base.crc;
+
+	/* only what the handler would accept as is: the payload lands before it runs, and a
+	 * pending READ_RESP may need the old bytes (cour_rma_order_guard). A payload under a
+	 * checksum is checked after it landed (the wire drops it if bad), so only into a
+	 * receive that nobody reads before it completes, never into RMA memory */
+	if (len <= COUR_PKT_HDR_LEN || h.base.version != COUR_WIRE_VERSION ||
+	    (h.base.flags & ~COUR_F_ALL) ||
+	    (h.base.type != COUR_PKT_RDATA &&
+	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & COUR_F_PCSUM))))
+		return NULL;
+	h.base.crc = 0;
+	if (!(h.base.flags & COUR_F_PCSUM) && cour_crc32c(0, &h, COUR_PKT_HDR_LEN) != want)
+		return NULL;
+	if (
+	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0)
+		return NULL;
+	from.is_v4 = ep->addr.is_v4;
+	peer = cour_peer_by_addr_locked(ep, &from, false);
+	if (!peer || !peer->rxwin || peer->ctrlq || h.base.seq != peer->rx_next ||
+	    h.base.src_session != peer->remote_session ||
+	    h.base.dst_session != peer->local_session)
+		return NULL;
+	return h.base.type == COUR_PKT_RDATA ? cour_msg_rdata_dest(peer, &h, plen)
+					     : cour_rma_write_dest(peer, &h, plen);
+}
+
+void cour_ep_rx_placed(struct cour_ep *ep, void *hdr, size_t len,
+		       const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	void *ret;
+
+	ep->rx_placed = true;
+	ret = cour_ep_rx_packet(ep, hdr, len, sa, sa_len);
+	ep->rx_placed = false;
+	/* it was in order with nothing held, so it was handled at once, never kept */
+	assert(ret == hdr);
+	(void)ret;
+}
+
