@@ -293,6 +293,7 @@ struct cour_ep {
 	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
 	uint32_t             udp_gap_us;      /* ...and when it reads it next (cour_progress.c) */
 	uint64_t             now_us;          /* the clock as this progress call read it */
+	uint64_t             ticks_last;      /* ...and the time-stamp counter then */
 
 	size_t               tx_outstanding;  /* application sends not yet completed */
 

@@ -249,6 +249,9 @@ int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	rxe->multi_retired = false;
 
 	if (tagged && (flags & FI_PEEK)) {
+		/* a message whose send completed may still wait in our socket or ring: take in
+		 * what has arrived before answering that nothing has */
+		cour_domain_progress_locked(ep->domain);
 		ret = cour_msg_peek(ep, rxe, src);
 		cour_pool_put(&ep->rxe_pool, rxe);
 		return ret;
