@@ -549,3 +549,59 @@ Test(liveness, an_idle_peer_leaves_the_active_list)
 	cr_assert_null(ep->active);
 	cr_assert_eq(ep->next_timer, 0);
 }
+
+/* A PROBE (it makes a peer, as from a restarted sender) from 127.0.0.1:port, crc right. */
+static void rx_probe_from(uint16_t port, uint32_t session)
+{
+	struct cour_pkt_hdr h;
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	char buf[COUR_BASE_HDR_LEN];
+
+	memset(&h, 0, sizeof(h));
+	h.base.version = COUR_WIRE_VERSION;
+	h.base.type = COUR_PKT_ACK;
+	h.base.flags = COUR_F_PROBE;
+	h.base.src_session = session;
+	h.base.crc = cour_crc32c(0, &h, COUR_BASE_HDR_LEN);
+	memcpy(buf, &h, sizeof(buf));
+	memset(&ss, 0, sizeof(ss));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons(port);
+	sin->sin_addr.s_addr = htonl(0x7f000001);
+	cour_ep_rx_packet(ep, buf, sizeof(buf), &ss, sizeof(*sin));
+}
+
+Test(session, flood_from_many_addresses_keeps_memory_bounded)
+{
+	uint32_t ids[4];
+
+	/* the genuine peer has delivered a message that still waits, unexpected */
+	rx_msg(0, 77);
+	for (uint32_t i = 0; i < 20000; i++)
+		rx_probe_from((uint16_t)(20000 + i), 0x51000000u + i);
+	/* strangers were freed as they piled up; the cap may double once, not per packet */
+	cr_assert_gt(ep->stats.peers_evicted, 15000, "evicted %" PRIu64, ep->stats.peers_evicted);
+	cr_assert_leq(ep->peer_count, 4096, "%zu peers kept", ep->peer_count);
+	/* the genuine peer, its session and its message are untouched */
+	cr_assert_eq(capwire_peer(ep), peer);
+	cr_assert_eq(peer->rx_next, 1);
+	cr_assert_eq(unexp_ids(ids, 4), 1);
+	cr_assert_eq(ids[0], 77);
+	rx_msg(1, 78);
+	cr_assert_eq(peer->rx_next, 2);
+}
+
+Test(session, a_reset_peer_with_waiting_messages_is_kept)
+{
+	/* a message from the peer's old session outlives the reset that zeroes its counters */
+	rx_msg(0, 91);
+	cour_peer_reset(peer, COUR_E_PEER_RESET);
+	cour_ep_timers(ep, cour_now_us());      /* nothing owed: it leaves the active list */
+	cr_assert(!peer->on_active && peer->rx_next == 0 && peer->tx_next == 0);
+	for (uint32_t i = 0; i < 3000; i++)
+		rx_probe_from((uint16_t)(30000 + i), 0x52000000u + i);
+	cr_assert_gt(ep->stats.peers_evicted, 1000);
+	cr_assert_eq(capwire_peer(ep), peer, "the peer its message points to was freed");
+	cr_assert_eq(ep->unexp_msg->peer, peer);
+}

@@ -49,6 +49,8 @@ struct fi_courier_stats {
 	uint64_t shm_reclaimed;             /* ring cells of dead producers skipped */
 	uint64_t rx_in_place;               /* UDP packets read straight into the receive or
 					     * RMA region (no copy through a packet buffer) */
+	uint64_t peers_evicted;             /* peers freed that never exchanged a packet (a
+					     * flood from many addresses must not grow memory) */
 };
 
 struct fi_courier_ops_ep {

@@ -361,13 +361,14 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		" credit_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64
 		" unreachable %" PRIu64 " peer_resets %" PRIu64 " srtt_us %" PRIu64
 		" fault_drop %" PRIu64 " fault_dup %" PRIu64 " fault_corrupt %" PRIu64
-		" fault_reorder %" PRIu64 " rx_in_place %" PRIu64 "\n",
+		" fault_reorder %" PRIu64 " rx_in_place %" PRIu64 " peers_evicted %" PRIu64 "\n",
 		cour_addr_str(&ep->addr, str, sizeof(str)), s.tx_pkts, s.rx_pkts, s.tx_bytes,
 		s.rx_bytes, s.tx_msgs, s.rx_msgs, s.acks_sent, s.acks_rcvd, s.retrans_timeout,
 		s.retrans_fast, s.dup_rcvd, s.ooo_rcvd, s.drop_window, s.drop_bad_hdr,
 		s.drop_stale_session, s.drop_no_buf, s.credit_stalls, s.window_stalls,
 		s.unexpected_msgs, s.peers_unreachable, s.peers_reset, s.rtt_srtt_us,
-		s.fault_drops, s.fault_dups, s.fault_corrupts, s.fault_reorders, s.rx_in_place);
+		s.fault_drops, s.fault_dups, s.fault_corrupts, s.fault_reorders, s.rx_in_place,
+		s.peers_evicted);
 	if (ep->shm_ring)
 		fprintf(stderr, "courier stats %s: shm_peers %" PRIu64 " shm_tx_pkts %" PRIu64
 			" shm_rx_pkts %" PRIu64 " shm_ring_full %" PRIu64 " shm_doorbells %" PRIu64

@@ -249,6 +249,7 @@ struct cour_peer {
 	uint64_t             shm_nonce;
 	bool                 cma_off;         /* we cannot single-copy with it (kernel said no) */
 	bool                 peer_pulls;      /* it can single-copy with us (its HELLO said) */
+	bool                 pinned;          /* messages refer to it (cour_peer_evict_strangers) */
 };
 
 /* Every packet dropped as malformed is counted, and said why at debug level. */
@@ -300,6 +301,7 @@ struct cour_ep {
 	/* engine state */
 	struct cour_peer    *peers;           /* uthash on addr */
 	struct cour_peer    *peer_last;       /* the last one looked up by address */
+	size_t               peer_count, peer_cap;  /* peers, and when to free strangers */
 	struct cour_peer   **peer_by_fiaddr;  /* cache indexed by fi_addr_t */
 	size_t               peer_cache_len;
 	uint64_t             peer_cache_gen;

@@ -55,6 +55,64 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->sack_valid = false;
 }
 
+static void cour_peer_free(struct cour_ep *ep, struct cour_peer *peer)
+{
+	HASH_DEL(ep->peers, peer);
+	if (peer->on_active)
+		DL_DELETE2(ep->active, peer, act_prev, act_next);
+	if (ep->peer_last == peer)
+		ep->peer_last = NULL;
+	cour_shm_peer_detach(peer);
+	free(peer->txwin);
+	free(peer->rxwin);
+	free(peer);
+	ep->peer_count--;
+}
+
+/*
+ * Anyone can send us packets from any address, and every sender with a session gets a peer:
+ * a flood from spoofed addresses would grow memory without end. Past peer_cap peers, those
+ * that never exchanged anything (nothing delivered, nothing sent, no work, not in the AV) are
+ * freed: a genuine sender's state is never among them, as its first in-order packet already
+ * made rx_next move. If too few go, the cap doubles, so the scan stays rare.
+ */
+#define COUR_PEER_CAP_MIN 1024
+static void cour_peer_evict_strangers(struct cour_ep *ep)
+{
+	struct cour_peer *peer, *tmp;
+	struct cour_rxmsg *m, *mtmp;
+	size_t freed = 0;
+
+	/* messages outlive their sender's session (a reset peer looks new): keep their peers */
+	DL_FOREACH(ep->unexp_msg, m)
+		if (m->peer)
+			m->peer->pinned = true;
+	DL_FOREACH(ep->unexp_tag, m)
+		if (m->peer)
+			m->peer->pinned = true;
+	HASH_ITER(hh, ep->rdv_by_id, m, mtmp)
+		if (m->peer)
+			m->peer->pinned = true;
+	HASH_ITER(hh, ep->peers, peer, tmp) {
+		if (peer->pinned) {
+			peer->pinned = false;
+			continue;
+		}
+		if (peer->rx_next || peer->tx_next || peer->on_active || peer->ctrlq ||
+		    peer->txq || peer->tx_inflight || peer->tx_wait || peer->rx_cur ||
+		    peer->rx_rdv_pending || peer->rx_held || peer->shm ||
+		    cour_peer_fi_addr(peer) != FI_ADDR_NOTAVAIL)
+			continue;
+		cour_peer_free(ep, peer);
+		freed++;
+	}
+	ep->stats.peers_evicted += freed;
+	if (ep->peer_count > ep->peer_cap / 2)
+		ep->peer_cap *= 2;
+	COUR_INFO(FI_LOG_EP_DATA, "freed %zu peers that never exchanged a packet; %zu left, "
+		  "next look at %zu\n", freed, ep->peer_count, ep->peer_cap);
+}
+
 struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
 					    bool create)
 {
@@ -68,11 +126,17 @@ struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour
 		ep->peer_last = peer;
 	if (peer || !create)
 		return peer;
+	if (COUR_UNLIKELY(ep->peer_count >= COUR_MAX(ep->peer_cap, (size_t)COUR_PEER_CAP_MIN))) {
+		if (!ep->peer_cap)
+			ep->peer_cap = COUR_PEER_CAP_MIN;
+		cour_peer_evict_strangers(ep);
+	}
 	peer = calloc(1, sizeof(*peer));
 	if (!peer) {
 		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a peer\n");
 		return NULL;
 	}
+	ep->peer_count++;
 	peer->ep = ep;
 	peer->addr = *addr;
 	peer->sa_len = (socklen_t)cour_addr_to_sockaddr(addr, &peer->sa);
@@ -780,12 +844,7 @@ void cour_peer_free_all(struct cour_ep *ep)
 		if (peer->ack_needed)
 			cour_peer_send_ack(peer, 0);
 		cour_peer_reset(peer, COUR_E_EP_CLOSED);
-		HASH_DEL(ep->peers, peer);
-		if (peer->on_active)
-			DL_DELETE2(ep->active, peer, act_prev, act_next);
-		free(peer->txwin);
-		free(peer->rxwin);
-		free(peer);
+		cour_peer_free(ep, peer);
 	}
 	free(ep->peer_by_fiaddr);
 	ep->peer_by_fiaddr = NULL;
