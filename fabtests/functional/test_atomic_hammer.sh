@@ -4,6 +4,9 @@
 # the final value must be exact. See atomic_hammer.c. Environment as run_pair.sh (COUR_BUILD,
 # COUR_FT_PROVIDER, COUR_FT_TIMEOUT: default 90 s); extra arguments go to every process
 # (e.g. -k scalable).
+# Over courier with shared memory on, every other initiator turns it off: the target then
+# takes atomics on one counter from the rings and from its socket at once, and its statistics
+# must show both (atomic against each other whichever wire brought them).
 set -u
 build=${COUR_BUILD:-$PWD}
 prov=${COUR_FT_PROVIDER:-courier}
@@ -32,14 +35,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-timeout -k 5 "$tmo" "$prog" -p "$prov" -P "$port" -T $((tmo - 5)) -N "$ninit" \
-	"$@" >"$out/target" 2>&1 &
+mixed=0
+[ "$prov" = courier ] && [ "${FI_COURIER_SHM:-1}" != 0 ] && [ "$ninit" -ge 2 ] && mixed=1
+FI_COURIER_STATS=1 timeout -k 5 "$tmo" "$prog" -p "$prov" -P "$port" -T $((tmo - 5)) \
+	-N "$ninit" "$@" >"$out/target" 2>&1 &
 tpid=$!
 pids=$tpid
 i=0
 while [ $i -lt "$ninit" ]; do
-	timeout -k 5 "$tmo" "$prog" -p "$prov" -P "$port" -T $((tmo - 5)) \
-		-n "$niter" "$@" 127.0.0.1 >"$out/init$i" 2>&1 &
+	shm=${FI_COURIER_SHM:-1}
+	[ $mixed = 1 ] && [ $((i % 2)) = 1 ] && shm=0
+	FI_COURIER_SHM=$shm timeout -k 5 "$tmo" "$prog" -p "$prov" -P "$port" \
+		-T $((tmo - 5)) -n "$niter" "$@" 127.0.0.1 >"$out/init$i" 2>&1 &
 	pids="$pids $!"
 	eval "ipid$i=$!"
 	i=$((i + 1))
@@ -60,6 +67,14 @@ for f in target $(i=0; while [ $i -lt "$ninit" ]; do echo init$i; i=$((i + 1)); 
 done
 if [ $rc -ne 0 ] && grep -q "fi_getinfo.*failed: -61" "$out/target"; then
 	exit 77
+fi
+if [ $rc -eq 0 ] && [ $mixed = 1 ]; then
+	want=$((ninit / 2))
+	if ! grep -q "shm_peers $want shm_tx_pkts [1-9][0-9]* shm_rx_pkts [1-9]" "$out/target"; then
+		echo "test_atomic_hammer.sh: the target did not hear $want initiators through shared" \
+			"memory (the others over UDP)"
+		rc=1
+	fi
 fi
 [ $rc -eq 0 ] || echo "test_atomic_hammer.sh: FAIL (provider $prov)"
 exit $rc
