@@ -1042,3 +1042,81 @@ Test(engine_loop, a_read_sees_memory_as_before_a_later_write)
 	cr_assert_gt(stats_of(1).rma_snapshots, 0, "the read was never overtaken: no test");
 	cr_assert_eq(fi_close(&mr->fid), 0);
 }
+
+/*
+ * A region closed while a read from it is being answered: later accesses are refused at once,
+ * but the read already accepted finishes with the memory as it was when the region closed,
+ * even if the application reuses that memory right away.
+ */
+Test(engine_loop, a_read_being_answered_survives_its_region_closing)
+{
+	size_t len = 2u << 20;
+	char *region, *got, small[8];
+	struct fid_mr *mr;
+	struct op rd = { 0 }, late = { 0 };
+
+	net_open(2, NULL, 0);
+	region = tx_buf(len, 23);
+	got = rx_buf(len);
+	cr_assert_eq(fi_mr_reg(net.domain, region, len, FI_REMOTE_READ, 0, 9, 0, &mr, NULL), 0);
+	cr_assert_eq(fi_read(net.t[0].ep, got, len, NULL, net.t[1].fa, 0, 9, &rd), 0);
+	/* the target accepted the read; 2 MiB in 1472-byte packets are far from sent */
+	WAIT_UNTIL(stats_of(1).rma_served == 1, WAIT_MS);
+	cr_assert(!rd.done, "the read finished before the region could close: no test");
+	cr_assert_eq(fi_close(&mr->fid), 0);
+	memset(region, 0xee, len);             /* the application reuses the memory */
+	cr_assert_eq(fi_read(net.t[0].ep, small, 8, NULL, net.t[1].fa, 0, 9, &late), 0);
+	WAIT_UNTIL(rd.done && late.done, WAIT_MS);
+	cr_assert_eq(rd.err, 0, "read: %d", rd.err);
+	check_data(got, len, len, 23, "the read");
+	cr_assert_gt(stats_of(1).rma_snapshots, 0, "no private copy was taken");
+	cr_assert_eq(late.err, FI_EACCES, "a read after the close: %d", late.err);
+}
+
+/*
+ * FI_FENCE: a fenced write waits behind messages still queued to that peer (here held back by
+ * the receiver's credits); an unfenced one goes ahead of them. Only once the receiver takes
+ * the messages does the fenced write land and complete.
+ */
+Test(engine_loop, a_fenced_write_waits_for_the_messages_queued_before_it)
+{
+	enum { N = 6 };
+	char *msg = tx_buf(100, 24), *r[N], *region, *w1 = tx_buf(64, 25), *w2 = tx_buf(64, 26);
+	struct op tx[N] = { 0 }, rx[N] = { 0 }, free_wr = { 0 }, fenced = { 0 };
+	struct fid_mr *mr;
+	struct iovec iov = { .iov_base = w2, .iov_len = 64 };
+	struct fi_rma_iov riov = { .addr = 64, .len = 64, .key = 11 };
+	struct fi_msg_rma m = {
+		.msg_iov = &iov, .iov_count = 1, .addr = 0, .rma_iov = &riov, .rma_iov_count = 1,
+		.context = &fenced,
+	};
+
+	cour_params.credits = 2;     /* four of the six messages wait for credits */
+	net_open(2, NULL, 0);
+	m.addr = net.t[1].fa;
+	region = rx_buf(128);
+	memset(region, 0, 128);
+	cr_assert_eq(fi_mr_reg(net.domain, region, 128, FI_REMOTE_WRITE, 0, 11, 0, &mr, NULL), 0);
+	for (int k = 0; k < N; k++)
+		POST(fi_tsend(net.t[0].ep, msg, 100, NULL, net.t[1].fa, 40 + k, &tx[k]));
+	WAIT_UNTIL(stats_of(1).unexpected_msgs == 2, WAIT_MS);
+	cr_assert_eq(fi_writemsg(net.t[0].ep, &m, FI_FENCE | FI_COMPLETION), 0);
+	cr_assert_eq(fi_write(net.t[0].ep, w1, 64, NULL, net.t[1].fa, 0, 11, &free_wr), 0);
+	WAIT_UNTIL(free_wr.done, WAIT_MS);
+	cr_assert_eq(free_wr.err, 0);
+	cr_assert_eq(memcmp(region, w1, 64), 0, "the unfenced write did not land");
+	pump_for(20);
+	cr_assert(!fenced.done, "the fenced write completed before the messages ahead of it");
+	for (int k = 0; k < 64; k++)
+		cr_assert_eq(region[64 + k], 0, "the fenced write landed before the messages");
+	for (int k = 0; k < N; k++) {
+		r[k] = rx_buf(100);
+		POST(fi_trecv(net.t[1].ep, r[k], 100, NULL, net.t[0].fa, 40 + k, 0, &rx[k]));
+	}
+	WAIT_UNTIL(fenced.done && all_done(tx, N) && all_done(rx, N), WAIT_MS);
+	cr_assert_eq(fenced.err, 0, "fenced write: %d", fenced.err);
+	cr_assert_eq(memcmp(region + 64, w2, 64), 0, "the fenced write did not land");
+	for (int k = 0; k < N; k++)
+		expect_msg(&rx[k], FI_RECV | FI_TAGGED, 100, 40 + k, 0, r[k], 100, 24, "message");
+	cr_assert_eq(fi_close(&mr->fid), 0);
+}
