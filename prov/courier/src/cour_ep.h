@@ -164,6 +164,8 @@ struct cour_rxmsg {
 	size_t               slice_off;       /* multi-recv: offset of this message in iov[0] */
 	size_t               accept_len;      /* bytes the receiver keeps (truncation) */
 	uint64_t             cma_addr;        /* RTS|CMA: the sender's buffer, to pull from */
+	uint64_t             split;           /* split copy: the sender writes from here on */
+	bool                 split_failed;    /* ...and our own half could not be pulled */
 };
 
 /* Send-window slot: everything needed to (re)build one sequenced packet. */

@@ -151,6 +151,10 @@ int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 		txe->total_len = 0;         /* the RTS carries no payload; CTS sets the length */
 		if (cour_cma_usable(peer, len, txe->iov_count))
 			txe->hdr_flags |= COUR_F_CMA;
+		/* the sender completes a split copy once its own half is written: not before the
+		 * receiver's, if delivery complete was asked */
+		if (flags & FI_DELIVERY_COMPLETE)
+			txe->hdr_flags |= COUR_F_DC;
 	} else {
 		txe->op_type = COUR_PKT_EAGER;
 		txe->total_len = len;

@@ -169,6 +169,47 @@ static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, si
 
 /* A matched RTS|CMA: take the data from the sender's memory ourselves. true: done (CTS|CMA
  * tells the sender); false: the plain rendezvous follows (refused, or a bad address). */
+/*
+ * Split copy: a big message into one contiguous buffer is copied by both processes at once.
+ * The CTS asks the sender to write the second half into our buffer itself (it is ours until
+ * the receive completes, so nothing can free it meanwhile), and we pull the first half; its
+ * RDATA|CMA, or plain RDATA packets if it cannot, brings the rest. Not for delivery-complete
+ * sends: the sender would complete before our half is in.
+ */
+#define COUR_SPLIT_MIN (256u << 10)
+static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
+			      const struct iovec *iov, size_t n)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_txe *txe;
+	struct iovec first;
+
+	if (n != 1 || m->accept_len < COUR_SPLIT_MIN || (m->hdr_flags & COUR_F_DC) ||
+	    !peer->peer_pulls)
+		return false;
+	txe = cour_pool_get(&ep->txe_pool);
+	if (!txe)
+		return false;
+	m->split = (m->accept_len / 2) & ~(uint64_t)4095;
+	m->rx_id = ep->next_rx_id++;
+	cour_rdv_add(ep, m);
+	memset(txe, 0, sizeof(*txe));
+	txe->op_type = COUR_PKT_CTS;
+	txe->msg_id = m->msg_id;
+	txe->rx_id = m->rx_id;
+	txe->msg_len = m->accept_len;
+	txe->built = m->split;                      /* the header's offset: where it starts */
+	txe->raddr = (uint64_t)(uintptr_t)iov[0].iov_base + m->split;
+	txe->hdr_flags = COUR_F_CMA;
+	cour_peer_enqueue(peer, txe);               /* in its ring before we start copying */
+	cour_msg_credit_return(peer, m);            /* the RTS itself is consumed */
+	first.iov_base = iov[0].iov_base;
+	first.iov_len = m->split;
+	m->split_failed = cour_cma_pull(peer, &first, 1, m->cma_addr, m->split) != 0;
+	m->received = m->split;
+	return true;
+}
+
 static bool cour_rx_cma_pull(struct cour_peer *peer, struct cour_rxmsg *m)
 {
 	struct iovec iov[COUR_IOV_MAX];
@@ -178,6 +219,8 @@ static bool cour_rx_cma_pull(struct cour_peer *peer, struct cour_rxmsg *m)
 		return false;
 	/* the receive's bytes for m: [slice_off, slice_off + accept_len) of rxe */
 	n = cour_iov_slice(m->rxe->iov, m->rxe->iov_count, m->slice_off, m->accept_len, iov);
+	if (cour_rx_cma_split(peer, m, iov, n))
+		return true;
 	if (m->accept_len && cour_cma_pull(peer, iov, n, m->cma_addr, m->accept_len))
 		return false;
 	m->received = m->accept_len;
@@ -419,12 +462,47 @@ static struct cour_txe *cour_find_wait(struct cour_peer *peer, uint32_t msg_id, 
 	return NULL;
 }
 
+/* The receiver pulls the first half and asks us to write [offset, total_len) into its buffer
+ * at raddr: do it, and tell it with a bare RDATA|CMA; or, if we cannot, send that part as
+ * plain RDATA from offset (cour_rx_cma_split). */
+static void cour_tx_cma_split(struct cour_peer *peer, struct cour_txe *txe,
+			      const struct cour_pkt_hdr *hdr)
+{
+	uint64_t split = hdr->msg.offset, total = hdr->msg.total_len;
+	struct iovec iov[COUR_IOV_MAX];
+	size_t n;
+
+	if (!(txe->hdr_flags & COUR_F_CMA) || (txe->hdr_flags & COUR_F_DC) || split >= total) {
+		COUR_DROP_BAD(peer->ep, "split CTS for a rendezvous that cannot split");
+		return;
+	}
+	txe->hdr_flags &= (uint16_t)~COUR_F_CMA;
+	txe->op_type = COUR_PKT_RDATA;
+	txe->rx_id = hdr->msg.rx_id;
+	txe->total_len = total;
+	n = cour_iov_slice(txe->iov, txe->iov_count, split, total - split, iov);
+	if (peer->shm && !peer->cma_off &&
+	    cour_cma_push(peer, iov, n, hdr->msg.raddr, total - split) == 0) {
+		txe->hdr_flags |= COUR_F_CMA;   /* a bare RDATA|CMA: "written" */
+		txe->total_len = split;
+	}
+	cour_txe_detach_slots(peer, txe);
+	DL_DELETE(*txe->list, txe);
+	txe->list = NULL;
+	txe->built = split;                     /* the receiver has the bytes before */
+	cour_peer_enqueue(peer, txe);
+}
+
 static void cour_handle_cts(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)
 {
 	struct cour_txe *txe = cour_find_wait(peer, hdr->msg.msg_id, COUR_PKT_RTS);
 
 	if (!txe || hdr->msg.total_len > txe->msg_len) {
 		COUR_DROP_BAD(peer->ep, "CTS for no waiting rendezvous");
+		return;
+	}
+	if ((hdr->base.flags & COUR_F_CMA) && hdr->msg.offset) {
+		cour_tx_cma_split(peer, txe, hdr);
 		return;
 	}
 	if (hdr->base.flags & COUR_F_CMA) {
@@ -511,13 +589,28 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 		cour_pool_put(&ep->rxmsg_pool, m);
 		return;
 	}
+	if (hdr->base.flags & COUR_F_CMA) {
+		/* the sender wrote its half of a split copy into our buffer itself */
+		if (!m->split || hdr->msg.offset != m->split || plen) {
+			COUR_DROP_BAD(ep, "RDATA|CMA for no split copy");
+			return;
+		}
+		plen = m->accept_len - m->received;
+		payload = NULL;
+		ep->rx_placed = true;
+	}
 	if (!peer->ep->rx_placed)       /* (else the wire read it into place) */
 		cour_rx_copy(m, m->received, payload, plen);
 	m->received += plen;
+	if (hdr->base.flags & COUR_F_CMA)
+		ep->rx_placed = false;
 	if (m->received < m->accept_len)
 		return;
 	cour_rdv_del(ep, m);
-	cour_rxmsg_finish(ep, m, 0, 0);
+	if (COUR_UNLIKELY(m->split_failed))
+		cour_rxmsg_finish(ep, m, FI_EIO, COUR_E_REMOTE);
+	else
+		cour_rxmsg_finish(ep, m, 0, 0);
 	cour_pool_put(&ep->rxmsg_pool, m);
 }
 

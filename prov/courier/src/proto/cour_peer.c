@@ -357,7 +357,8 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	slot->hdr.msg.data = txe->data;
 	slot->hdr.msg.total_len = txe->msg_len;
 	/* single copy: the peer moves the bytes itself, from or to this address */
-	slot->hdr.msg.offset = (txe->hdr_flags & COUR_F_CMA) && txe->iov_count ?
+	slot->hdr.msg.offset = (txe->hdr_flags & COUR_F_CMA) && txe->iov_count &&
+			       txe->op_type != COUR_PKT_RDATA ?
 			       (uint64_t)(uintptr_t)txe->iov[0].iov_base : txe->built;
 	slot->hdr.msg.raddr = txe->raddr;
 	slot->txe = txe;

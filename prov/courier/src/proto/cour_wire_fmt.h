@@ -115,7 +115,9 @@ enum {
 	COUR_F_PCSUM   = 1 << 3,   /* crc covers the payload too */
 	COUR_F_PROBE   = 1 << 4,   /* ACK that asks for an ACK back at once (liveness probe) */
 	COUR_F_CMA     = 1 << 5,   /* single copy (proto/cour_cma.c): on RTS, WRITE, READ_REQ
-				    * offset is the sender's buffer address; on CTS: "pulled" */
+				    * offset is the sender's buffer address; on CTS: "pulled"
+				    * (offset 0) or "write [offset, total_len) at raddr
+				    * yourself" (split copy); on RDATA: "written" */
 	COUR_F_ALL     = (1 << 6) - 1
 };
 
