@@ -87,6 +87,7 @@ struct cour_txe {
 	uint64_t             raddr;           /* target address (or offset) of byte 0 */
 	uint64_t             received;        /* READ_REQ: bytes of READ_RESP placed so far */
 	bool                 resp_done;       /* the target's answer arrived (RMA_RESP/all data) */
+	bool                 split_wait;      /* split copy: the receiver still reads our buffer */
 	int                  resp_err;        /* ... and its courier prov_errno, 0: success */
 	void                *snap;            /* READ_RESP: private copy of the data (malloc) */
 	uint32_t             res_count;       /* fetching atomics: where the old values go */

@@ -207,6 +207,8 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 	first.iov_len = m->split;
 	m->split_failed = cour_cma_pull(peer, &first, 1, m->cma_addr, m->split) != 0;
 	m->received = m->split;
+	/* done with the sender's buffer: its send may complete (it waits for this) */
+	cour_send_ctrl(peer, COUR_PKT_DONE, m->msg_id, 0, 0);
 	return true;
 }
 
@@ -480,6 +482,9 @@ static void cour_tx_cma_split(struct cour_peer *peer, struct cour_txe *txe,
 	txe->op_type = COUR_PKT_RDATA;
 	txe->rx_id = hdr->msg.rx_id;
 	txe->total_len = total;
+	/* the receiver is reading [0, split) from our buffer meanwhile: the send completes only
+	 * with its DONE, whatever happens here */
+	txe->split_wait = true;
 	n = cour_iov_slice(txe->iov, txe->iov_count, split, total - split, iov);
 	if (peer->shm && !peer->cma_off &&
 	    cour_cma_push(peer, iov, n, hdr->msg.raddr, total - split) == 0) {
@@ -618,6 +623,26 @@ static void cour_handle_done(struct cour_peer *peer, const struct cour_pkt_hdr *
 {
 	struct cour_txe *txe = cour_find_wait(peer, hdr->msg.msg_id, COUR_PKT_EAGER);
 
+	if (!txe) {
+		/* a split copy's receiver has read its half of our buffer */
+		txe = cour_find_wait(peer, hdr->msg.msg_id, COUR_PKT_RDATA);
+		if (!txe)
+			DL_FOREACH(peer->ctrlq, txe)
+				if (txe->msg_id == hdr->msg.msg_id && txe->op_type == COUR_PKT_RDATA)
+					break;
+		if (txe && txe->split_wait) {
+			txe->split_wait = false;
+			if (txe->list == &peer->tx_wait) {
+				DL_DELETE(peer->tx_wait, txe);
+				txe->list = NULL;
+				cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
+			} else if (txe->list == &peer->tx_inflight) {
+				cour_txe_check_done(peer, txe);
+			}
+			return;
+		}
+		txe = NULL;
+	}
 	if (!txe) {
 		COUR_DROP_BAD(peer->ep, "DONE for no waiting send");
 		return;

@@ -249,6 +249,13 @@ void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe)
 			return;
 		}
 		break;
+	case COUR_PKT_RDATA:
+		if (txe->split_wait) {          /* until the receiver's DONE: it reads our buffer */
+			cour_txe_move(txe, &peer->tx_wait);
+			txe->state = COUR_TXE_WAIT_DONE;
+			return;
+		}
+		break;
 	case COUR_PKT_WRITE:
 	case COUR_PKT_READ_REQ:
 	case COUR_PKT_ATOMIC:
