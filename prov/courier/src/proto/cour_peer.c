@@ -734,11 +734,27 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 
 static void cour_peer_unreachable(struct cour_peer *peer)
 {
+	uint32_t w = (uint32_t)cour_params.window;
+	const struct cour_txpkt *head = peer->txwin && peer->tx_una != peer->tx_next ?
+					&peer->txwin[peer->tx_una % w] : NULL;
+	uint64_t now = cour_now_us();
 	char str[80];
 
-	COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: nothing heard for %d ms; failing its "
-		  "operations\n", cour_addr_str(&peer->addr, str, sizeof(str)),
-		  cour_params.peer_timeout_ms);
+	/* what the engine believed, for whoever reads this after a hang that should not be */
+	COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: %s; failing its "
+		  "operations (sessions %08x/%08x, tx_una %u tx_next %u rx_next %u held %u, "
+		  "head type %u tries %u sent %" PRIu64 " us ago, srtt %" PRIu64 " rto %" PRIu64
+		  " us, last ack %" PRIu64 " us ago, last heard %" PRIu64 " us ago, lists %c%c%c%c, "
+		  "shm %d)\n", cour_addr_str(&peer->addr, str, sizeof(str)),
+		  cour_shm_peer_gone(peer) ? "its process exited"
+					   : "silent past FI_COURIER_PEER_TIMEOUT",
+		  peer->local_session, peer->remote_session,
+		  peer->tx_una, peer->tx_next, peer->rx_next, peer->rx_held,
+		  head ? head->hdr.base.type : 0, head ? head->tries : 0,
+		  head && head->sent_us ? now - head->sent_us : 0, peer->srtt_us, peer->rto_us,
+		  now - peer->last_ack_us, now - peer->last_heard_us, peer->ctrlq ? 'c' : '-',
+		  peer->txq ? 'q' : '-', peer->tx_inflight ? 'i' : '-', peer->tx_wait ? 'w' : '-',
+		  peer->shm != NULL);
 	peer->ep->stats.peers_unreachable++;
 	cour_peer_reset(peer, COUR_E_UNREACHABLE);
 }
