@@ -25,9 +25,8 @@ int cour_no_ops_set(struct fid *fid, const char *name, uint64_t flags, void *ops
 }
 
 /* cour_mr_close tells the RMA engine a region is going; no engine in these tests */
-void cour_rma_mr_closing(struct cour_domain *dom, const void *base, size_t len)
+void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
 {
 	(void)dom;
-	(void)base;
-	(void)len;
+	(void)mr;
 }

@@ -799,7 +799,7 @@ Test(shm_ring, corrupted_header_is_refused)
 	for (int f = 0; f < 9; f++) {
 		switch (f) {
 		case 0: h->magic ^= 0x100; break;
-		case 1: h->version = 2; break;
+		case 1: h->version = COUR_SHM_VERSION + 1; break;
 		case 2: h->hdr_size = 128; break;
 		case 3: h->nonce ^= 1; break;
 		case 4: h->bytes += 4096; break;
@@ -967,4 +967,113 @@ Test(shm_ring, garbage_never_hangs)
 		    PRIu64 " reset or skipped\n", calls, worst, got, cour_shm_ring_corrupt(own));
 	cour_shm_ring_close(prod);
 	cour_shm_ring_close(own);
+}
+
+/* ---- grants: leases on the owner's memory ---- */
+
+Test(shm_ring, grant_lifecycle)
+{
+	struct cour_shm_ring *own, *prod;
+	struct cour_shm_locator loc;
+	uint32_t slot, s2;
+	uint64_t gen, g2;
+
+	cr_assert_eq(cour_shm_ring_create(8, 128, &own, &loc), 0);
+	cr_assert_eq(cour_shm_ring_attach(&loc, &prod), 0);
+
+	/* taken, copied, done: the owner sees DONE, and the word is the producer's */
+	cr_assert_eq(cour_shm_grant_open(own, &slot, &gen), 0);
+	cr_assert_eq(cour_shm_grants_open(own), 1);
+	cr_assert_not(cour_shm_grant_take(prod, slot, gen + 1), "another generation");
+	cr_assert_not(cour_shm_grant_take(prod, COUR_SHM_GRANTS, gen), "no such slot");
+	cr_assert(cour_shm_grant_take(prod, slot, gen));
+	cr_assert_not(cour_shm_grant_take(prod, slot, gen), "taken once only");
+	cr_assert_eq(cour_shm_grant_revoke(own, slot, gen), COUR_GRANT_BUSY);
+	cour_shm_grant_finish(prod, slot, gen, true);
+	cr_assert_eq(cour_shm_grant_revoke(own, slot, gen), COUR_GRANT_DONE);
+	cour_shm_grant_close(own, slot);
+	cr_assert_eq(cour_shm_grants_open(own), 0);
+
+	/* revoked first: the producer can no longer take it, even with the right generation */
+	cr_assert_eq(cour_shm_grant_open(own, &s2, &g2), 0);
+	cr_assert_eq(s2, slot, "a closed slot is reused");
+	cr_assert_neq(g2, gen, "with a new generation");
+	cr_assert_not(cour_shm_grant_take(prod, s2, gen), "the old lease's packet, late");
+	cr_assert_eq(cour_shm_grant_revoke(own, s2, g2), COUR_GRANT_REVOKED);
+	cr_assert_not(cour_shm_grant_take(prod, s2, g2));
+	cour_shm_grant_close(own, s2);
+
+	/* a failed copy reads as FAILED; a word nobody should write, too */
+	cr_assert_eq(cour_shm_grant_open(own, &slot, &gen), 0);
+	cr_assert(cour_shm_grant_take(prod, slot, gen));
+	cour_shm_grant_finish(prod, slot, gen, false);
+	cr_assert_eq(cour_shm_grant_revoke(own, slot, gen), COUR_GRANT_FAILED);
+	cour_shm_grant_close(own, slot);
+	cr_assert_eq(cour_shm_grant_open(own, &slot, &gen), 0);
+	((struct cour_shm_hdr *)cour_shm_ring_base(own))->grant[slot] = ~0ull;
+	cr_assert_eq(cour_shm_grant_revoke(own, slot, gen), COUR_GRANT_FAILED);
+	cour_shm_grant_close(own, slot);
+
+	/* a producer cannot open leases, and the table has an end */
+	cr_assert_eq(cour_shm_grant_open(prod, &slot, &gen), -FI_EAGAIN);
+	for (int i = 0; i < COUR_SHM_GRANTS; i++)
+		cr_assert_eq(cour_shm_grant_open(own, &slot, &gen), 0, "lease %d", i);
+	cr_assert_eq(cour_shm_grant_open(own, &slot, &gen), -FI_EAGAIN);
+	cr_assert_eq(cour_shm_grants_open(own), COUR_SHM_GRANTS);
+	cour_shm_ring_close(prod);
+	cour_shm_ring_close(own);
+}
+
+/* A producer in another process holds a lease while it copies: the owner's revoke waits it
+ * out (BUSY) and then sees the copy's bytes; a lease revoked first is never taken. */
+Test(shm_ring, grant_across_processes)
+{
+	struct cour_shm_ring *own;
+	struct cour_shm_locator loc;
+	uint32_t slot;
+	uint64_t gen;
+	int go[2], ready[2];
+	pid_t parent = getpid(), pid;
+	volatile uint64_t *target = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+					  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	cr_assert_neq((void *)target, MAP_FAILED);
+	cr_assert_eq(cour_shm_ring_create(8, 128, &own, &loc), 0);
+	cr_assert_eq(cour_shm_grant_open(own, &slot, &gen), 0);
+	cr_assert_eq(pipe(go), 0);
+	cr_assert_eq(pipe(ready), 0);
+	pid = fork();
+	if (!pid) {
+		struct cour_shm_ring *prod;
+		char c = 0;
+
+		child_init(parent);
+		if (cour_shm_ring_attach(&loc, &prod) || !cour_shm_grant_take(prod, slot, gen))
+			_exit(10);
+		if (write(ready[1], &c, 1) != 1 || !wait_byte(go[0]))
+			_exit(11);
+		*target = 0x5a5a5a5a;               /* "the copy" */
+		cour_shm_grant_finish(prod, slot, gen, true);
+		/* the second lease was revoked before we got here */
+		if (!wait_byte(go[0]) || cour_shm_grant_take(prod, slot, gen + 1))
+			_exit(12);
+		_exit(0);
+	}
+	cr_assert(wait_byte(ready[0]), "the child took the lease");
+	cr_assert_eq(cour_shm_grant_revoke(own, slot, gen), COUR_GRANT_BUSY);
+	cr_assert_eq(write(go[1], "g", 1), 1);
+	uint64_t deadline = cour_now_us() + DEADLINE_US;
+	enum cour_shm_grant_state st;
+	while ((st = cour_shm_grant_revoke(own, slot, gen)) == COUR_GRANT_BUSY &&
+	       cour_now_us() < deadline)
+		sched_yield();
+	cr_assert_eq(st, COUR_GRANT_DONE);
+	cr_assert_eq(*target, 0x5a5a5a5a, "the copy is visible once the lease ended");
+	cour_shm_grant_close(own, slot);
+	cr_assert_eq(cour_shm_grant_open(own, &slot, &gen), 0);
+	cr_assert_eq(cour_shm_grant_revoke(own, slot, gen), COUR_GRANT_REVOKED);
+	cr_assert_eq(write(go[1], "g", 1), 1);
+	cr_assert_eq(reap(pid), 0);
+	cour_shm_ring_close(own);
+	munmap((void *)target, 4096);
 }

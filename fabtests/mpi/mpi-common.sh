@@ -1,6 +1,28 @@
 # Sourced by run-mpi.sh and run-mpi-osc.sh.
 
-# shm_ranks DIR: how many ranks (DIR/rank.*, from --output-filename) moved packets through
+# rank_wrapper DIR: writes DIR/rankout, which mpirun runs in place of the program. Each rank's
+# stdout and stderr go straight into DIR/ranks/rank.N/{stdout,stderr}. Not --output-filename:
+# mpirun forwards rank output through its own I/O daemon, and once in a CI run a rank's whole
+# stderr (its mtl selection line and its stats) never reached the file.
+rank_wrapper() {
+	cat >"$1/rankout" <<EOF
+#!/bin/sh
+d="$1/ranks/rank.\$OMPI_COMM_WORLD_RANK"
+mkdir -p "\$d"
+exec "\$@" >"\$d/stdout" 2>"\$d/stderr"
+EOF
+	chmod +x "$1/rankout"
+}
+
+# rank_logs DIR: every rank's output, for a failure report (libfabric's info lines left out)
+rank_logs() {
+	for r in "$1"/ranks/rank.*; do
+		echo "--- $(basename "$r")"
+		cat "$r"/std* | grep -v "^libfabric:" || true
+	done
+}
+
+# shm_ranks DIR: how many ranks (DIR/rank.*, from rank_wrapper) moved packets through
 # courier's shared memory, per their FI_COURIER_STATS lines. A rank may send nothing after the
 # HELLO exchange: ring traffic in either direction counts.
 shm_ranks() {

@@ -25,6 +25,7 @@ src=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mpicc -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
+rank_wrapper "$out"
 
 # The "remote shell": drop the host name, run the orted here with a session directory per host
 # (orteds sharing one race to create it).
@@ -47,30 +48,31 @@ for np in 2 8; do
 		--mca plm_rsh_agent $out/rsh --mca plm_rsh_no_tree_spawn 1 -np $np \
 		--mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 --mca osc rdma \
 		--mca btl_ofi_provider_include courier --mca btl_ofi_verbose 1 \
-		--mca mpi_yield_when_idle 1 --output-filename $out/ranks \
+		--mca mpi_yield_when_idle 1 \
 		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
 		-x FI_LOG_LEVEL=info -x FI_LOG_PROV=core -x FI_COURIER_STATS=1 \
-		-x FI_COURIER_SHM=$shm $out/mpi_osc" \
-		>"$out/log" 2>&1 || { grep -v "^libfabric:" "$out/log"; echo "mpi_osc at $np ranks: FAILED"; exit 1; }
-	# one directory per rank (--output-filename): eight ranks writing into one stream
-	# interleave their lines, and a torn log line would hide the proof
+		-x FI_COURIER_SHM=$shm $out/rankout $out/mpi_osc" \
+		>"$out/log" 2>&1 || { grep -v "^libfabric:" "$out/log"; rank_logs "$out"
+		                      echo "mpi_osc at $np ranks: FAILED"; exit 1; }
+	# a file per rank: eight ranks writing into one stream interleave their lines, and a torn
+	# log line would hide the proof
 	sel=0 other=0
-	for r in "$out"/ranks/1/rank.*; do
+	for r in "$out"/ranks/rank.*; do
 		if grep -qh 'btl:ofi:provider_include = "courier"$' "$r"/std* &&
 		   grep -qh "Opened fabric: courier$" "$r"/std*; then sel=$((sel + 1)); fi
 		n=$(cat "$r"/std* | grep "Opened fabric: " | grep -vc "Opened fabric: courier$" || true)
 		other=$((other + n))
 	done
-	viashm=$(shm_ranks "$out/ranks/1") want=$(shm_ranks_wanted "$np")
+	viashm=$(shm_ranks "$out/ranks") want=$(shm_ranks_wanted "$np")
 	if [ "$sel" != "$np" ] || [ "$other" != 0 ] || [ "$viashm" != "$want" ] ||
-	   ! grep -q "mpi_osc: ok (0 errors, $np ranks)" "$out/log"; then
-		grep -v "^libfabric:" "$out/log"
+	   ! grep -q "mpi_osc: ok (0 errors, $np ranks)" "$out/ranks/rank.0/stdout"; then
+		grep -v "^libfabric:" "$out/log"; rank_logs "$out"
 		echo "mpi_osc at $np ranks: btl/ofi opened courier in $sel ranks, other fabrics" \
 			"$other, shm used by $viashm"
 		exit 1
 	fi
-	grep "^mpi_osc: " "$out/log"
-	mb=$(cat "$out"/ranks/1/rank.*/std* | grep -o "tx_bytes [0-9]*" | awk '{ s += $2 } END { printf "%.1f", s / 1e6 }' ||
+	grep "^mpi_osc: " "$out/ranks/rank.0/stdout"
+	mb=$(cat "$out"/ranks/rank.*/std* | grep -o "tx_bytes [0-9]*" | awk '{ s += $2 } END { printf "%.1f", s / 1e6 }' ||
 	     true)
 	echo "mpi_osc at $np ranks: ok, btl/ofi opened fabric courier on all $np ranks," \
 		"courier sent $mb MB, shared memory used by $viashm"

@@ -12,24 +12,25 @@ src=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mpicc -O2 -o "$out/mpi_p2p" "$src/mpi_p2p.c"
+rank_wrapper "$out"
 for np in 2 8; do
 	rm -rf "$out/ranks"
 	timeout 120 unshare -n sh -c "ip link set lo up; exec mpirun --allow-run-as-root \
 		--oversubscribe --bind-to none -np $np --mca pml cm --mca mtl ofi \
 		--mca opal_common_ofi_provider_include courier --mca mtl_ofi_verbose 1 \
-		--output-filename $out/ranks \
 		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
-		-x FI_COURIER_STATS=1 -x FI_COURIER_SHM=$shm $out/mpi_p2p" \
-		>"$out/log" 2>&1 || { cat "$out/log"; echo "mpi_p2p at $np ranks: FAILED"; exit 1; }
-	# counted per rank (--output-filename): ranks writing into one stream can tear lines
+		-x FI_COURIER_STATS=1 -x FI_COURIER_SHM=$shm $out/rankout $out/mpi_p2p" \
+		>"$out/log" 2>&1 ||
+		{ cat "$out/log"; rank_logs "$out"; echo "mpi_p2p at $np ranks: FAILED"; exit 1; }
+	# counted per rank (a file each): ranks writing into one stream can tear lines
 	sel=0
-	for r in "$out"/ranks/1/rank.*; do
+	for r in "$out"/ranks/rank.*; do
 		if cat "$r"/std* | grep -q "mtl:ofi:prov: courier$"; then sel=$((sel + 1)); fi
 	done
-	viashm=$(shm_ranks "$out/ranks/1") want=$(shm_ranks_wanted "$np")
+	viashm=$(shm_ranks "$out/ranks") want=$(shm_ranks_wanted "$np")
 	if [ "$sel" != "$np" ] || [ "$viashm" != "$want" ] ||
-	   ! grep -q "mpi_p2p: ok (0 errors, $np ranks)" "$out/log"; then
-		cat "$out/log"
+	   ! grep -q "mpi_p2p: ok (0 errors, $np ranks)" "$out/ranks/rank.0/stdout"; then
+		cat "$out/log"; rank_logs "$out"
 		echo "mpi_p2p at $np ranks: courier selected by $sel ranks, shm used by $viashm"
 		exit 1
 	fi

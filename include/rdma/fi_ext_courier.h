@@ -51,6 +51,10 @@ struct fi_courier_stats {
 					     * RMA region (no copy through a packet buffer) */
 	uint64_t peers_evicted;             /* peers freed that never exchanged a packet (a
 					     * flood from many addresses must not grow memory) */
+	uint64_t shm_rma_split;             /* big RMA as the target whose copy the initiator
+					     * shared (proto/cour_rma_split.c) */
+	uint64_t shm_grants_revoked;        /* ... whose initiator half the target did itself
+					     * (ordering, a slow or refusing initiator, closing) */
 };
 
 struct fi_courier_ops_ep {

@@ -197,8 +197,10 @@ void cour_domain_kick(struct cour_domain *dom);
 /* cour_atomic.c: fi_query_atomic */
 int  cour_domain_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
 			      struct fi_atomic_attr *attr, uint64_t flags);
-/* proto/cour_rma_proto.c: a region is closing; reads still served from it are copied aside */
-void cour_rma_mr_closing(struct cour_domain *dom, const void *base, size_t len);
+/* proto/cour_rma_proto.c: a region is closing; reads still served from it are copied aside,
+ * and copies shared with initiators end (proto/cour_rma_split.c) */
+struct cour_mr;
+void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr);
 
 /* ---- domain helpers used by every object ---- */
 static inline void cour_ref_inc(int *ref) { __atomic_add_fetch(ref, 1, __ATOMIC_RELAXED); }

@@ -373,9 +373,11 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		fprintf(stderr, "courier stats %s: shm_peers %" PRIu64 " shm_tx_pkts %" PRIu64
 			" shm_rx_pkts %" PRIu64 " shm_ring_full %" PRIu64 " shm_doorbells %" PRIu64
 			" shm_single_copy_bytes %" PRIu64 " shm_copy_fallbacks %" PRIu64
-			" shm_reclaimed %" PRIu64 "\n", str, s.shm_peers, s.shm_tx_pkts,
+			" shm_reclaimed %" PRIu64 " shm_rma_split %" PRIu64
+			" shm_grants_revoked %" PRIu64 "\n", str, s.shm_peers, s.shm_tx_pkts,
 			s.shm_rx_pkts, s.shm_ring_full, s.shm_doorbells, s.shm_single_copy_bytes,
-			s.shm_copy_fallbacks, cour_shm_ring_reclaimed(ep->shm_ring));
+			s.shm_copy_fallbacks, cour_shm_ring_reclaimed(ep->shm_ring),
+			s.shm_rma_split, s.shm_grants_revoked);
 }
 
 /* ---- open and close ---- */

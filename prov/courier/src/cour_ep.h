@@ -253,6 +253,25 @@ struct cour_peer {
 	bool                 cma_off;         /* we cannot single-copy with it (kernel said no) */
 	bool                 peer_pulls;      /* it can single-copy with us (its HELLO said) */
 	bool                 pinned;          /* messages refer to it (cour_peer_evict_strangers) */
+	uint32_t             grants_open;     /* its RMA copies shared with it (ep->grants) */
+};
+
+/* Target side of a big RMA whose copy the initiator shares (proto/cour_rma_split.c): we copy
+ * [0, split), the initiator [split, total) under a lease in our ring. */
+struct cour_grant {
+	struct cour_grant   *next, *prev;     /* ep->grants, oldest first */
+	struct cour_peer    *peer;
+	struct cour_mr      *mr;              /* its region: closing it settles the grant first */
+	uint8_t              type;            /* WRITE or READ_REQ */
+	uint16_t             hdr_flags;       /* the request's (COUR_F_CQ_DATA) */
+	uint32_t             msg_id;
+	uint32_t             slot;            /* the lease in our ring */
+	uint64_t             gen;
+	uint64_t             data;            /* remote CQ data */
+	uint64_t             total, split;
+	char                *dst;             /* our memory of byte 0 */
+	uint64_t             iaddr;           /* the initiator's buffer of byte 0 */
+	uint64_t             opened_us;
 };
 
 /* Every packet dropped as malformed is counted, and said why at debug level. */
@@ -300,6 +319,7 @@ struct cour_ep {
 	uint64_t             ticks_last;      /* ...and the time-stamp counter then */
 
 	size_t               tx_outstanding;  /* application sends not yet completed */
+	struct cour_grant   *grants;          /* RMA copies shared with initiators */
 
 	/* engine state */
 	struct cour_peer    *peers;           /* uthash on addr */
@@ -431,6 +451,34 @@ void cour_rma_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 /* Before a packet that may change target memory: reads from that memory not yet sent are
  * copied aside, so the change cannot reach them (WAR, SAR). */
 void cour_rma_order_guard(struct cour_peer *peer);
+/* The target's last word on an operation: prov_errno, or success with its remote events
+ * (FI_RMA_EVENT counters, remote CQ data for a write). */
+void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
+			    uint16_t hdr_flags, uint64_t total, uint64_t data, struct cour_mr *mr,
+			    int prov_errno);
+struct cour_txe *cour_rma_find_op(struct cour_peer *peer, uint32_t id);
+
+/* ---- proto/cour_rma_split.c: big RMA with a same-host peer, copied by both sides ---- */
+#define COUR_SPLIT_MIN (256u << 10)         /* messages and RMA from this size on */
+/* Target, for a checked single-copy WRITE or READ_REQ: true if it is now shared */
+bool cour_rma_split_try(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, char *dst,
+			struct cour_mr *mr);
+void cour_rma_split_grant_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr);
+void cour_rma_split_done_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr);
+/* Target, before an operation from peer touches [lo, hi) of our memory (all: or anything):
+ * its earlier shared copies there are finished first, so order holds (RAW, WAR, WAW, SAW) */
+void cour_rma_split_guard_slow(struct cour_peer *peer, const char *lo, const char *hi, bool all);
+static inline void cour_rma_split_guard(struct cour_peer *peer, const char *lo, const char *hi,
+					bool all)
+{
+	if (COUR_UNLIKELY(peer->grants_open))
+		cour_rma_split_guard_slow(peer, lo, hi, all);
+}
+void cour_rma_split_expire(struct cour_ep *ep, uint64_t now);
+uint64_t cour_rma_split_deadline(const struct cour_ep *ep);  /* 0: none */
+void cour_rma_split_mr_closing(struct cour_domain *dom, const struct cour_mr *mr);
+/* the peer's session ends (or ours): its leases are taken back, nothing is answered */
+void cour_rma_split_peer_reset(struct cour_peer *peer);
 /* ---- proto/cour_atomic_proto.c ---- */
 #define COUR_ATOMIC_MAX_BYTES 512   /* operand bytes per atomic (and as many compare bytes) */
 struct cour_atomic_args {

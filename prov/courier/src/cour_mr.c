@@ -381,7 +381,7 @@ static int cour_mr_close(struct fid *fid)
 	HASH_DEL(dom->mr_by_key, mr);
 	/* from here every access with the key is refused; reads already being answered from
 	 * the region must not touch it again */
-	cour_rma_mr_closing(dom, mr->base, mr->len);
+	cour_rma_mr_closing(dom, mr);
 	if (mr->ep)
 		cour_ref_dec(&mr->ep->refcnt);
 	cour_lock_release(&dom->lock);

@@ -82,6 +82,8 @@ static void cour_ep_progress(struct cour_ep *ep)
 	else if (ep->udp_gap_us < COUR_UDP_GAP_MAX_US)
 		ep->udp_gap_us = ep->udp_gap_us ? ep->udp_gap_us * 2 : COUR_UDP_GAP_US;
 timers:
+	if (COUR_UNLIKELY(ep->grants != NULL))
+		cour_rma_split_expire(ep, ep->now_us = cour_now_us());
 	if (ep->active) {
 		if (!now)
 			now = ep->now_us = cour_now_us();
@@ -113,6 +115,10 @@ int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 		return 0;        /* packets wait in a ring: no sleep */
 	}
 	DL_FOREACH2(dom->eps, ep, dom_next) {
+		uint64_t g = cour_rma_split_deadline(ep);
+
+		if (g && (best < 0 || (int64_t)(g > now ? g - now : 0) < best))
+			best = g > now ? (int64_t)(g - now) : 0;
 		if (!ep->active)
 			continue;
 		int64_t d = ep->next_timer > now ? (int64_t)(ep->next_timer - now) : 0;

@@ -176,7 +176,6 @@ static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, si
  * RDATA|CMA, or plain RDATA packets if it cannot, brings the rest. Not for delivery-complete
  * sends: the sender would complete before our half is in.
  */
-#define COUR_SPLIT_MIN (256u << 10)
 static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 			      const struct iovec *iov, size_t n)
 {
@@ -659,6 +658,8 @@ void cour_msg_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 {
 	if (COUR_UNLIKELY(peer->ctrlq != NULL) && cour_pkt_writes_memory(hdr->base.type))
 		cour_rma_order_guard(peer);
+	if (hdr->base.type == COUR_PKT_EAGER || hdr->base.type == COUR_PKT_RTS)
+		cour_rma_split_guard(peer, NULL, NULL, true);    /* SAW, SAR */
 	switch (hdr->base.type) {
 	case COUR_PKT_EAGER:
 		if (hdr->msg.offset == 0 && !(peer->rx_cur &&
@@ -677,7 +678,10 @@ void cour_msg_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		cour_handle_rdata(peer, hdr, payload, plen);
 		break;
 	case COUR_PKT_DONE:
-		cour_handle_done(peer, hdr);
+		if (hdr->base.flags & COUR_F_CMA)
+			cour_rma_split_done_rx(peer, hdr);
+		else
+			cour_handle_done(peer, hdr);
 		break;
 	case COUR_PKT_WRITE:
 	case COUR_PKT_READ_REQ:

@@ -728,6 +728,7 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 	cour_peer_fail_list(peer, &peer->tx_inflight, prov_errno);
 	cour_peer_fail_list(peer, &peer->tx_wait, prov_errno);
 	cour_msg_peer_reset(peer, prov_errno);
+	cour_rma_split_peer_reset(peer);        /* before detach: it may ask if the peer lives */
 	cour_shm_peer_detach(peer);
 	cour_peer_state_init(peer);
 }

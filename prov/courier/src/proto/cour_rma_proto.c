@@ -32,7 +32,7 @@ static bool cour_rma_is_op(const struct cour_txe *txe, uint32_t id)
 				     txe->op_type == COUR_PKT_ATOMIC);
 }
 
-static struct cour_txe *cour_rma_find(struct cour_peer *peer, uint32_t id)
+struct cour_txe *cour_rma_find_op(struct cour_peer *peer, uint32_t id)
 {
 	struct cour_txe *txe;
 
@@ -124,7 +124,7 @@ static void cour_rma_answered(struct cour_peer *peer, struct cour_txe *txe, int 
 static void cour_rma_read_data(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			       const char *payload, size_t plen)
 {
-	struct cour_txe *txe = cour_rma_find(peer, hdr->msg.msg_id);
+	struct cour_txe *txe = cour_rma_find_op(peer, hdr->msg.msg_id);
 	uint64_t off = hdr->msg.offset, pos = 0;
 
 	if (!txe || txe->op_type != COUR_PKT_READ_REQ || txe->resp_done ||
@@ -154,7 +154,7 @@ static void cour_rma_read_data(struct cour_peer *peer, const struct cour_pkt_hdr
 static void cour_rma_resp(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			  const char *payload, size_t plen)
 {
-	struct cour_txe *txe = cour_rma_find(peer, hdr->msg.msg_id);
+	struct cour_txe *txe = cour_rma_find_op(peer, hdr->msg.msg_id);
 	uint32_t err = hdr->msg.rx_id;
 
 	if (!txe || txe->resp_done || err >= COUR_E_MAX ||
@@ -164,15 +164,18 @@ static void cour_rma_resp(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 		return;
 	}
 	if (COUR_UNLIKELY(err == COUR_E_CMA_REFUSED)) {
-		if (txe->op_type != COUR_PKT_WRITE || !(txe->hdr_flags & COUR_F_CMA)) {
-			COUR_DROP_BAD(peer->ep, "single copy refused for no single-copy write");
+		if ((txe->op_type != COUR_PKT_WRITE && txe->op_type != COUR_PKT_READ_REQ) ||
+		    !(txe->hdr_flags & COUR_F_CMA)) {
+			COUR_DROP_BAD(peer->ep, "single copy refused for no single-copy RMA");
 			return;
 		}
-		/* the target could not pull after all: send the bytes, in packets */
+		/* the target could not copy after all: the bytes go in packets (a write's
+		 * data, a read's READ_RESP), the whole operation again */
 		peer->peer_pulls = false;
 		peer->ep->stats.shm_copy_fallbacks++;
 		txe->hdr_flags &= (uint16_t)~COUR_F_CMA;
-		txe->total_len = txe->msg_len;
+		txe->total_len = txe->op_type == COUR_PKT_WRITE ? txe->msg_len : 0;
+		txe->received = 0;
 		cour_txe_requeue(peer, txe);
 		return;
 	}
@@ -223,23 +226,35 @@ static void cour_rma_refuse(struct cour_peer *peer, const struct cour_pkt_hdr *h
 
 static bool cour_rma_target_allowed(const struct cour_ep *ep, uint8_t type);
 
-/* The write's last byte has landed: remote CQ data, counters, the answer. */
-static void cour_rma_write_done(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
-				struct cour_mr *mr)
+void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
+			    uint16_t hdr_flags, uint64_t total, uint64_t data, struct cour_mr *mr,
+			    int prov_errno)
 {
 	struct cour_ep *ep = peer->ep;
 
-	cour_rma_event(ep, mr, FI_REMOTE_WRITE);
-	if ((hdr->base.flags & COUR_F_CQ_DATA) && ep->rx_cq) {
+	if (prov_errno) {
+		cour_rma_answer(peer, msg_id, prov_errno);
+		return;
+	}
+	cour_rma_event(ep, mr, type == COUR_PKT_WRITE ? FI_REMOTE_WRITE : FI_REMOTE_READ);
+	if (type == COUR_PKT_WRITE && (hdr_flags & COUR_F_CQ_DATA) && ep->rx_cq) {
 		struct cour_cq_entry e = {
 			.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-			.len = hdr->msg.total_len,
-			.data = hdr->msg.data,
+			.len = total,
+			.data = data,
 			.src = cour_peer_fi_addr(peer),
 		};
 		cour_cq_write_locked(ep->rx_cq, &e);
 	}
-	cour_rma_answer(peer, hdr->msg.msg_id, 0);
+	cour_rma_answer(peer, msg_id, 0);
+}
+
+/* The write's last byte has landed: remote CQ data, counters, the answer. */
+static void cour_rma_write_done(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+				struct cour_mr *mr)
+{
+	cour_rma_target_finish(peer, COUR_PKT_WRITE, hdr->msg.msg_id, hdr->base.flags,
+			       hdr->msg.total_len, hdr->msg.data, mr, 0);
 }
 
 /* WRITE|CMA: one bare packet; the whole write is checked, then pulled from the initiator. */
@@ -268,6 +283,9 @@ static void cour_rma_write_cma(struct cour_peer *peer, const struct cour_pkt_hdr
 		cour_rma_answer(peer, hdr->msg.msg_id, COUR_E_CMA_REFUSED);
 		return;
 	}
+	if (cour_rma_split_try(peer, hdr, dst, mr))
+		return;
+	cour_rma_split_guard(peer, dst, (char *)dst + total, hdr->base.flags & COUR_F_CQ_DATA);
 	l.iov_base = dst;
 	l.iov_len = total;
 	rc = cour_cma_pull(peer, &l, 1, hdr->msg.offset, total);
@@ -308,7 +326,10 @@ static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	/* the whole write is checked before its first byte lands, so a refused write leaves
 	 * the region untouched; every packet is checked again, as the region may close */
 	rc = off == 0 ? cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, total,
-					     FI_REMOTE_WRITE, NULL, NULL) : 0;
+					     FI_REMOTE_WRITE, &dst, NULL) : 0;
+	if (!rc && off == 0)
+		cour_rma_split_guard(peer, dst, (char *)dst + total,
+				     hdr->base.flags & COUR_F_CQ_DATA);
 	if (!rc)
 		rc = cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr + off, plen,
 					  FI_REMOTE_WRITE, &dst, &mr);
@@ -364,6 +385,10 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 		cour_rma_refuse(peer, hdr, rc);
 		return;
 	}
+	if ((hdr->base.flags & COUR_F_CMA) && peer->shm && !peer->cma_off &&
+	    cour_rma_split_try(peer, hdr, src, mr))
+		return;
+	cour_rma_split_guard(peer, src, (char *)src + len, false);
 	if ((hdr->base.flags & COUR_F_CMA) && peer->shm && !peer->cma_off) {
 		/* straight into the initiator's buffer, now: no later write can reach it first */
 		struct iovec l = { .iov_base = src, .iov_len = len };
@@ -421,16 +446,20 @@ void cour_rma_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 	case COUR_PKT_WRITE:
 		cour_rma_write(peer, hdr, payload, plen);
 		break;
+	case COUR_PKT_RMA_RESP:
+		if (hdr->base.flags & COUR_F_CMA)
+			cour_rma_split_grant_rx(peer, hdr);
+		else
+			cour_rma_resp(peer, hdr, payload, plen);
+		break;
 	case COUR_PKT_READ_REQ:
 		cour_rma_read_req(peer, hdr);
 		break;
 	case COUR_PKT_READ_RESP:
 		cour_rma_read_data(peer, hdr, payload, plen);
 		break;
-	case COUR_PKT_RMA_RESP:
-		cour_rma_resp(peer, hdr, payload, plen);
-		break;
 	case COUR_PKT_ATOMIC:
+		cour_rma_split_guard(peer, NULL, NULL, true);
 		cour_atomic_handle(peer, hdr, payload, plen);
 		break;
 	default:
@@ -484,13 +513,14 @@ static void cour_rma_closing_list(struct cour_ep *ep, struct cour_txe *list, con
 	}
 }
 
-void cour_rma_mr_closing(struct cour_domain *dom, const void *base, size_t len)
+void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
 {
-	const char *lo = base, *hi = lo + len;
+	const char *lo = mr->base, *hi = lo + mr->len;
 	struct cour_peer *peer, *tmp;
 	struct cour_ep *ep;
 
 	cour_lock_assert_held(&dom->lock);
+	cour_rma_split_mr_closing(dom, mr);
 	DL_FOREACH2(dom->eps, ep, dom_next) {
 		HASH_ITER(hh, ep->peers, peer, tmp) {
 			cour_rma_closing_list(ep, peer->ctrlq, lo, hi);

@@ -46,6 +46,10 @@ struct cour_shm_ring {
 	uint64_t             stuck_since;   /* 0: not watching */
 	uint64_t             reclaimed;
 	uint64_t             corrupt;
+
+	/* owner: which grant slots are free (bit set), and the last lease's generation */
+	uint64_t             grant_free;
+	uint64_t             grant_gen;
 };
 
 static inline struct cour_shm_cell *cour_shm_cell_at(const struct cour_shm_ring *r, uint64_t pos)
@@ -198,6 +202,7 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 	r->pid = pid;
 	r->owner = true;
 	r->bytes = bytes;
+	r->grant_free = ~0ull;
 
 	/* the file is fresh (all zeroes); nobody can map it before the locator leaves us */
 	for (uint32_t i = 0; i < ncells; i++)
@@ -643,4 +648,83 @@ bool cour_shm_ring_arm(struct cour_shm_ring *r)
 void cour_shm_ring_disarm(struct cour_shm_ring *r)
 {
 	__atomic_store_n(&r->hdr->armed, 0, __ATOMIC_RELAXED);
+}
+
+/* ---- grants ---- */
+
+#define COUR_GRANT_STATE_BITS 3
+#define COUR_GRANT_GEN_MASK   ((1ull << (64 - COUR_GRANT_STATE_BITS)) - 1)
+
+static inline uint64_t cour_grant_word(uint64_t gen, enum cour_shm_grant_state st)
+{
+	return (gen & COUR_GRANT_GEN_MASK) << COUR_GRANT_STATE_BITS | st;
+}
+
+int cour_shm_grant_open(struct cour_shm_ring *r, uint32_t *slot, uint64_t *gen)
+{
+	unsigned i;
+
+	if (!r->owner || !r->grant_free)
+		return -FI_EAGAIN;
+	i = (unsigned)__builtin_ctzll(r->grant_free);
+	r->grant_free &= ~(1ull << i);
+	*gen = ++r->grant_gen & COUR_GRANT_GEN_MASK;
+	*slot = i;
+	/* release: nothing of ours needs ordering, but a producer must never see an older word */
+	__atomic_store_n(&r->hdr->grant[i], cour_grant_word(*gen, COUR_GRANT_OPEN),
+			 __ATOMIC_RELEASE);
+	return 0;
+}
+
+enum cour_shm_grant_state cour_shm_grant_revoke(struct cour_shm_ring *r, uint32_t slot,
+						uint64_t gen)
+{
+	uint64_t open = cour_grant_word(gen, COUR_GRANT_OPEN), w = open;
+
+	assert(r->owner && slot < COUR_SHM_GRANTS);
+	if (__atomic_compare_exchange_n(&r->hdr->grant[slot], &w,
+					cour_grant_word(gen, COUR_GRANT_REVOKED), false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return COUR_GRANT_REVOKED;
+	/* the producer's word: its copy is over once it says DONE or FAILED (acquire: and its
+	 * effects are visible). Anything no protocol step writes is taken as a failure. */
+	if (w == cour_grant_word(gen, COUR_GRANT_BUSY))
+		return COUR_GRANT_BUSY;
+	if (w == cour_grant_word(gen, COUR_GRANT_DONE))
+		return COUR_GRANT_DONE;
+	return COUR_GRANT_FAILED;
+}
+
+void cour_shm_grant_close(struct cour_shm_ring *r, uint32_t slot)
+{
+	assert(r->owner && slot < COUR_SHM_GRANTS);
+	__atomic_store_n(&r->hdr->grant[slot], cour_grant_word(0, COUR_GRANT_FREE),
+			 __ATOMIC_RELAXED);
+	r->grant_free |= 1ull << slot;
+}
+
+uint32_t cour_shm_grants_open(const struct cour_shm_ring *r)
+{
+	return r->owner ? (uint32_t)__builtin_popcountll(~r->grant_free) : 0;
+}
+
+bool cour_shm_grant_take(struct cour_shm_ring *r, uint32_t slot, uint64_t gen)
+{
+	uint64_t w = cour_grant_word(gen, COUR_GRANT_OPEN);
+
+	if (slot >= COUR_SHM_GRANTS || gen > COUR_GRANT_GEN_MASK)
+		return false;
+	return __atomic_compare_exchange_n(&r->hdr->grant[slot], &w,
+					   cour_grant_word(gen, COUR_GRANT_BUSY), false,
+					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+void cour_shm_grant_finish(struct cour_shm_ring *r, uint32_t slot, uint64_t gen, bool ok)
+{
+	if (slot >= COUR_SHM_GRANTS)
+		return;
+	/* release: the copy happens before the owner can see the lease end */
+	__atomic_store_n(&r->hdr->grant[slot],
+			 cour_grant_word(gen, ok ? COUR_GRANT_DONE : COUR_GRANT_FAILED),
+			 __ATOMIC_RELEASE);
 }

@@ -18,7 +18,8 @@
  *   64          | head   (consumer's next position; informative, nobody relies)  |
  *   128         | tail   (producers' next position to reserve; a hint, see below)|
  *   192         | armed  (the consumer may be asleep: wake it after publishing)  |
- *   256         +---------------------------------------------------------------+
+ *   256         | grant[64] (leases on the owner's memory, see Grants)           |
+ *   768         +---------------------------------------------------------------+
  *               | cell 0: state (8) | len (4) | tag_len (4) | tag (32) | data ... |  cell_size
  *               | cell 1 ...                                                      |  bytes each,
  *               | cell ncells-1                                                   |  64-aligned
@@ -81,6 +82,19 @@
  * The producer exchanges `armed` to 0, so exactly one producer rings per arming. Spurious
  * doorbells happen (a producer that saw `armed` before a disarm); the engine ignores them.
  *
+ * Grants: the owner may let one producer copy into or out of its memory for a moment (half of
+ * a big RMA, proto/cour_rma_split.c). A lease is one word in the header, which the owner must
+ * be able to take back at any time, as the memory may be unregistered and freed:
+ *
+ *   FREE --owner--> OPEN{gen} --producer CAS--> BUSY{gen} --producer store--> DONE | FAILED{gen}
+ *                       |                         (copying)
+ *                       +--owner CAS--> REVOKED{gen}: the producer's CAS fails, it never copies
+ *
+ * The producer copies only between its CAS and its store, so once the owner's revoke CAS
+ * succeeds, or the word leaves BUSY, no copy is in flight and none can start. A BUSY word
+ * only has to be waited out for one system call of the producer (or its death). gen is the
+ * owner's counter, so a grant packet that arrives late cannot take a slot's next lease.
+ *
  * A handle belongs to the process that created or attached it: its pid is read once then,
  * since getpid() is a system call. A child after fork attaches on its own.
  */
@@ -138,9 +152,31 @@ bool cour_shm_ring_arm(struct cour_shm_ring *r);
 void cour_shm_ring_disarm(struct cour_shm_ring *r);
 uint64_t cour_shm_ring_reclaimed(const struct cour_shm_ring *r);  /* cells of dead producers skipped */
 
+/* ---- grants (owner: open, revoke, state, close; producer: take, finish) ---- */
+#define COUR_SHM_GRANTS 64
+enum cour_shm_grant_state {
+	COUR_GRANT_FREE = 0,
+	COUR_GRANT_OPEN,            /* offered: the producer may take it */
+	COUR_GRANT_BUSY,            /* the producer is copying */
+	COUR_GRANT_DONE,            /* the producer copied its part */
+	COUR_GRANT_FAILED,          /* the producer took it but could not copy */
+	COUR_GRANT_REVOKED,         /* taken back before the producer took it */
+};
+/* Owner: a new lease; 0, or -FI_EAGAIN when all are in use. */
+int  cour_shm_grant_open(struct cour_shm_ring *r, uint32_t *slot, uint64_t *gen);
+/* Owner: take the lease back unless the producer has it: the state after the attempt
+ * (REVOKED, BUSY, DONE or FAILED; BUSY means ask again). */
+enum cour_shm_grant_state cour_shm_grant_revoke(struct cour_shm_ring *r, uint32_t slot,
+						uint64_t gen);
+void cour_shm_grant_close(struct cour_shm_ring *r, uint32_t slot);  /* owner: slot reusable */
+uint32_t cour_shm_grants_open(const struct cour_shm_ring *r);       /* owner: leases in use */
+/* Producer, on a peer's ring: true if the lease is ours to copy under (OPEN -> BUSY). */
+bool cour_shm_grant_take(struct cour_shm_ring *r, uint32_t slot, uint64_t gen);
+void cour_shm_grant_finish(struct cour_shm_ring *r, uint32_t slot, uint64_t gen, bool ok);
+
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
-#define COUR_SHM_VERSION 1u
+#define COUR_SHM_VERSION 2u
 
 #define COUR_SHM_SEQ_SHIFT   24
 #define COUR_SHM_STATE_SHIFT 22
@@ -165,11 +201,13 @@ struct cour_shm_hdr {
 	alignas(64) uint64_t head;  /* written by the consumer after each pop */
 	alignas(64) uint64_t tail;  /* CASed forward by producers */
 	alignas(64) uint32_t armed; /* 1: consumer may sleep; a producer exchanges it to 0 */
+	alignas(64) uint64_t grant[COUR_SHM_GRANTS];  /* gen << 3 | state */
 };
 static_assert(offsetof(struct cour_shm_hdr, head) == 64, "head on its own line");
 static_assert(offsetof(struct cour_shm_hdr, tail) == 128, "tail on its own line");
 static_assert(offsetof(struct cour_shm_hdr, armed) == 192, "armed on its own line");
-static_assert(sizeof(struct cour_shm_hdr) == 256, "cells start on a line of their own");
+static_assert(offsetof(struct cour_shm_hdr, grant) == 256, "grants on lines of their own");
+static_assert(sizeof(struct cour_shm_hdr) == 768, "cells start on a line of their own");
 
 struct cour_shm_cell {
 	uint64_t state;             /* seq | state | pid, see above */
