@@ -72,8 +72,9 @@ for np in 2 8; do
 		exit 1
 	fi
 	grep "^mpi_osc: " "$out/ranks/rank.0/stdout"
-	mb=$(cat "$out"/ranks/rank.*/std* | grep -o "tx_bytes [0-9]*" | awk '{ s += $2 } END { printf "%.1f", s / 1e6 }' ||
-	     true)
+	# packet payload plus what single copy moved (shared memory)
+	mb=$(cat "$out"/ranks/rank.*/std* | grep -oE "(tx_bytes|shm_single_copy_bytes) [0-9]*" |
+	     awk '{ s += $2 } END { printf "%.1f", s / 1e6 }' || true)
 	echo "mpi_osc at $np ranks: ok, btl/ofi opened fabric courier on all $np ranks," \
 		"courier sent $mb MB, shared memory used by $viashm"
 done
