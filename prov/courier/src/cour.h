@@ -83,6 +83,7 @@ struct cour_params {
 	char    *fault;            /* fault injection spec, see wire/cour_fault.c */
 	char    *wire;             /* "udp" (default) or "loop" (one process, for tests) */
 	int      shm;              /* same-host peers through shared memory */
+	int      cma_refuse_after; /* tests: single copies past this many fail as refused; -1 */
 };
 extern struct cour_params cour_params;
 

@@ -23,6 +23,7 @@ struct cour_params cour_params = {
 	.sockbuf = 8u << 20,
 	.iface_addr = NULL,
 	.fault = NULL,
+	.cma_refuse_after = -1,
 	.wire = NULL,
 	.shm = 1,
 };
@@ -124,6 +125,11 @@ static void cour_params_define(void)
 		"Reach peers on the same host (same kernel, network and pid namespaces) through "
 		"shared memory instead of UDP (default: %d)", p->shm);
 
+	fi_param_define(&cour_prov, "cma_refuse_after", FI_PARAM_INT,
+		"For tests: after this many single copies (process_vm_readv/writev) in this "
+		"process, the rest fail as if the kernel refused them, as when a process "
+		"becomes undumpable mid-run (default: %d, never)", p->cma_refuse_after);
+
 	cour_param_size("mtu", &p->mtu, 0, 65000);
 	if (p->mtu && p->mtu < 512) {
 		COUR_WARN(FI_LOG_CORE, "FI_COURIER_MTU=%zu too small, using 512\n", p->mtu);
@@ -156,6 +162,7 @@ static void cour_params_define(void)
 	fi_param_get_str(&cour_prov, "fault", &p->fault);
 	fi_param_get_str(&cour_prov, "wire", &p->wire);
 	fi_param_get_bool(&cour_prov, "shm", &p->shm);
+	cour_param_int("cma_refuse_after", &p->cma_refuse_after, -1, INT32_MAX);
 	if (p->rto_max_us < p->rto_min_us)
 		p->rto_max_us = p->rto_min_us;
 }

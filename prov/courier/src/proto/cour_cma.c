@@ -35,6 +35,16 @@ size_t cour_cma_eager_max(const struct cour_peer *peer)
 					     : cour_params.eager_max;
 }
 
+/* FI_COURIER_CMA_REFUSE_AFTER: this copy is refused as a test asked (process-wide count) */
+static bool cour_cma_test_refuses(void)
+{
+	static uint64_t done;
+
+	return COUR_UNLIKELY(cour_params.cma_refuse_after >= 0) &&
+	       __atomic_fetch_add(&done, 1, __ATOMIC_RELAXED) >=
+	       (uint64_t)cour_params.cma_refuse_after;
+}
+
 /* 0, -FI_EPERM (the kernel refuses: fall back, already logged and counted), or -FI_EFAULT
  * (an address is wrong: the operation fails). */
 static int cour_cma_move(struct cour_peer *peer, bool pull, const struct iovec *local,
@@ -54,7 +64,11 @@ static int cour_cma_move(struct cour_peer *peer, bool pull, const struct iovec *
 
 		remote.iov_base = (void *)(uintptr_t)(raddr + done);
 		remote.iov_len = len - done;
-		ssize_t r = pull ? process_vm_readv((pid_t)peer->shm_pid, l, n, &remote, 1, 0)
+		ssize_t r = -1;
+
+		errno = EPERM;
+		if (!cour_cma_test_refuses())
+			r = pull ? process_vm_readv((pid_t)peer->shm_pid, l, n, &remote, 1, 0)
 				 : process_vm_writev((pid_t)peer->shm_pid, l, n, &remote, 1, 0);
 		if (r > 0) {
 			done += (size_t)r;

@@ -176,6 +176,7 @@ static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, si
  * RDATA|CMA, or plain RDATA packets if it cannot, brings the rest. Not for delivery-complete
  * sends: the sender would complete before our half is in.
  */
+#define COUR_SPLIT_PROBE 4096
 static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 			      const struct iovec *iov, size_t n)
 {
@@ -185,6 +186,12 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 
 	if (n != 1 || m->accept_len < COUR_SPLIT_MIN || (m->hdr_flags & COUR_F_DC) ||
 	    !peer->peer_pulls)
+		return false;
+	/* Once the split CTS is out, our half has no way back: a refusal then would fail the
+	 * receive. So the first page comes first; refused, the whole rendezvous falls back. */
+	first.iov_base = iov[0].iov_base;
+	first.iov_len = COUR_SPLIT_PROBE;
+	if (cour_cma_pull(peer, &first, 1, m->cma_addr, COUR_SPLIT_PROBE))
 		return false;
 	txe = cour_pool_get(&ep->txe_pool);
 	if (!txe)
@@ -202,9 +209,10 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 	txe->hdr_flags = COUR_F_CMA;
 	cour_peer_enqueue(peer, txe);               /* in its ring before we start copying */
 	cour_msg_credit_return(peer, m);            /* the RTS itself is consumed */
-	first.iov_base = iov[0].iov_base;
-	first.iov_len = m->split;
-	m->split_failed = cour_cma_pull(peer, &first, 1, m->cma_addr, m->split) != 0;
+	first.iov_base = (char *)iov[0].iov_base + COUR_SPLIT_PROBE;
+	first.iov_len = m->split - COUR_SPLIT_PROBE;
+	m->split_failed = cour_cma_pull(peer, &first, 1, m->cma_addr + COUR_SPLIT_PROBE,
+					m->split - COUR_SPLIT_PROBE) != 0;
 	m->received = m->split;
 	/* done with the sender's buffer: its send may complete (it waits for this) */
 	cour_send_ctrl(peer, COUR_PKT_DONE, m->msg_id, 0, 0);
@@ -222,6 +230,8 @@ static bool cour_rx_cma_pull(struct cour_peer *peer, struct cour_rxmsg *m)
 	n = cour_iov_slice(m->rxe->iov, m->rxe->iov_count, m->slice_off, m->accept_len, iov);
 	if (cour_rx_cma_split(peer, m, iov, n))
 		return true;
+	if (peer->cma_off)
+		return false;           /* its probe was just refused */
 	if (m->accept_len && cour_cma_pull(peer, iov, n, m->cma_addr, m->accept_len))
 		return false;
 	m->received = m->accept_len;

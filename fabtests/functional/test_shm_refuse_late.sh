@@ -1,0 +1,83 @@
+#!/bin/sh
+# shm_refuse_late: single copy refused in the middle of a run (as when a process becomes
+# undumpable, or a policy changes, after its peers mapped it). FI_COURIER_CMA_REFUSE_AFTER=N
+# makes every single copy of one process after its first N fail as the kernel's EPERM would,
+# so refusals land inside operations already under way: a big message whose receiver pulls
+# one half and whose sender writes the other, a big RMA whose target copies one half and whose
+# initiator the other (each under way when its side is refused), plain pulls and pushes.
+#   stream_verify -b 32   1 B .. 4 MiB tagged and untagged messages, every byte checked
+#   rma -S ...            fi_write, fi_read, fi_writedata of 1 B .. 4 MiB, every byte checked
+# with the server refused (early and late), then the client. Each run must pass, and the refused side's
+# statistics must show single copies before the refusal and the fallback counted after it.
+# Skips (77) over another provider and with FI_COURIER_SHM=0. Environment as run_pair.sh.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+prov=${COUR_FT_PROVIDER:-courier}
+me=test_shm_refuse_late.sh
+
+if [ "$prov" != courier ]; then
+	echo "$me: skipped: tests courier's shared-memory path, not $prov"
+	exit 77
+fi
+if [ "${FI_COURIER_SHM:-1}" = 0 ]; then
+	echo "$me: skipped: FI_COURIER_SHM=0 (no shared memory, so no single copy to refuse)"
+	exit 77
+fi
+out=$(mktemp -d "${TMPDIR:-/tmp}/shm_refuse.XXXXXX") || exit 99
+trap 'rm -rf "$out"' EXIT
+FI_COURIER_STATS=1
+export FI_COURIER_STATS
+COUR_FT_TIMEOUT=${COUR_FT_TIMEOUT:-60}
+export COUR_FT_TIMEOUT
+fail=0
+
+stat() {
+	awk -v k="$2" '/^courier stats / { for (i = 4; i < NF; i++) if ($i == k) s += $(i + 1) }
+		END { print s + 0 }' "$1"
+}
+
+# run NAME SIDE N PROGRAM ARGS...: SIDE's single copies after its first N are refused
+run() {
+	name=$1 side=$2 n=$3
+	shift 3
+	mkdir "$out/$name" || exit 99
+	se='' ce=''
+	env="FI_COURIER_CMA_REFUSE_AFTER=$n FI_LOG_LEVEL=info FI_LOG_PROV=courier"
+	if [ "$side" = server ]; then se=$env; else ce=$env; fi
+	COUR_FT_OUT_DIR=$out/$name COUR_FT_SERVER_ENV=$se COUR_FT_CLIENT_ENV=$ce \
+		"$here/run_pair.sh" "$@" >"$out/$name/pair" 2>&1
+	rc=$?
+	f=$out/$name/$side.out
+	sc=$(stat "$f" shm_single_copy_bytes)
+	fb=$(stat "$f" shm_copy_fallbacks)
+	echo "---- $name: $* with the $side's single copies refused after $n: exit $rc," \
+		"single copy $sc bytes, fallbacks $fb"
+	if [ $rc != 0 ]; then
+		grep -v "^libfabric:" "$out/$name/pair"
+		echo "$me: FAIL: $name exit $rc"
+		fail=1
+		return
+	fi
+	bad=
+	[ "$sc" -ge 32768 ] || bad="$bad no single copy before the refusal ($sc bytes);"
+	[ "$fb" -ge 1 ] || bad="$bad no fallback counted;"
+	grep -q "<info>.*single copy.*refused" "$f" || bad="$bad no info-level log of the refusal;"
+	if [ -n "$bad" ]; then
+		echo "$me: FAIL: $name:$bad"
+		fail=1
+	fi
+}
+
+# N picks where the refusal lands: early (small pulls), or among the big operations copied by
+# both sides (a client copies nothing but its halves of those)
+sizes=1,4097,32768,65537,262144,1m,4m,4194305
+run stream_server_early server 6 stream_verify -b 32
+run stream_server_late server 40 stream_verify -b 32
+run stream_client client 2 stream_verify -b 32
+run rma_server_early server 6 rma -k basic -S $sizes
+run rma_server_split server 20 rma -k basic -S $sizes    # the first shared RMA's own half
+run rma_server_late server 35 rma -k basic -S $sizes
+run rma_client client 2 rma -k basic -S $sizes
+echo "$me: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+exit $fail
