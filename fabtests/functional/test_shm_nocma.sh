@@ -19,19 +19,12 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 build=${COUR_BUILD:-$PWD}
-prov=${COUR_FT_PROVIDER:-courier}
 me=test_shm_nocma.sh
+. "$here/shm-common.sh"
 
 nocma=$build/fabtests/functional/no_cma
 [ -x "$nocma" ] || { echo "$me: no program $nocma" >&2; exit 99; }
-if [ "$prov" != courier ]; then
-	echo "$me: skipped: tests courier's shared-memory path, not $prov"
-	exit 77
-fi
-if [ "${FI_COURIER_SHM:-1}" = 0 ]; then
-	echo "$me: skipped: FI_COURIER_SHM=0 (no shared memory, so no single copy to deny)"
-	exit 77
-fi
+shm_only
 "$nocma" true
 rc=$?
 if [ $rc = 77 ]; then
@@ -42,20 +35,9 @@ elif [ $rc != 0 ]; then
 	exit 99
 fi
 
-out=$(mktemp -d "${TMPDIR:-/tmp}/shm_nocma.XXXXXX") || exit 99
-trap 'rm -rf "$out"' EXIT
-FI_COURIER_STATS=1
-export FI_COURIER_STATS
-COUR_FT_TIMEOUT=${COUR_FT_TIMEOUT:-60}
-export COUR_FT_TIMEOUT
+shm_setup shm_nocma
 log_env="FI_LOG_LEVEL=info FI_LOG_PROV=courier"
 fail=0
-
-# stat FILE NAME: NAME's value summed over the endpoints' "courier stats" lines in FILE
-stat() {
-	awk -v k="$2" '/^courier stats / { for (i = 4; i < NF; i++) if ($i == k) s += $(i + 1) }
-		END { print s + 0 }' "$1"
-}
 
 # check NAME SIDE DENIED(0/1) PEER_DENIED(0/1): the statistics and log of one side
 check() {

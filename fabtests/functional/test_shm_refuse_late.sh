@@ -13,29 +13,12 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-prov=${COUR_FT_PROVIDER:-courier}
 me=test_shm_refuse_late.sh
+. "$here/shm-common.sh"
 
-if [ "$prov" != courier ]; then
-	echo "$me: skipped: tests courier's shared-memory path, not $prov"
-	exit 77
-fi
-if [ "${FI_COURIER_SHM:-1}" = 0 ]; then
-	echo "$me: skipped: FI_COURIER_SHM=0 (no shared memory, so no single copy to refuse)"
-	exit 77
-fi
-out=$(mktemp -d "${TMPDIR:-/tmp}/shm_refuse.XXXXXX") || exit 99
-trap 'rm -rf "$out"' EXIT
-FI_COURIER_STATS=1
-export FI_COURIER_STATS
-COUR_FT_TIMEOUT=${COUR_FT_TIMEOUT:-60}
-export COUR_FT_TIMEOUT
+shm_only
+shm_setup shm_refuse
 fail=0
-
-stat() {
-	awk -v k="$2" '/^courier stats / { for (i = 4; i < NF; i++) if ($i == k) s += $(i + 1) }
-		END { print s + 0 }' "$1"
-}
 
 # run NAME SIDE N PROGRAM ARGS...: SIDE's single copies after its first N are refused
 run() {
