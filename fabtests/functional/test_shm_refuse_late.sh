@@ -58,6 +58,20 @@ sizes=1,4097,32768,65537,262144,1m,4m,4194305
 run stream_server_early server 6 stream_verify -b 32
 run stream_server_late server 40 stream_verify -b 32
 run stream_client client 2 stream_verify -b 32
+# every point among the first big messages: some land between a receiver's first page and
+# the rest of its half, which the sender must then write too
+n=25
+while [ $n -le 46 ]; do
+	mkdir "$out/scan_$n" || exit 99
+	if ! COUR_FT_OUT_DIR=$out/scan_$n COUR_FT_SERVER_ENV="FI_COURIER_CMA_REFUSE_AFTER=$n" \
+		"$here/run_pair.sh" stream_verify -b 32 >"$out/scan_$n/pair" 2>&1; then
+		grep -v "^libfabric:" "$out/scan_$n/pair"
+		echo "$me: FAIL: stream_verify with the server refused after $n copies"
+		fail=1
+	fi
+	n=$((n + 1))
+done
+echo "---- stream_verify with the server refused after 25 .. 46 copies: done"
 run rma_server_early server 6 rma -k basic -S $sizes
 run rma_server_split server 20 rma -k basic -S $sizes    # the first shared RMA's own half
 run rma_server_late server 35 rma -k basic -S $sizes

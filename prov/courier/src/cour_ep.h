@@ -88,6 +88,9 @@ struct cour_txe {
 	uint64_t             received;        /* READ_REQ: bytes of READ_RESP placed so far */
 	bool                 resp_done;       /* the target's answer arrived (RMA_RESP/all data) */
 	bool                 split_wait;      /* split copy: the receiver still reads our buffer */
+	bool                 notice;          /* the engine's own RDATA (a split hole filled) */
+	uint64_t             split_at;        /* split copy: where the receiver's half ends... */
+	uint64_t             split_base;      /* ...and its buffer (byte 0), for a refused half */
 	int                  resp_err;        /* ... and its courier prov_errno, 0: success */
 	void                *snap;            /* READ_RESP: private copy of the data (malloc) */
 	uint32_t             res_count;       /* fetching atomics: where the old values go */
@@ -119,7 +122,8 @@ static inline size_t cour_iov_slice(const struct iovec *iov, size_t count, uint6
 static inline bool cour_txe_internal(const struct cour_txe *txe)
 {
 	return txe->op_type == COUR_PKT_CTS || txe->op_type == COUR_PKT_DONE ||
-	       txe->op_type == COUR_PKT_READ_RESP || txe->op_type == COUR_PKT_RMA_RESP;
+	       txe->op_type == COUR_PKT_READ_RESP || txe->op_type == COUR_PKT_RMA_RESP ||
+	       txe->notice;
 }
 
 /* One posted receive. */
@@ -167,6 +171,7 @@ struct cour_rxmsg {
 	uint64_t             cma_addr;        /* RTS|CMA: the sender's buffer, to pull from */
 	uint64_t             split;           /* split copy: the sender writes from here on */
 	bool                 split_failed;    /* ...and our own half could not be pulled */
+	bool                 split_hole;      /* ...refused: the sender writes it (DONE asked) */
 };
 
 /* Send-window slot: everything needed to (re)build one sequenced packet. */

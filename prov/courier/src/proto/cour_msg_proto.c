@@ -183,6 +183,7 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 	struct cour_ep *ep = peer->ep;
 	struct cour_txe *txe;
 	struct iovec first;
+	int rc;
 
 	if (n != 1 || m->accept_len < COUR_SPLIT_MIN || (m->hdr_flags & COUR_F_DC) ||
 	    !peer->peer_pulls)
@@ -211,11 +212,15 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 	cour_msg_credit_return(peer, m);            /* the RTS itself is consumed */
 	first.iov_base = (char *)iov[0].iov_base + COUR_SPLIT_PROBE;
 	first.iov_len = m->split - COUR_SPLIT_PROBE;
-	m->split_failed = cour_cma_pull(peer, &first, 1, m->cma_addr + COUR_SPLIT_PROBE,
-					m->split - COUR_SPLIT_PROBE) != 0;
+	rc = cour_cma_pull(peer, &first, 1, m->cma_addr + COUR_SPLIT_PROBE,
+			   m->split - COUR_SPLIT_PROBE);
+	/* refused after all (in the moment since the probe): the sender writes that part too,
+	 * and says so with an RDATA|CMA at COUR_SPLIT_PROBE */
+	m->split_hole = rc == -FI_EPERM;
+	m->split_failed = rc && !m->split_hole;
 	m->received = m->split;
 	/* done with the sender's buffer: its send may complete (it waits for this) */
-	cour_send_ctrl(peer, COUR_PKT_DONE, m->msg_id, 0, 0);
+	cour_send_ctrl(peer, COUR_PKT_DONE, m->msg_id, m->split_hole ? COUR_E_CMA_REFUSED : 0, 0);
 	return true;
 }
 
@@ -494,6 +499,8 @@ static void cour_tx_cma_split(struct cour_peer *peer, struct cour_txe *txe,
 	/* the receiver is reading [0, split) from our buffer meanwhile: the send completes only
 	 * with its DONE, whatever happens here */
 	txe->split_wait = true;
+	txe->split_at = split;
+	txe->split_base = hdr->msg.raddr - split;
 	n = cour_iov_slice(txe->iov, txe->iov_count, split, total - split, iov);
 	if (peer->shm && !peer->cma_off &&
 	    cour_cma_push(peer, iov, n, hdr->msg.raddr, total - split) == 0) {
@@ -593,6 +600,13 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 	uint32_t id = hdr->msg.rx_id;
 
 	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
+	if (m && m->peer == peer && m->split_hole && (hdr->base.flags & COUR_F_CMA) &&
+	    hdr->msg.offset == COUR_SPLIT_PROBE && !plen) {
+		/* the sender wrote the part of our half we were refused (or could not) */
+		m->split_hole = false;
+		m->split_failed = hdr->msg.data != 0;
+		goto complete;
+	}
 	if (!m || m->peer != peer || hdr->msg.offset != m->received ||
 	    plen > m->accept_len - m->received) {
 		COUR_DROP_BAD(ep, "RDATA for no matched rendezvous");
@@ -618,7 +632,8 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 	m->received += plen;
 	if (hdr->base.flags & COUR_F_CMA)
 		ep->rx_placed = false;
-	if (m->received < m->accept_len)
+complete:
+	if (m->received < m->accept_len || m->split_hole)
 		return;
 	cour_rdv_del(ep, m);
 	if (COUR_UNLIKELY(m->split_failed))
@@ -626,6 +641,37 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 	else
 		cour_rxmsg_finish(ep, m, 0, 0);
 	cour_pool_put(&ep->rxmsg_pool, m);
+}
+
+/* The receiver of a split copy was refused its own half: write [COUR_SPLIT_PROBE, split_at)
+ * into its buffer too, and tell it (a bare RDATA|CMA at COUR_SPLIT_PROBE; data: failed). */
+static void cour_tx_split_fill(struct cour_peer *peer, struct cour_txe *txe)
+{
+	struct cour_ep *ep = peer->ep;
+	uint64_t len = txe->split_at - COUR_SPLIT_PROBE;
+	struct iovec iov[COUR_IOV_MAX];
+	struct cour_txe *n = cour_pool_get(&ep->txe_pool);
+	size_t cnt;
+	int rc = -FI_EPERM;
+
+	if (!n) {
+		COUR_WARN(FI_LOG_EP_DATA, "out of memory answering a refused split copy\n");
+		return;             /* the receive waits for its peer timeout */
+	}
+	cnt = cour_iov_slice(txe->iov, txe->iov_count, COUR_SPLIT_PROBE, len, iov);
+	if (peer->shm && !peer->cma_off)
+		rc = cour_cma_push(peer, iov, cnt, txe->split_base + COUR_SPLIT_PROBE, len);
+	memset(n, 0, sizeof(*n));
+	n->op_type = COUR_PKT_RDATA;
+	n->notice = true;
+	n->msg_id = txe->msg_id;
+	n->rx_id = txe->rx_id;
+	n->hdr_flags = COUR_F_CMA;
+	n->built = COUR_SPLIT_PROBE;            /* the header's offset... */
+	n->total_len = COUR_SPLIT_PROBE;        /* ...and no payload */
+	n->msg_len = txe->msg_len;
+	n->data = rc ? COUR_E_REMOTE : 0;
+	cour_peer_enqueue(peer, n);
 }
 
 static void cour_handle_done(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)
@@ -640,6 +686,8 @@ static void cour_handle_done(struct cour_peer *peer, const struct cour_pkt_hdr *
 				if (txe->msg_id == hdr->msg.msg_id && txe->op_type == COUR_PKT_RDATA)
 					break;
 		if (txe && txe->split_wait) {
+			if (hdr->msg.rx_id == COUR_E_CMA_REFUSED)
+				cour_tx_split_fill(peer, txe);
 			txe->split_wait = false;
 			if (txe->list == &peer->tx_wait) {
 				DL_DELETE(peer->tx_wait, txe);
