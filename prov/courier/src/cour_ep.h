@@ -575,6 +575,10 @@ int    cour_cma_push(struct cour_peer *peer, const struct iovec *local, size_t n
 		     uint64_t raddr, size_t len);
 void   cour_send_ctrl_flags(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
 			    uint32_t rx_id, uint64_t len, uint16_t flags);
+/* A zeroed internal txe (type, msg_id, rx_id, flags) for the caller to fill and enqueue;
+ * NULL (logged) when out of memory. */
+struct cour_txe *cour_ctrl_txe(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
+			       uint32_t rx_id, uint16_t flags);
 /* An operation whose packets must all be built again (answers changed the plan): its window
  * slots forget it and it queues anew. */
 void   cour_txe_requeue(struct cour_peer *peer, struct cour_txe *txe);

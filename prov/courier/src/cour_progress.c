@@ -83,7 +83,7 @@ static void cour_ep_progress(struct cour_ep *ep)
 		ep->udp_gap_us = ep->udp_gap_us ? ep->udp_gap_us * 2 : COUR_UDP_GAP_US;
 timers:
 	if (COUR_UNLIKELY(ep->grants != NULL))
-		cour_rma_split_expire(ep, ep->now_us = cour_now_us());
+		cour_rma_split_expire(ep, ep->now_us);  /* refreshed above: a ring is open */
 	if (ep->active) {
 		if (!now)
 			now = ep->now_us = cour_now_us();

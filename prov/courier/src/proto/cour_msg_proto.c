@@ -94,25 +94,33 @@ void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id, uint3
 	cour_send_ctrl_flags(peer, type, msg_id, rx_id, len, 0);
 }
 
-void cour_send_ctrl_flags(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
-			  uint32_t rx_id, uint64_t len, uint16_t flags)
+struct cour_txe *cour_ctrl_txe(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
+			       uint32_t rx_id, uint16_t flags)
 {
-	struct cour_ep *ep = peer->ep;
-	struct cour_txe *txe = cour_pool_get(&ep->txe_pool);
+	struct cour_txe *txe = cour_pool_get(&peer->ep->txe_pool);
 
 	/* the txe pool has no cap (applications are held to tx_size by a count), so this
 	 * only fails when malloc does */
 	if (!txe) {
 		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a control message\n");
-		return;
+		return NULL;
 	}
-	memset(txe, 0, sizeof(*txe));
+	memset(txe, 0, sizeof(*txe));   /* no payload: total_len 0 */
 	txe->op_type = type;
 	txe->msg_id = msg_id;
 	txe->rx_id = rx_id;
-	txe->total_len = 0;             /* no payload */
-	txe->msg_len = len;             /* CTS: the bytes the receiver accepts */
 	txe->hdr_flags = flags;
+	return txe;
+}
+
+void cour_send_ctrl_flags(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
+			  uint32_t rx_id, uint64_t len, uint16_t flags)
+{
+	struct cour_txe *txe = cour_ctrl_txe(peer, type, msg_id, rx_id, flags);
+
+	if (!txe)
+		return;
+	txe->msg_len = len;             /* CTS: the bytes the receiver accepts */
 	cour_peer_enqueue(peer, txe);
 }
 
@@ -194,20 +202,15 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 	first.iov_len = COUR_SPLIT_PROBE;
 	if (cour_cma_pull(peer, &first, 1, m->cma_addr, COUR_SPLIT_PROBE))
 		return false;
-	txe = cour_pool_get(&ep->txe_pool);
+	txe = cour_ctrl_txe(peer, COUR_PKT_CTS, m->msg_id, ep->next_rx_id, COUR_F_CMA);
 	if (!txe)
 		return false;
 	m->split = (m->accept_len / 2) & ~(uint64_t)4095;
 	m->rx_id = ep->next_rx_id++;
 	cour_rdv_add(ep, m);
-	memset(txe, 0, sizeof(*txe));
-	txe->op_type = COUR_PKT_CTS;
-	txe->msg_id = m->msg_id;
-	txe->rx_id = m->rx_id;
 	txe->msg_len = m->accept_len;
 	txe->built = m->split;                      /* the header's offset: where it starts */
 	txe->raddr = (uint64_t)(uintptr_t)iov[0].iov_base + m->split;
-	txe->hdr_flags = COUR_F_CMA;
 	cour_peer_enqueue(peer, txe);               /* in its ring before we start copying */
 	cour_msg_credit_return(peer, m);            /* the RTS itself is consumed */
 	first.iov_base = (char *)iov[0].iov_base + COUR_SPLIT_PROBE;
@@ -647,26 +650,19 @@ complete:
  * into its buffer too, and tell it (a bare RDATA|CMA at COUR_SPLIT_PROBE; data: failed). */
 static void cour_tx_split_fill(struct cour_peer *peer, struct cour_txe *txe)
 {
-	struct cour_ep *ep = peer->ep;
 	uint64_t len = txe->split_at - COUR_SPLIT_PROBE;
 	struct iovec iov[COUR_IOV_MAX];
-	struct cour_txe *n = cour_pool_get(&ep->txe_pool);
+	struct cour_txe *n = cour_ctrl_txe(peer, COUR_PKT_RDATA, txe->msg_id, txe->rx_id,
+					   COUR_F_CMA);
 	size_t cnt;
 	int rc = -FI_EPERM;
 
-	if (!n) {
-		COUR_WARN(FI_LOG_EP_DATA, "out of memory answering a refused split copy\n");
+	if (!n)
 		return;             /* the receive waits for its peer timeout */
-	}
 	cnt = cour_iov_slice(txe->iov, txe->iov_count, COUR_SPLIT_PROBE, len, iov);
 	if (peer->shm && !peer->cma_off)
 		rc = cour_cma_push(peer, iov, cnt, txe->split_base + COUR_SPLIT_PROBE, len);
-	memset(n, 0, sizeof(*n));
-	n->op_type = COUR_PKT_RDATA;
 	n->notice = true;
-	n->msg_id = txe->msg_id;
-	n->rx_id = txe->rx_id;
-	n->hdr_flags = COUR_F_CMA;
 	n->built = COUR_SPLIT_PROBE;            /* the header's offset... */
 	n->total_len = COUR_SPLIT_PROBE;        /* ...and no payload */
 	n->msg_len = txe->msg_len;

@@ -128,7 +128,7 @@ bool cour_rma_split_try(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, 
 	/* order: what we copy now must not meet an earlier grant's part still to come */
 	cour_rma_split_guard(peer, dst, dst + (total / 2), hdr->base.flags & COUR_F_CQ_DATA);
 	g = calloc(1, sizeof(*g));
-	txe = cour_pool_get(&ep->txe_pool);
+	txe = cour_ctrl_txe(peer, COUR_PKT_RMA_RESP, hdr->msg.msg_id, 0, COUR_F_CMA);
 	if (!g || !txe || cour_shm_grant_open(ep->shm_ring, &g->slot, &g->gen)) {
 		free(g);
 		if (txe)
@@ -151,10 +151,6 @@ bool cour_rma_split_try(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, 
 	ep->stats.shm_rma_split++;
 
 	/* the grant goes out first: the initiator copies while we do */
-	memset(txe, 0, sizeof(*txe));
-	txe->op_type = COUR_PKT_RMA_RESP;
-	txe->msg_id = g->msg_id;
-	txe->hdr_flags = COUR_F_CMA;
 	txe->built = g->split;                  /* the header's offset */
 	txe->raddr = (uint64_t)(uintptr_t)(dst + g->split);
 	txe->tag = g->slot;
