@@ -45,6 +45,8 @@
 #define COUR_ACK_EVERY   8     /* in-order packets after which an ACK goes out at once */
 #define COUR_TX_BATCH    32    /* packets per sendmmsg */
 #define COUR_RX_BATCH    16    /* packets per recvmmsg */
+#define COUR_HELLO_TRIES 8     /* HELLOs to a peer that does not answer (wire/cour_shm.c) */
+#define COUR_HELLO_GAP_US 1000 /* before the second; doubling */
 /* cq_flags bit (unused by libfabric) marking a send that reports no success completion,
  * as fi_inject asks; masked off before anything reaches a CQ */
 #define COUR_CQF_NOCOMP  (1ULL << 62)
@@ -251,11 +253,13 @@ struct cour_peer {
 	bool                 via_shm;         /* sequenced packets go through shm (in order) */
 	bool                 shm_blocked;     /* its ring was full: resend from tx_una first */
 	bool                 shm_retrying;
-	bool                 hello_sent;
+	uint8_t              hello_tries;     /* HELLOs we sent unasked (a lost one is resent) */
+	uint64_t             hello_next_us;   /* not before then */
 	int                  pidfd;           /* the peer's process, -1: none */
 	uint32_t             shm_pid;
 	uint64_t             shm_nonce;
 	bool                 cma_off;         /* we cannot single-copy with it (kernel said no) */
+	bool                 peer_mapped;     /* it mapped our ring (its HELLO said) */
 	bool                 peer_pulls;      /* it can single-copy with us (its HELLO said) */
 	bool                 pinned;          /* messages refer to it (cour_peer_evict_strangers) */
 	uint32_t             grants_open;     /* its RMA copies shared with it (ep->grants) */
@@ -552,6 +556,12 @@ void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len,
 int  cour_shm_ep_open(struct cour_ep *ep);     /* 0 even when shm stays off (logged) */
 void cour_shm_ep_close(struct cour_ep *ep);
 void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags);
+void cour_shm_hello_again(struct cour_peer *peer);
+/* asked once and not answered: asked again, on a timer, until COUR_HELLO_TRIES */
+static inline bool cour_shm_hello_pending(const struct cour_peer *peer)
+{
+	return peer->hello_tries && peer->hello_tries < COUR_HELLO_TRIES && !peer->peer_mapped;
+}
 void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *h);
 void cour_shm_peer_detach(struct cour_peer *peer);
 bool cour_shm_peer_gone(struct cour_peer *peer);
@@ -587,6 +597,7 @@ void   cour_txe_detach_slots(struct cour_peer *peer, struct cour_txe *txe);
 /* ---- wire/cour_fault.c ---- */
 struct cour_fault *cour_fault_create(const char *spec);
 void cour_fault_destroy(struct cour_fault *f);
+bool cour_fault_on_packets(const struct cour_fault *f); /* more than lost HELLOs */
 /* Send one packet through the injector (drop, duplicate, reorder, corrupt). */
 int  cour_fault_sendmsg(struct cour_ep *ep, struct msghdr *msg);
 void cour_fault_stats(struct cour_ep *ep, struct fi_courier_stats *s);

@@ -224,9 +224,10 @@ void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe)
 
 	txe->peer = peer;
 	txe->list = NULL;
-	/* the first send to a peer asks whether it shares our host (wire/cour_shm.c) */
-	if (COUR_UNLIKELY(!peer->hello_sent && peer->ep->shm_ring))
-		cour_shm_hello_send(peer, COUR_HELLO_REPLY);
+	/* the first sends to a peer ask whether it shares our host (wire/cour_shm.c) */
+	if (COUR_UNLIKELY(peer->hello_tries < COUR_HELLO_TRIES && !peer->peer_mapped &&
+			  peer->ep->shm_ring))
+		cour_shm_hello_again(peer);     /* (and cour_ep_timers asks again) */
 	cour_txe_move(txe, ctrl ? &peer->ctrlq : &peer->txq);
 	cour_peer_activate(peer);
 	cour_peer_push(peer);
@@ -802,6 +803,8 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 
 		if (peer->ack_needed && now >= peer->ack_deadline)
 			cour_peer_send_ack(peer, 0);
+		if (COUR_UNLIKELY(cour_shm_hello_pending(peer)))
+			cour_shm_hello_again(peer);
 
 		if (peer->shm_blocked && cour_peer_shm_retry(peer, now))
 			cour_peer_push(peer);
@@ -840,7 +843,7 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			peer->probe_deadline = 0;
 
 		if (!peer->rto_deadline && !peer->ack_needed && !peer->txq && !peer->ctrlq &&
-		    !peer->probe_deadline) {
+		    !peer->probe_deadline && !cour_shm_hello_pending(peer)) {
 			DL_DELETE2(ep->active, peer, act_prev, act_next);
 			peer->on_active = false;
 			continue;
@@ -855,6 +858,8 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			next = now + 1000;  /* blocked on credits or window: look again soon */
 		if (peer->probe_deadline && (!next || peer->probe_deadline < next))
 			next = peer->probe_deadline;
+		if (cour_shm_hello_pending(peer) && (!next || peer->hello_next_us < next))
+			next = peer->hello_next_us;
 	}
 	ep->next_timer = next;
 }

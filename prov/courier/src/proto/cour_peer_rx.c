@@ -196,7 +196,9 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 			peer->rx_since_ack = 0;
 			return buf;
 		}
-		if (peer->rx_since_ack >= COUR_ACK_EVERY || peer->rx_held) {
+		/* over UDP from a peer whose ring we mapped: it moves to the ring once all it
+		 * sent is acknowledged, so do not make it wait (this ends with the move) */
+		if (peer->rx_since_ack >= COUR_ACK_EVERY || peer->rx_held || peer->shm) {
 			cour_peer_send_ack(peer, 0);
 		} else if (!peer->ack_needed && peer->rx_since_ack) {
 			/* (an answer the handler sent already carried the ACK) */

@@ -3,6 +3,7 @@
  * every packet sent through an endpoint may be dropped, sent twice, held back behind the next
  * packet, or sent with one byte flipped. Seeded, so a failing run can be replayed. The
  * corrupted copy is made in a scratch buffer: application memory is never touched.
+ * "hello=N" drops the endpoint's first N HELLOs (the same-host handshake, wire/cour_shm.c).
  */
 #include "cour_ep.h"
 
@@ -11,6 +12,7 @@
 
 struct cour_fault {
 	unsigned drop, dup, reorder, corrupt;   /* percent */
+	unsigned hello;                          /* HELLOs still to drop */
 	uint64_t rng;
 	char     held[COUR_MAX_PKT + 128];       /* a packet held back for reordering */
 	size_t   held_len;
@@ -51,6 +53,8 @@ struct cour_fault *cour_fault_create(const char *spec)
 			goto bad;
 		if (!strcmp(key, "seed"))
 			seed = v;
+		else if (!strcmp(key, "hello") && v <= 1000)
+			f->hello = (unsigned)v;
 		else if (v > 100)
 			goto bad;
 		else if (!strcmp(key, "drop"))
@@ -67,11 +71,12 @@ struct cour_fault *cour_fault_create(const char *spec)
 	free(copy);
 	f->rng = seed ? seed : 1;
 	COUR_INFO(FI_LOG_EP_DATA, "fault injection: drop %u%% dup %u%% reorder %u%% corrupt %u%% "
-		  "seed %llu\n", f->drop, f->dup, f->reorder, f->corrupt, seed);
+		  "seed %llu, first %u HELLOs dropped\n", f->drop, f->dup, f->reorder, f->corrupt,
+		  seed, f->hello);
 	return f;
 bad:
 	COUR_WARN(FI_LOG_EP_DATA, "FI_COURIER_FAULT: cannot parse \"%s\" (want "
-		  "drop=P,dup=P,reorder=P,corrupt=P,seed=N)\n", tok);
+		  "drop=P,dup=P,reorder=P,corrupt=P,seed=N,hello=N)\n", tok);
 	free(copy);
 	free(f);
 	return NULL;
@@ -80,6 +85,11 @@ bad:
 void cour_fault_destroy(struct cour_fault *f)
 {
 	free(f);
+}
+
+bool cour_fault_on_packets(const struct cour_fault *f)
+{
+	return f->drop || f->dup || f->reorder || f->corrupt;
 }
 
 static size_t cour_fault_gather(struct msghdr *m, char *dst)
@@ -104,7 +114,10 @@ int cour_fault_sendmsg(struct cour_ep *ep, struct msghdr *m)
 	struct cour_fault *f = ep->fault;
 	size_t len;
 
-	if (cour_fault_hit(f, f->drop)) {
+	if (cour_fault_hit(f, f->drop) || (f->hello && m->msg_iovlen &&
+	    m->msg_iov[0].iov_len >= sizeof(struct cour_base_hdr) &&
+	    ((const struct cour_base_hdr *)m->msg_iov[0].iov_base)->type == COUR_PKT_HELLO &&
+	    f->hello--)) {
 		f->n_drop++;
 		return 0;
 	}

@@ -85,7 +85,7 @@ int cour_shm_ep_open(struct cour_ep *ep)
 
 	if (!cour_params.shm || ep->type != FI_EP_RDM || ep->wire != &cour_udp_wire)
 		return 0;
-	if (ep->fault) {
+	if (ep->fault && cour_fault_on_packets(ep->fault)) {
 		COUR_INFO(FI_LOG_EP_CTRL, "fault injection lives in the UDP wire: shared memory "
 			  "off for this endpoint\n");
 		return 0;
@@ -112,9 +112,11 @@ void cour_shm_ep_close(struct cour_ep *ep)
 
 void cour_shm_peer_detach(struct cour_peer *peer)
 {
-	peer->hello_sent = false;
+	peer->hello_tries = 0;
+	peer->hello_next_us = 0;
 	peer->via_shm = false;
 	peer->cma_off = true;
+	peer->peer_mapped = false;
 	peer->peer_pulls = false;
 	peer->shm_blocked = false;
 	if (peer->shm) {
@@ -149,8 +151,22 @@ void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
 	hdr.base.flags = COUR_F_PCSUM;
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, &iov, 1);
 	/* over UDP even when mapped: the peer may have lost our ring (it restarted) */
-	if (ep->wire->send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, &iov, 1) == 0)
-		peer->hello_sent = true;
+	ep->wire->send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, &iov, 1);
+}
+
+/* A HELLO is one unsequenced datagram: a full socket buffer loses it, and the pair would stay
+ * on UDP for good (or half of it: one side mapped, its answer lost). So sending to a peer that
+ * has not said it mapped our ring asks again, a few times, further apart each time; a peer on
+ * another host never answers and costs COUR_HELLO_TRIES packets. */
+void cour_shm_hello_again(struct cour_peer *peer)
+{
+	uint64_t now = cour_ep_clock(peer->ep);
+
+	if (now < peer->hello_next_us)
+		return;
+	cour_shm_hello_send(peer, COUR_HELLO_REPLY);
+	peer->hello_next_us = now + ((uint64_t)COUR_HELLO_GAP_US << peer->hello_tries);
+	peer->hello_tries++;
 }
 
 /* Can we single-copy with the peer? Read the 8 bytes its HELLO points at: they hold its nonce.
@@ -192,13 +208,17 @@ void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *
 	peer->shm_nonce = h->nonce;
 	peer->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)h->pid, 0);
 	peer->mtu = COUR_MIN(cour_shm_ring_payload_max(peer->shm), (uint32_t)COUR_MAX_PKT);
+	/* nothing unacknowledged: the ring at once (else cour_peer_push, once all is) */
+	peer->via_shm = peer->tx_una == peer->tx_next;
 	ep->stats.shm_peers++;
 	cour_shm_cma_test(peer, h);
 	COUR_INFO(FI_LOG_EP_CTRL, "peer %s reached through shared memory (pid %u)\n",
 		  cour_addr_str(&peer->addr, str, sizeof(str)), h->pid);
 answer:
-	if (h->flags & COUR_HELLO_MAPPED)
+	if (h->flags & COUR_HELLO_MAPPED) {
+		peer->peer_mapped = true;
 		peer->peer_pulls = h->flags & COUR_HELLO_PULLS;
+	}
 	/* ask back until the peer has told whether it can single-copy with us */
 	if (h->flags & COUR_HELLO_REPLY)
 		cour_shm_hello_send(peer, (h->flags & COUR_HELLO_MAPPED) ? 0 : COUR_HELLO_REPLY);
