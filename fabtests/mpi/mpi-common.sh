@@ -14,19 +14,21 @@ EOF
 	chmod +x "$1/rankout"
 }
 
-# rank_logs DIR: every rank's output, for a failure report (libfabric's info lines left out),
-# then a line per rank with what the checks look at (last, so a report cut short keeps it)
+# rank_logs DIR: every rank's output, for a failure report (libfabric's info and debug lines
+# left out, its warnings kept), then a line per rank with what the checks look at (last, so a
+# report cut short keeps it)
 rank_logs() {
 	for r in "$1"/ranks/rank.*; do
 		echo "--- $(basename "$r")"
-		cat "$r"/std* | grep -v "^libfabric:" || true
+		cat "$r"/std* | grep -vE "^libfabric:.*<(info|debug|trace)>" || true
 	done
 	echo "--- summary"
 	for r in "$1"/ranks/rank.*; do
-		printf '%s: %s; %s\n' "$(basename "$r")" \
+		printf '%s: %s; %s; %s courier warnings\n' "$(basename "$r")" \
 			"$(cat "$r"/std* | grep -oE "(mtl:ofi:prov|Opened fabric): .*" | head -1)" \
 			"$(cat "$r"/std* | grep -oE "shm_peers [0-9]+ shm_tx_pkts [0-9]+ shm_rx_pkts [0-9]+" |
-			   tr '\n' ' ')"
+			   tr '\n' ' ')" \
+			"$(cat "$r"/std* | grep -c "^libfabric:.*:courier:.*<warn>" || true)"
 	done
 }
 
