@@ -1,7 +1,8 @@
 /*
  * rma_order: ordering and region lifetime around big RMA (courier copies those with a
  * same-host peer from both processes at once; proto/cour_rma_split.c). The server is the
- * target, the client the initiator (`rma_order [-x order|lease]`, the same with 127.0.0.1).
+ * target, the client the initiator (`rma_order [-x order|lease|death]`, the same with
+ * 127.0.0.1).
  *
  *   order  (default) REPS rounds of four pairs posted back to back, never waiting in between
  *          (in every other round the initiator then naps, so the target runs ahead of it):
@@ -19,18 +20,27 @@
  *          the whole write, and the target refills the memory; once the initiator woke and saw
  *          its write complete successfully, the memory must still hold the refill: nobody
  *          wrote into a closed region.
- * Both tests ask for manual progress (unless -M says otherwise).
+ *   death  The initiator keeps 1 MiB writes and reads in flight until a timer kills it with
+ *          SIGKILL, 30 to 70 ms in (test_rma_order.sh expects exit 137). The target must
+ *          see it die without hanging: no progress call may take DEATH_CALL_MS, and after
+ *          the death the region's fi_close must return at once, whatever state the
+ *          initiator left its leases in (one it held while copying must be recovered when
+ *          its process is gone, not after the 10 s a live but stopped holder gets).
+ * All tests ask for manual progress (unless -M says otherwise).
  * Over courier with shared memory the target's stats must show the shared copies
  * (shm_rma_split) and, in lease, the ones it took back (shm_grants_revoked).
  */
 #define _GNU_SOURCE
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "ft_rma.h"
 
-enum { T_ORDER, T_LEASE };
+enum { T_ORDER, T_LEASE, T_DEATH };
 
 #define BIG       (1UL << 20)
 #define SMALL     256
@@ -41,6 +51,7 @@ enum { T_ORDER, T_LEASE };
 #define SEQ(rep, k) (1000 + (uint64_t)(rep) * 16 + (k))
 #define LEASE_SLEEP_MS 300
 #define REFILL    0xee
+#define DEATH_CALL_MS 2000               /* a lease's holder that died is seen in ~1 ms */
 
 struct ord {
 	struct rma r;
@@ -64,6 +75,8 @@ static int ord_opt(int opt, const char *arg, void *ctx)
 		o->test = T_ORDER;
 	else if (!strcmp(arg, "lease"))
 		o->test = T_LEASE;
+	else if (!strcmp(arg, "death"))
+		o->test = T_DEATH;
 	else
 		return -1;
 	return 0;
@@ -323,17 +336,95 @@ static int lease_initiator(struct ord *o)
 	return cour_ft_oob_send(&f->ft, &flag, 1);
 }
 
+/* ---- death ---- */
+
+static void death_now(int sig)
+{
+	(void)sig;
+	kill(getpid(), SIGKILL);
+}
+
+static int death_target(struct ord *o)
+{
+	struct func *f = &o->r.f;
+	struct fi_courier_stats st;
+	uint64_t t0, dead = 0, worst = 0, t, dt;
+
+	FUNC_CALL(f, cour_ft_barrier(&f->ft));
+	t0 = cour_ft_now_ns();
+	for (;;) {
+		t = cour_ft_now_ns();
+		FUNC_CALL(f, cour_ft_progress(&f->ft));
+		dt = cour_ft_now_ns() - t;
+		worst = dt > worst ? dt : worst;
+		FUNC_ASSERT(f, dt < DEATH_CALL_MS * 1000000ULL, "a progress call took %llu ms",
+			    (unsigned long long)(dt / 1000000));
+		if (!dead && cour_ft_oob_check_peer(&f->ft) == -FI_ECONNRESET)
+			dead = cour_ft_now_ns();
+		/* after the death: long enough for grant expiry and the peer's pidfd */
+		if (dead && cour_ft_now_ns() - dead > 200000000ULL)
+			break;
+		FUNC_ASSERT(f, cour_ft_now_ns() - t0 < 20000000000ULL,
+			    "the initiator was not killed within 20 s");
+	}
+	t = cour_ft_now_ns();
+	rma_mr_close(&o->r, &o->mr);
+	dt = cour_ft_now_ns() - t;
+	FUNC_ASSERT(f, dt < 100000000ULL, "fi_close of the region took %llu ms after the "
+		    "initiator died", (unsigned long long)(dt / 1000000));
+	FUNC_CALL(f, target_stats(o, &st));
+	printf("death: the initiator died after %.0f ms; the longest progress call took %.2f ms, "
+	       "fi_close of the region %.2f ms; %llu shared RMA, %llu leases taken back\n",
+	       (double)(dead - t0) / 1e6, (double)worst / 1e6, (double)dt / 1e6,
+	       (unsigned long long)st.shm_rma_split, (unsigned long long)st.shm_grants_revoked);
+	if (st.shm_peers)
+		FUNC_ASSERT(f, st.shm_rma_split, "no shared RMA before the initiator died");
+	return 0;
+}
+
+static int death_initiator(struct ord *o)
+{
+	struct func *f = &o->r.f;
+	struct itimerval it = { .it_value = { 0, (30 + getpid() % 5 * 10) * 1000 } };
+	uint64_t t0;
+	int out = 0;
+
+	cour_ft_fill(o->buf, 4 * BIG, SEQ(0, 2));
+	FUNC_CALL(f, cour_ft_barrier(&f->ft));
+	signal(SIGALRM, death_now);
+	FUNC_ASSERT(f, setitimer(ITIMER_REAL, &it, NULL) == 0, "setitimer failed");
+	t0 = cour_ft_now_ns();
+	for (uint64_t n = 0;; n++) {
+		size_t a = AREA(n % 2);
+		void *ctx = &o->ctx[n % 4];
+		if (out == 4) {
+			FUNC_CALL(f, wait_ok(o, 1, "an RMA before the death"));
+			out--;
+		}
+		if (n % 2)
+			FUNC_CALL(f, FUNC_POST(f, fi_read(f->ft.ep, o->buf + BIG * 2 + a, BIG,
+							  o->desc, f->ft.peer,
+							  rma_raddr(&o->reg, a), o->reg.key, ctx)));
+		else
+			FUNC_CALL(f, FUNC_POST(f, fi_write(f->ft.ep, o->buf + a, BIG, o->desc,
+							   f->ft.peer, rma_raddr(&o->reg, a),
+							   o->reg.key, ctx)));
+		out++;
+		FUNC_ASSERT(f, cour_ft_now_ns() - t0 < 10000000000ULL, "still alive after 10 s");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct ord *o = &ord;
 	struct func *f = &o->r.f;
-	const char *tname[] = { "rma_order order", "rma_order lease" };
+	const char *tname[] = { "rma_order order", "rma_order lease", "rma_order death" };
 	const uint64_t need = FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | FI_ORDER_SAW;
 	int ret;
 
 	ret = rma_init(&o->r, argc, argv, "rma_order", FI_RMA | FI_READ | FI_WRITE |
 		       FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT, ord_finalize, "x:",
-		       ord_opt, o, "  -x order|lease  which test (default order)\n");
+		       ord_opt, o, "  -x order|lease|death  which test (default order)\n");
 	if (ret)
 		goto out;
 	printf("%s (%s): provider %s, progress %s\n", tname[o->test],
@@ -355,7 +446,10 @@ int main(int argc, char **argv)
 		if (!ret)
 			ret = warmup(o);
 		if (!ret)
-			ret = o->test == T_ORDER ? order_target(o) : lease_target(o);
+			ret = o->test == T_ORDER ? order_target(o) :
+			      o->test == T_LEASE ? lease_target(o) : death_target(o);
+		if (o->test == T_DEATH)
+			goto out;       /* no last barrier: the initiator is gone */
 	} else {
 		ret = rma_local_reg(&o->r, o->buf, REGION + 6 * BIG, &o->mr, &o->desc);
 		if (!ret)
@@ -363,7 +457,8 @@ int main(int argc, char **argv)
 		if (!ret)
 			ret = warmup(o);
 		if (!ret)
-			ret = o->test == T_ORDER ? order_initiator(o) : lease_initiator(o);
+			ret = o->test == T_ORDER ? order_initiator(o) :
+			      o->test == T_LEASE ? lease_initiator(o) : death_initiator(o);
 	}
 finish:
 	if (!ret)

@@ -84,6 +84,7 @@ struct cour_params {
 	char    *wire;             /* "udp" (default) or "loop" (one process, for tests) */
 	int      shm;              /* same-host peers through shared memory */
 	int      cma_refuse_after; /* tests: single copies past this many fail as refused; -1 */
+	int      lease_hold_ms;    /* tests: an initiator holds a shared RMA's lease this long */
 };
 extern struct cour_params cour_params;
 

@@ -129,6 +129,10 @@ static void cour_params_define(void)
 		"For tests: after this many single copies (process_vm_readv/writev) in this "
 		"process, the rest fail as if the kernel refused them, as when a process "
 		"becomes undumpable mid-run (default: %d, never)", p->cma_refuse_after);
+	fi_param_define(&cour_prov, "lease_hold", FI_PARAM_INT,
+		"For tests: milliseconds an initiator waits, holding the lease, before copying "
+		"its half of a shared RMA, as a descheduled process would (default: %d)",
+		p->lease_hold_ms);
 
 	cour_param_size("mtu", &p->mtu, 0, 65000);
 	if (p->mtu && p->mtu < 512) {
@@ -163,6 +167,7 @@ static void cour_params_define(void)
 	fi_param_get_str(&cour_prov, "wire", &p->wire);
 	fi_param_get_bool(&cour_prov, "shm", &p->shm);
 	cour_param_int("cma_refuse_after", &p->cma_refuse_after, -1, INT32_MAX);
+	cour_param_int("lease_hold", &p->lease_hold_ms, 0, 60000);
 	if (p->rto_max_us < p->rto_min_us)
 		p->rto_max_us = p->rto_min_us;
 }

@@ -34,6 +34,7 @@
 
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define COUR_GRANT_WAIT_US  5000          /* an unanswered grant, then the target copies */
 #define COUR_GRANT_BUSY_MAX_US 10000000   /* a copy in progress this long: give up, loudly */
@@ -73,8 +74,13 @@ static enum cour_shm_grant_state cour_split_revoke(struct cour_grant *g)
 			start = checked = now;
 		if (now - checked >= 1000) {
 			checked = now;
-			if (cour_shm_peer_gone(g->peer))
-				return COUR_GRANT_FAILED;   /* a process that exited copies no more */
+			if (cour_shm_peer_gone(g->peer)) {
+				/* a process that exited copies no more */
+				COUR_INFO(FI_LOG_EP_DATA, "peer %s exited while copying its half "
+					  "of a shared RMA\n",
+					  cour_addr_str(&g->peer->addr, str, sizeof(str)));
+				return COUR_GRANT_FAILED;
+			}
 		}
 		if (now - start >= COUR_GRANT_BUSY_MAX_US) {
 			COUR_WARN(FI_LOG_EP_DATA, "peer %s has been copying a shared RMA for %u s "
@@ -251,6 +257,16 @@ void cour_rma_split_peer_reset(struct cour_peer *peer)
 
 /* ---- initiator ---- */
 
+/* FI_COURIER_LEASE_HOLD (tests): hold the lease as a descheduled initiator would */
+static void cour_lease_hold_test(void)
+{
+	struct timespec ts = { .tv_sec = cour_params.lease_hold_ms / 1000,
+			       .tv_nsec = (long)(cour_params.lease_hold_ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
 /* A grant: copy our part of the operation under the lease, end it, say DONE. Whatever
  * happens the target hears back, as it holds the operation open until then. */
 void cour_rma_split_grant_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)
@@ -269,6 +285,8 @@ void cour_rma_split_grant_rx(struct cour_peer *peer, const struct cour_pkt_hdr *
 	    !split || split >= total || hdr->msg.tag >= COUR_SHM_GRANTS) {
 		COUR_DROP_BAD(peer->ep, "RMA grant for no shared operation");
 	} else if (peer->shm && !peer->cma_off && cour_shm_grant_take(peer->shm, slot, gen)) {
+		if (COUR_UNLIKELY(cour_params.lease_hold_ms))
+			cour_lease_hold_test();
 		n = cour_iov_slice(txe->iov, txe->iov_count, split, total - split, iov);
 		rc = txe->op_type == COUR_PKT_WRITE
 			? cour_cma_push(peer, iov, n, hdr->msg.raddr, total - split)
