@@ -7,8 +7,9 @@
 # initiator the other (each under way when its side is refused), plain pulls and pushes.
 #   stream_verify -b 32   1 B .. 4 MiB tagged and untagged messages, every byte checked
 #   rma -S ...            fi_write, fi_read, fi_writedata of 1 B .. 4 MiB, every byte checked
-# with the server refused (early and late), then the client. Each run must pass, and the refused side's
-# statistics must show single copies before the refusal and the fallback counted after it.
+# with the server refused (early and late), then the client, then both. Each run must pass,
+# and the refused side's statistics must show single copies before the refusal and the
+# fallback counted after it.
 # Skips (77) over another provider and with FI_COURIER_SHM=0. Environment as run_pair.sh.
 set -u
 
@@ -58,20 +59,30 @@ sizes=1,4097,32768,65537,262144,1m,4m,4194305
 run stream_server_early server 6 stream_verify -b 32
 run stream_server_late server 40 stream_verify -b 32
 run stream_client client 2 stream_verify -b 32
-# every point among the first big messages: some land between a receiver's first page and
-# the rest of its half, which the sender must then write too
-n=25
-while [ $n -le 46 ]; do
-	mkdir "$out/scan_$n" || exit 99
-	if ! COUR_FT_OUT_DIR=$out/scan_$n COUR_FT_SERVER_ENV="FI_COURIER_CMA_REFUSE_AFTER=$n" \
-		"$here/run_pair.sh" stream_verify -b 32 >"$out/scan_$n/pair" 2>&1; then
-		grep -v "^libfabric:" "$out/scan_$n/pair"
-		echo "$me: FAIL: stream_verify with the server refused after $n copies"
-		fail=1
-	fi
-	n=$((n + 1))
-done
-echo "---- stream_verify with the server refused after 25 .. 46 copies: done"
+# scan CLIENT_N: every point among the first big messages: some land between a receiver's
+# first page and the rest of its half, which the sender must then write too; and with the
+# client (the sender) refused after CLIENT_N copies, it cannot, and sends that part in packets
+scan() {
+	n=25
+	ce=
+	[ -z "$1" ] || ce="FI_COURIER_CMA_REFUSE_AFTER=$1"
+	while [ $n -le 46 ]; do
+		mkdir "$out/scan_$1_$n" || exit 99
+		if ! COUR_FT_OUT_DIR=$out/scan_$1_$n COUR_FT_CLIENT_ENV=$ce \
+			COUR_FT_SERVER_ENV="FI_COURIER_CMA_REFUSE_AFTER=$n" \
+			"$here/run_pair.sh" stream_verify -b 32 >"$out/scan_$1_$n/pair" 2>&1; then
+			grep -v "^libfabric:" "$out/scan_$1_$n/pair"
+			echo "$me: FAIL: stream_verify with the server refused after $n" \
+				"copies${1:+ and the client after $1}"
+			fail=1
+		fi
+		n=$((n + 1))
+	done
+	echo "---- stream_verify with the server refused after 25 .. 46 copies${1:+ and the" \
+		"client after $1}: done"
+}
+scan ""
+scan 1
 run rma_server_early server 6 rma -k basic -S $sizes
 run rma_server_split server 20 rma -k basic -S $sizes    # the first shared RMA's own half
 run rma_server_late server 35 rma -k basic -S $sizes

@@ -174,6 +174,7 @@ struct cour_rxmsg {
 	uint64_t             split;           /* split copy: the sender writes from here on */
 	bool                 split_failed;    /* ...and our own half could not be pulled */
 	bool                 split_hole;      /* ...refused: the sender writes it (DONE asked) */
+	uint64_t             hole_filled;     /* ...or sends it in packets: bytes of it arrived */
 };
 
 /* Send-window slot: everything needed to (re)build one sequenced packet. */

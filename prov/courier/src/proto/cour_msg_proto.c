@@ -220,6 +220,7 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 	/* refused after all (in the moment since the probe): the sender writes that part too,
 	 * and says so with an RDATA|CMA at COUR_SPLIT_PROBE */
 	m->split_hole = rc == -FI_EPERM;
+	m->hole_filled = 0;
 	m->split_failed = rc && !m->split_hole;
 	m->received = m->split;
 	/* done with the sender's buffer: its send may complete (it waits for this) */
@@ -610,6 +611,15 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 		m->split_failed = hdr->msg.data != 0;
 		goto complete;
 	}
+	if (m && m->peer == peer && m->split_hole && !(hdr->base.flags & COUR_F_CMA) &&
+	    hdr->msg.offset == COUR_SPLIT_PROBE + m->hole_filled &&
+	    plen <= m->split - hdr->msg.offset) {
+		/* ...or, refused too, sends it in packets (in order, below m->received) */
+		cour_rx_copy(m, hdr->msg.offset, payload, plen);
+		m->hole_filled += plen;
+		m->split_hole = COUR_SPLIT_PROBE + m->hole_filled < m->split;
+		goto complete;
+	}
 	if (!m || m->peer != peer || hdr->msg.offset != m->received ||
 	    plen > m->accept_len - m->received) {
 		COUR_DROP_BAD(ep, "RDATA for no matched rendezvous");
@@ -647,7 +657,9 @@ complete:
 }
 
 /* The receiver of a split copy was refused its own half: write [COUR_SPLIT_PROBE, split_at)
- * into its buffer too, and tell it (a bare RDATA|CMA at COUR_SPLIT_PROBE; data: failed). */
+ * into its buffer too, and tell it (a bare RDATA|CMA at COUR_SPLIT_PROBE; data: failed). If
+ * we are refused as well, send that part in plain RDATA packets, from a copy: the send
+ * completes now, as the receiver no longer reads our buffer. */
 static void cour_tx_split_fill(struct cour_peer *peer, struct cour_txe *txe)
 {
 	uint64_t len = txe->split_at - COUR_SPLIT_PROBE;
@@ -663,9 +675,23 @@ static void cour_tx_split_fill(struct cour_peer *peer, struct cour_txe *txe)
 	if (peer->shm && !peer->cma_off)
 		rc = cour_cma_push(peer, iov, cnt, txe->split_base + COUR_SPLIT_PROBE, len);
 	n->notice = true;
+	n->msg_len = txe->msg_len;
+	if (rc == -FI_EPERM && (n->snap = malloc(txe->split_at))) {
+		/* byte i of the message at snap + i: packets carry their message offsets */
+		char *to = (char *)n->snap + COUR_SPLIT_PROBE;
+		for (size_t k = 0; k < cnt; to += iov[k].iov_len, k++)
+			memcpy(to, iov[k].iov_base, iov[k].iov_len);
+		n->hdr_flags = 0;
+		n->iov[0].iov_base = n->snap;
+		n->iov[0].iov_len = txe->split_at;
+		n->iov_count = 1;
+		n->built = COUR_SPLIT_PROBE;
+		n->total_len = txe->split_at;
+		cour_peer_enqueue(peer, n);
+		return;
+	}
 	n->built = COUR_SPLIT_PROBE;            /* the header's offset... */
 	n->total_len = COUR_SPLIT_PROBE;        /* ...and no payload */
-	n->msg_len = txe->msg_len;
 	n->data = rc ? COUR_E_REMOTE : 0;
 	cour_peer_enqueue(peer, n);
 }
