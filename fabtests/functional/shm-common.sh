@@ -13,8 +13,10 @@ shm_only() {
 	fi
 }
 
-# shm_setup NAME: $out, a directory removed at exit; statistics on, a per-run timeout
+# shm_setup NAME: $out, a directory removed at exit; statistics on, a per-run timeout; no
+# failure yet (fail=0, which run checks set to 1)
 shm_setup() {
+	fail=0
 	out=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 99
 	trap 'rm -rf "$out"' EXIT
 	FI_COURIER_STATS=1
@@ -27,4 +29,16 @@ shm_setup() {
 stat() {
 	awk -v k="$2" '/^courier stats / { for (i = 4; i < NF; i++) if ($i == k) s += $(i + 1) }
 		END { print s + 0 }' "$1"
+}
+
+# shm_begin NAME: shm_only, then shm_setup NAME
+shm_begin() {
+	shm_only
+	shm_setup "$1"
+}
+
+# shm_end: the verdict line, and the exit status
+shm_end() {
+	echo "$me: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+	exit $fail
 }

@@ -13,9 +13,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 me=test_shm_hello_lost.sh
 . "$here/shm-common.sh"
-shm_only
-shm_setup shm_hello_lost
-fail=0
+shm_begin shm_hello_lost
 
 # check NAME SIDE DROPPED RING_STAT: the statistics of one side
 check() {
@@ -57,5 +55,4 @@ run() {
 run client_lost 0 2
 run server_lost 2 0
 run both_lost 3 3
-echo "$me: $([ $fail = 0 ] && echo PASS || echo FAIL)"
-exit $fail
+shm_end

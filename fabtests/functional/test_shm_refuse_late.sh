@@ -16,10 +16,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 me=test_shm_refuse_late.sh
 . "$here/shm-common.sh"
-
-shm_only
-shm_setup shm_refuse
-fail=0
+shm_begin shm_refuse
 
 # run NAME SIDE N PROGRAM ARGS...: SIDE's single copies after its first N are refused
 run() {
@@ -87,5 +84,4 @@ run rma_server_early server 6 rma -k basic -S $sizes
 run rma_server_split server 20 rma -k basic -S $sizes    # the first shared RMA's own half
 run rma_server_late server 35 rma -k basic -S $sizes
 run rma_client client 2 rma -k basic -S $sizes
-echo "$me: $([ $fail = 0 ] && echo PASS || echo FAIL)"
-exit $fail
+shm_end
