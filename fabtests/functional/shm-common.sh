@@ -37,6 +37,27 @@ shm_begin() {
 	shm_setup "$1"
 }
 
+# shm_pair NAME WHAT PROGRAM ARGS...: run_pair.sh PROGRAM ARGS, with each side's extra
+# environment and wrapper taken from $se $ce $sw $cw and its output left in $out/NAME
+# (server.out, client.out, pair). Prints "---- NAME: WHAT: exit RC, T s" and, on failure,
+# the pair's output and a FAIL line (fail=1). Returns 0 when both sides passed.
+shm_pair() {
+	_pn=$1 _pw=$2
+	shift 2
+	mkdir "$out/$_pn" || exit 99
+	_t0=$(date +%s)
+	COUR_FT_OUT_DIR=$out/$_pn COUR_FT_SERVER_ENV=${se:-} COUR_FT_CLIENT_ENV=${ce:-} \
+		COUR_FT_SERVER_WRAP=${sw:-} COUR_FT_CLIENT_WRAP=${cw:-} \
+		"$here/run_pair.sh" "$@" >"$out/$_pn/pair" 2>&1
+	_rc=$?
+	echo "---- $_pn: $_pw: exit $_rc, $(( $(date +%s) - _t0 )) s"
+	[ $_rc = 0 ] && return 0
+	grep -v "^libfabric:" "$out/$_pn/pair"
+	echo "$me: FAIL: $_pn exit $_rc"
+	fail=1
+	return 1
+}
+
 # shm_end: the verdict line, and the exit status
 shm_end() {
 	echo "$me: $([ $fail = 0 ] && echo PASS || echo FAIL)"

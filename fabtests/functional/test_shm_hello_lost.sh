@@ -34,20 +34,11 @@ check() {
 
 # run NAME SERVER_DROPS CLIENT_DROPS
 run() {
-	mkdir "$out/$1" || exit 99
 	se='' ce=''
 	[ "$2" = 0 ] || se=FI_COURIER_FAULT=hello=$2
 	[ "$3" = 0 ] || ce=FI_COURIER_FAULT=hello=$3
-	COUR_FT_OUT_DIR=$out/$1 COUR_FT_SERVER_ENV=$se COUR_FT_CLIENT_ENV=$ce \
-		"$here/run_pair.sh" stream_verify -b 64 >"$out/$1/pair" 2>&1
-	rc=$?
-	echo "---- $1: server drops its first $2 HELLOs, client its first $3: exit $rc"
-	if [ $rc != 0 ]; then
-		grep -v "^libfabric:" "$out/$1/pair"
-		echo "$me: FAIL: $1 exit $rc"
-		fail=1
-		return
-	fi
+	shm_pair "$1" "server drops its first $2 HELLOs, client its first $3" \
+		stream_verify -b 64 || return
 	check "$1" server "$2" shm_rx_pkts
 	check "$1" client "$3" shm_tx_pkts
 }

@@ -68,24 +68,11 @@ check() {
 run() {
 	name=$1 denied=$2
 	shift 2
-	mkdir "$out/$name" || exit 99
 	sw='' cw='' se='' ce='' sd=0 cd=0
 	if [ "$denied" != client ]; then sw=$nocma se=$log_env sd=1; fi
 	if [ "$denied" != server ]; then cw=$nocma ce=$log_env cd=1; fi
-	t0=$(date +%s)
-	COUR_FT_OUT_DIR=$out/$name COUR_FT_SERVER_WRAP=$sw COUR_FT_CLIENT_WRAP=$cw \
-		COUR_FT_SERVER_ENV=$se COUR_FT_CLIENT_ENV=$ce \
-		"$here/run_pair.sh" "$@" >"$out/$name/pair" 2>&1
-	rc=$?
 	[ "$denied" = both ] && whom="both sides" || whom="the $denied"
-	echo "---- $name: $* with single copy denied to $whom: exit $rc," \
-		"$(( $(date +%s) - t0 )) s"
-	if [ $rc != 0 ]; then
-		grep -v "^libfabric:" "$out/$name/pair"
-		echo "$me: FAIL: $name exit $rc"
-		fail=1
-		return
-	fi
+	shm_pair "$name" "$* with single copy denied to $whom" "$@" || return
 	check "$name" server $sd $cd
 	check "$name" client $cd $sd
 }
