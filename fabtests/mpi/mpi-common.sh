@@ -34,11 +34,12 @@ rank_logs() {
 
 # shm_ranks DIR: how many ranks (DIR/rank.*, from rank_wrapper) moved packets through
 # courier's shared memory, per their FI_COURIER_STATS lines. A rank may send nothing after the
-# HELLO exchange: ring traffic in either direction counts.
+# HELLO exchange: ring traffic in either direction counts. grep reads the files itself: callers
+# run with pipefail, and "cat | grep -q" fails whenever grep quits before cat has written all.
 shm_ranks() {
 	n=0
 	for r in "$1"/rank.*; do
-		if cat "$r"/std* | grep -qE "shm_peers [1-9][0-9]* shm_tx_pkts ([1-9]|0 shm_rx_pkts [1-9])"
+		if grep -qshE "shm_peers [1-9][0-9]* shm_tx_pkts ([1-9]|0 shm_rx_pkts [1-9])" "$r"/std*
 		then
 			n=$((n + 1))
 		fi

@@ -15,17 +15,21 @@ mpicc -O2 -o "$out/mpi_p2p" "$src/mpi_p2p.c"
 rank_wrapper "$out"
 for np in 2 8; do
 	rm -rf "$out/ranks"
+	rc=0
 	timeout 120 unshare -n sh -c "ip link set lo up; exec mpirun --allow-run-as-root \
 		--oversubscribe --bind-to none -np $np --mca pml cm --mca mtl ofi \
 		--mca opal_common_ofi_provider_include courier --mca mtl_ofi_verbose 1 \
 		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
 		-x FI_COURIER_STATS=1 -x FI_COURIER_SHM=$shm $out/rankout $out/mpi_p2p" \
-		>"$out/log" 2>&1 ||
-		{ cat "$out/log"; rank_logs "$out"; echo "mpi_p2p at $np ranks: FAILED"; exit 1; }
+		>"$out/log" 2>&1 || rc=$?
+	if [ "$rc" != 0 ]; then
+		cat "$out/log"; rank_logs "$out"; echo "mpi_p2p at $np ranks: FAILED (mpirun exit $rc)"
+		exit 1
+	fi
 	# counted per rank (a file each): ranks writing into one stream can tear lines
 	sel=0
 	for r in "$out"/ranks/rank.*; do
-		if cat "$r"/std* | grep -q "mtl:ofi:prov: courier$"; then sel=$((sel + 1)); fi
+		if grep -qsh "mtl:ofi:prov: courier$" "$r"/std*; then sel=$((sel + 1)); fi
 	done
 	viashm=$(shm_ranks "$out/ranks") want=$(shm_ranks_wanted "$np")
 	if [ "$sel" != "$np" ] || [ "$viashm" != "$want" ] ||
