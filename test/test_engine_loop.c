@@ -1120,3 +1120,30 @@ Test(engine_loop, a_fenced_write_waits_for_the_messages_queued_before_it)
 		expect_msg(&rx[k], FI_RECV | FI_TAGGED, 100, 40 + k, 0, r[k], 100, 24, "message");
 	cr_assert_eq(fi_close(&mr->fid), 0);
 }
+
+/* FI_OPT_SHARED_MEMORY_PERMITTED: a bool, set before fi_enable; never readable. */
+Test(engine_loop, shm_permitted_option_contract)
+{
+	bool no = false;
+	int yes = 1;
+	size_t len = sizeof(no);
+
+	net_open(1, NULL, 0);
+	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
+			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof(no)),
+		     -FI_EOPBADSTATE, "set after fi_enable");
+	cr_assert_eq(fi_getopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
+			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, &len),
+		     -FI_ENOPROTOOPT);
+	ep_close(0);
+
+	cr_assert_eq(fi_endpoint(net.domain, net.info, &net.t[0].ep, NULL), 0);
+	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
+			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &yes, sizeof(yes)),
+		     -FI_EINVAL, "an int is not a bool");
+	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
+			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof(no)), 0);
+	no = true;
+	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
+			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof(no)), 0);
+}

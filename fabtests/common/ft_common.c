@@ -198,6 +198,9 @@ static int cour_ft_open_fabric(struct cour_ft *ft)
 		COUR_FT_FIERR("fi_ep_bind(rx cq)", ret);
 		return ret;
 	}
+	ret = cour_ft_ep_setopts(ft, ft->ep);
+	if (ret)
+		return ret;
 	ret = fi_enable(ft->ep);
 	if (ret) {
 		COUR_FT_FIERR("fi_enable", ret);
@@ -205,6 +208,20 @@ static int cour_ft_open_fabric(struct cour_ft *ft)
 	}
 	ft->fabric_up = true;
 	return 0;
+}
+
+int cour_ft_ep_setopts(struct cour_ft *ft, struct fid_ep *ep)
+{
+	bool permitted = false;
+	int ret;
+
+	if (!ft->opts.no_shm)
+		return 0;
+	ret = fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_COURIER_OPT_SHARED_MEMORY_PERMITTED,
+			&permitted, sizeof(permitted));
+	if (ret)
+		COUR_FT_FIERR("fi_setopt(FI_OPT_SHARED_MEMORY_PERMITTED, false)", ret);
+	return ret;
 }
 
 static int cour_ft_send_blob(struct cour_ft *ft, const void *blob, size_t len)

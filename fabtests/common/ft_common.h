@@ -40,6 +40,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <rdma/fi_ext_courier.h>
 
 #define COUR_FT_DEFAULT_PORT     47592
 #define COUR_FT_DEFAULT_TIMEOUT  60
@@ -63,6 +64,7 @@ struct cour_ft_opts {
 	uint16_t oob_port;		/* -P */
 	int timeout_s;			/* -T */
 	enum fi_progress progress;	/* -M: data_progress hint; 0 leaves it to the provider */
+	bool no_shm;			/* -D: FI_OPT_SHARED_MEMORY_PERMITTED false (this side) */
 	uint64_t caps;			/* asked in hints; FI_TAGGED is dropped unless tagged */
 	uint64_t msg_order;		/* ordering the program needs, asked in hints */
 	/*
@@ -145,6 +147,9 @@ typedef int (*cour_ft_opt_cb)(int opt, const char *arg, void *ctx);
 int cour_ft_parse_opts(struct cour_ft_opts *opts, int argc, char **argv,
 		       const char *prog_optstr, cour_ft_opt_cb prog_opt, void *ctx,
 		       const char *prog_usage);
+/* This side's endpoint options (-D), for an endpoint not yet enabled; 0 or the error. */
+int cour_ft_ep_setopts(struct cour_ft *ft, struct fid_ep *ep);
+
 void cour_ft_usage(FILE *out, const char *prog, const char *prog_usage);
 
 /* "1,8,4k,1m" -> sizes; returns the count or -FI_EINVAL. */

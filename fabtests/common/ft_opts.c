@@ -13,7 +13,7 @@
 
 #include "ft_common.h"
 
-#define COUR_FT_COMMON_OPTS	"p:e:B:P:T:M:S:n:w:W:tmvh"
+#define COUR_FT_COMMON_OPTS	"p:e:B:P:T:M:DS:n:w:W:tmvh"
 
 /* ---- options ---- */
 
@@ -42,6 +42,8 @@ void cour_ft_usage(FILE *out, const char *prog, const char *prog_usage)
 		"  -P <port>     oob TCP port (default %d)\n"
 		"  -T <sec>      give up after this many seconds (default %d)\n"
 		"  -M auto|manual  ask for this data progress model (default: the provider's)\n"
+		"  -D            this side's endpoint may not use shared memory\n"
+		"                (FI_OPT_SHARED_MEMORY_PERMITTED false; fails where not supported)\n"
 		"  -S <list>     message sizes, e.g. 8 or 1,64,4k,1m\n"
 		"  -n <count>    iterations (default: scaled by size)\n"
 		"  -w <count>    warmup iterations\n"
@@ -133,6 +135,9 @@ static int cour_ft_parse_one(struct cour_ft_opts *opts, int opt, const char *arg
 			opts->progress = FI_PROGRESS_MANUAL;
 		else
 			return -FI_EINVAL;
+		return 0;
+	case 'D':
+		opts->no_shm = true;
 		return 0;
 	case 'S':
 		ret = cour_ft_parse_sizes(arg, opts->sizes, COUR_FT_MAX_SIZES);

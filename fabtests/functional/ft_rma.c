@@ -271,6 +271,7 @@ static int rma_open(struct rma *r)
 		FUNC_CALL(f, fi_cntr_open(ft->domain, &cntr_attr, &r->cntr[k], NULL));
 		FUNC_CALL(f, fi_ep_bind(ft->ep, &r->cntr[k]->fid, rma_cntr_bind[k]));
 	}
+	FUNC_CALL(f, cour_ft_ep_setopts(ft, ft->ep));
 	FUNC_CALL(f, fi_enable(ft->ep));
 	ft->fabric_up = true;
 	return 0;

@@ -8,6 +8,7 @@
 #                     (default: the current directory, as under `make check`)
 #   COUR_FT_TIMEOUT   seconds before timeout kills a side (default 40)
 #   COUR_FT_SERVER_ENV / COUR_FT_CLIENT_ENV  extra "VAR=value ..." for one side only
+#   COUR_FT_SERVER_ARGS / COUR_FT_CLIENT_ARGS  extra options for one side only (e.g. -D)
 #   COUR_FT_SERVER_WRAP / COUR_FT_CLIENT_WRAP  a command that execs one side's program, e.g.
 #                     "$COUR_BUILD/fabtests/functional/no_cma" (under timeout, so still bounded)
 #   COUR_FT_OUT_DIR   if set, each side's output is also left there as server.out and client.out
@@ -48,10 +49,10 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/run_pair.XXXXXX") || exit 99
 trap 'rm -rf "$out"' EXIT
 
 env ${COUR_FT_SERVER_ENV:-} timeout -k 5 "$tmo" ${COUR_FT_SERVER_WRAP:-} \
-	"$prog" -p "$prov" -P "$port" "$@" >"$out/server" 2>&1 &
+	"$prog" -p "$prov" -P "$port" ${COUR_FT_SERVER_ARGS:-} "$@" >"$out/server" 2>&1 &
 spid=$!
 env ${COUR_FT_CLIENT_ENV:-} timeout -k 5 "$tmo" ${COUR_FT_CLIENT_WRAP:-} \
-	"$prog" -p "$prov" -P "$port" "$@" 127.0.0.1 >"$out/client" 2>&1 &
+	"$prog" -p "$prov" -P "$port" ${COUR_FT_CLIENT_ARGS:-} "$@" 127.0.0.1 >"$out/client" 2>&1 &
 cpid=$!
 wait $cpid
 crc=$?

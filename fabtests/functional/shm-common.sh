@@ -38,7 +38,7 @@ shm_begin() {
 }
 
 # shm_pair NAME WHAT PROGRAM ARGS...: run_pair.sh PROGRAM ARGS, with each side's extra
-# environment and wrapper taken from $se $ce $sw $cw and its output left in $out/NAME
+# environment, wrapper and options taken from $se $ce $sw $cw $sa $ca and its output left in $out/NAME
 # (server.out, client.out, pair). Prints "---- NAME: WHAT: exit RC, T s" and, on failure,
 # the pair's output and a FAIL line (fail=1). Returns 0 when both sides passed.
 shm_pair() {
@@ -48,6 +48,7 @@ shm_pair() {
 	_t0=$(date +%s)
 	COUR_FT_OUT_DIR=$out/$_pn COUR_FT_SERVER_ENV=${se:-} COUR_FT_CLIENT_ENV=${ce:-} \
 		COUR_FT_SERVER_WRAP=${sw:-} COUR_FT_CLIENT_WRAP=${cw:-} \
+		COUR_FT_SERVER_ARGS=${sa:-} COUR_FT_CLIENT_ARGS=${ca:-} \
 		"$here/run_pair.sh" "$@" >"$out/$_pn/pair" 2>&1
 	_rc=$?
 	echo "---- $_pn: $_pw: exit $_rc, $(( $(date +%s) - _t0 )) s"

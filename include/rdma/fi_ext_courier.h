@@ -11,6 +11,17 @@
 extern "C" {
 #endif
 
+/*
+ * FI_OPT_SHARED_MEMORY_PERMITTED (bool, fi_setopt at level FI_OPT_ENDPOINT, before fi_enable):
+ * false keeps every peer of the endpoint on UDP, same host or not. The option came with
+ * libfabric 1.21's headers; courier takes it under the same value with older headers too.
+ */
+#define FI_COURIER_OPT_SHARED_MEMORY_PERMITTED 11
+#if FI_MAJOR_VERSION > 1 || (FI_MAJOR_VERSION == 1 && FI_MINOR_VERSION >= 21)
+_Static_assert(FI_OPT_SHARED_MEMORY_PERMITTED == FI_COURIER_OPT_SHARED_MEMORY_PERMITTED,
+	       "FI_OPT_SHARED_MEMORY_PERMITTED moved");
+#endif
+
 /* Name for fi_open_ops on an endpoint fid: returns struct fi_courier_ops_ep. */
 #define FI_COURIER_EP_OPS "courier_ep_ops_v1"
 

@@ -263,12 +263,41 @@ static int cour_ep_getopt(fid_t fid, int level, int optname, void *optval, size_
 	return 0;
 }
 
+/*
+ * The ring is made at fi_endpoint and nobody learns of it before the first HELLO, which only an
+ * enabled endpoint sends or answers: closing it now keeps every peer on UDP in both directions
+ * (a peer's HELLO finds no ring to offer). Allowed again, the ring is made anew.
+ */
+static int cour_ep_set_shm_permitted(struct cour_ep *ep, const void *optval, size_t optlen)
+{
+	bool permitted;
+
+	if (optlen != sizeof(bool)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "FI_OPT_SHARED_MEMORY_PERMITTED takes a bool\n");
+		return -FI_EINVAL;
+	}
+	if (ep->enabled) {
+		COUR_WARN(FI_LOG_EP_CTRL, "FI_OPT_SHARED_MEMORY_PERMITTED: set it before fi_enable\n");
+		return -FI_EOPBADSTATE;
+	}
+	memcpy(&permitted, optval, sizeof(permitted));
+	if (!permitted) {
+		cour_shm_ep_close(ep);
+		COUR_INFO(FI_LOG_EP_CTRL, "shared memory not permitted: same-host peers use UDP\n");
+	} else if (!ep->shm_ring) {
+		cour_shm_ep_open(ep);
+	}
+	return 0;
+}
+
 static int cour_ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
+	if (optname == FI_COURIER_OPT_SHARED_MEMORY_PERMITTED)
+		return cour_ep_set_shm_permitted(ep, optval, optlen);
 	if (optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
 	if (optlen != sizeof(size_t)) {
