@@ -5,6 +5,7 @@
 #   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP
 #   4. the packet path fuzzed, then unit and functional tests again under AddressSanitizer +
 #      UndefinedBehaviorSanitizer
+#   5. the multi-threaded functional tests under ThreadSanitizer
 # Prints "N passed, N failed" at the end; exits non-zero on any failure.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,9 +18,9 @@ stage() {   # stage NAME COMMAND...
 	if "$@"; then pass=$((pass + 1)); echo "=== $name: ok ($((SECONDS - t0)) s)"
 	else fail=$((fail + 1)); failed+=("$name"); echo "=== $name: FAILED ($((SECONDS - t0)) s)"; fi
 }
-check() {   # check BUILDDIR: run make check, show the logs of failures
-	local dir=$1
-	if make -C "$dir" -j2 check >"$dir/check.out" 2>&1; then
+check() {   # check BUILDDIR [MAKE ARGS]: run make check, show the logs of failures
+	local dir=$1; shift
+	if make -C "$dir" -j2 check "$@" >"$dir/check.out" 2>&1; then
 		grep -E "^(# |PASS|FAIL|XFAIL|ERROR|SKIP)" "$dir/check.out" | grep -v "^PASS" || true
 		grep -E "^# (TOTAL|PASS|FAIL)" "$dir/check.out"
 		return 0
@@ -45,6 +46,14 @@ stage "fuzz the packet path (60 s, libFuzzer+ASan+UBSan)" env FUZZ_STALL=recover
 stage "build (ASan+UBSan)" bash "$top/scripts/build.sh" "$top/build-asan" --enable-werror --enable-sanitizers
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 stage "make check (ASan+UBSan)" check "$top/build-asan"
+# FI_THREAD_SAFE and the progress thread: the functional tests whose processes run several
+# threads in the provider at once (Criterion's runner itself does not run under TSan)
+tsan_tests="test_threads.sh test_msg_basic.sh test_msg_errors.sh test_rma.sh test_atomic_hammer.sh
+	test_peer_death.sh test_rma_order.sh test_shm_stream.sh"
+stage "build (ThreadSanitizer)" bash "$top/scripts/build.sh" "$top/build-tsan" --enable-werror --enable-tsan
+export TSAN_OPTIONS=halt_on_error=0:exitcode=66:second_deadlock_stack=1
+stage "threads and progress threads (ThreadSanitizer)" check "$top/build-tsan" \
+	TESTS="$(for t in $tsan_tests; do printf 'fabtests/functional/%s ' "$t"; done)"
 echo
 [ $fail -eq 0 ] || echo "failed stages: ${failed[*]}"
 echo "$pass passed, $fail failed"

@@ -99,6 +99,7 @@ static int cour_ft_getinfo(struct cour_ft *ft)
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->mr_mode = COUR_FT_MR_MODE;
 	hints->domain_attr->data_progress = o->progress;
+	hints->domain_attr->threading = o->threading;
 	hints->tx_attr->msg_order = o->msg_order;
 	hints->rx_attr->msg_order = o->msg_order;
 	if (o->prov_name) {

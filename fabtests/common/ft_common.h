@@ -67,6 +67,7 @@ struct cour_ft_opts {
 	bool no_shm;			/* -D: FI_OPT_SHARED_MEMORY_PERMITTED false (this side) */
 	uint64_t caps;			/* asked in hints; FI_TAGGED is dropped unless tagged */
 	uint64_t msg_order;		/* ordering the program needs, asked in hints */
+	enum fi_threading threading;	/* threading level asked; 0 leaves it to the provider */
 	/*
 	 * Optional: called on both sides once the run options are final (the server has the
 	 * client's), before fi_getinfo, to derive caps or msg_order from them.

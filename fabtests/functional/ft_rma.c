@@ -161,6 +161,7 @@ static int rma_getinfo(struct rma *r)
 	hints->mode = FI_CONTEXT | FI_CONTEXT2;
 	hints->domain_attr->mr_mode = r->keymode == RMA_KEYS_BASIC ? (int)need : 0;
 	hints->domain_attr->data_progress = o->progress;
+	hints->domain_attr->threading = o->threading;
 	hints->tx_attr->msg_order = o->msg_order;
 	hints->rx_attr->msg_order = o->msg_order;
 	if (o->prov_name && !(hints->fabric_attr->prov_name = strdup(o->prov_name)))

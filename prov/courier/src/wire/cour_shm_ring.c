@@ -635,10 +635,11 @@ bool cour_shm_ring_arm(struct cour_shm_ring *r)
 	struct cour_shm_cell *c = cour_shm_cell_at(r, r->head);
 
 	assert(r->owner);
-	__atomic_store_n(&r->hdr->armed, 1, __ATOMIC_RELAXED);
-	/* store armed, fence, read the head cell: pairs with cour_shm_publish */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->state, __ATOMIC_RELAXED) ==
+	/* store armed, then read the head cell, both seq_cst: against the producer's seq_cst
+	 * reservation and read of armed (cour_shm_wake_check), one of the two sees the other
+	 * (a fence between relaxed accesses would do the same; ThreadSanitizer cannot model it) */
+	__atomic_store_n(&r->hdr->armed, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->state, __ATOMIC_SEQ_CST) ==
 	    cour_shm_word(r->head, COUR_SHM_FREE, 0))
 		return true;
 	__atomic_store_n(&r->hdr->armed, 0, __ATOMIC_RELAXED);
