@@ -690,6 +690,41 @@ Test(attr, iface_addr_parameter_is_the_default_source)
 	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4570);
 }
 
+/* One value for every host of a job: an interface, or a subnet, finds each host's own address. */
+Test(attr, iface_addr_names_an_interface_or_a_subnet)
+{
+	cour_params.iface_addr = "lo";
+	get(V117, NULL, "4571", FI_SOURCE, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 4571);
+	drop();
+	get(V117, NULL, NULL, 0, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
+	drop();
+
+	cour_params.iface_addr = "127.0.0.0/8";
+	get(V117, NULL, NULL, 0, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
+	drop();
+	get(V117, NULL, "4572", FI_SOURCE, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 4572);
+	drop();
+	cour_params.iface_addr = "127.0.0.1/32";
+	get(V117, NULL, NULL, 0, NULL, 2);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
+	drop();
+
+	/* the benchmarking range: never on an interface here outside the tests' namespaces */
+	cour_params.iface_addr = "198.18.0.0/15";
+	fail(V117, NULL, NULL, 0, NULL, -FI_ENODATA);
+	cour_params.iface_addr = "127.0.0.0/33";
+	fail(V117, NULL, NULL, 0, NULL, -FI_EINVAL);
+	cour_params.iface_addr = "lo/8";
+	fail(V117, NULL, NULL, 0, NULL, -FI_EINVAL);
+	cour_params.iface_addr = "::1/128";
+	hints->addr_format = FI_SOCKADDR_IN;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
 /* A peer on another interface gets the source address the kernel routes from, not loopback. */
 Test(attr, default_source_follows_the_route)
 {

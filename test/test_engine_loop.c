@@ -1147,3 +1147,35 @@ Test(engine_loop, shm_permitted_option_contract)
 	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
 			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof(no)), 0);
 }
+
+/*
+ * An endpoint bound to loopback cannot send off its host: a peer elsewhere fails its operations
+ * at once with FI_EHOSTUNREACH (COUR_E_NO_ROUTE), instead of after FI_COURIER_PEER_TIMEOUT of
+ * sends the kernel refuses. Real UDP wire; the routing table is asked with connect(), so not
+ * one packet leaves (tx_pkts stays 0).
+ */
+Test(engine_loop, unroutable_peer_fails_at_once)
+{
+	struct sockaddr_in far = { .sin_family = AF_INET, .sin_port = htons(9) };
+	struct op tx[2] = { 0 };
+	uint64_t t0;
+	fi_addr_t fa;
+
+	cour_params.wire = (char *)"udp";
+	cour_params.shm = 0;
+	cour_params.peer_timeout_ms = 60000;
+	net_open(1, NULL, 0);
+	inet_pton(AF_INET, "198.18.0.99", &far.sin_addr);
+	fa = av_add(&far);
+	t0 = cour_now_us();
+	for (int k = 0; k < 2; k++) {
+		POST(fi_tsend(net.t[0].ep, tx_buf(100, k), 100, NULL, fa, 0x5e0 + k, &tx[k]));
+		WAIT_UNTIL(tx[k].done, 5000);
+		cr_assert_eq(tx[k].err, FI_EHOSTUNREACH, "send %d: err %d", k, tx[k].err);
+		cr_assert_eq(tx[k].prov_errno, COUR_E_NO_ROUTE, "send %d: prov_errno %d", k,
+			     tx[k].prov_errno);
+	}
+	cr_assert_lt(cour_now_us() - t0, 5000000, "failing took as long as a peer timeout");
+	cr_assert_eq(stats_of(0).tx_pkts, 0, "a packet was sent towards an unroutable peer");
+	cr_assert_geq(stats_of(0).peers_unreachable, 2);
+}

@@ -4,6 +4,7 @@
  */
 #include "cour.h"
 #include "cour_attr.h"
+#include "util/cour_addr.h"
 
 #include <inttypes.h>
 #include <netdb.h>
@@ -632,6 +633,21 @@ static const char *cour_loopback(int family)
 	return family == AF_INET6 ? "::1" : "127.0.0.1";
 }
 
+/* FI_COURIER_IFACE_ADDR with service as the port: an interface or a subnet of this host
+ * (util/cour_iface.c), else an address or a host name */
+static int cour_attr_iface(const char *service, int *family, struct sockaddr_storage *ss,
+			   size_t *len)
+{
+	char ip[INET6_ADDRSTRLEN];
+	int ret;
+
+	ret = cour_iface_resolve(cour_params.iface_addr, *family, ip, sizeof(ip));
+	if (ret < 0)
+		return ret == -FI_EINVAL ? -FI_EINVAL : -FI_ENODATA;
+	return cour_attr_lookup("FI_COURIER_IFACE_ADDR", ret ? cour_params.iface_addr : ip,
+				service, ret == 0, family, ss, len);
+}
+
 /* Source when none was named: FI_COURIER_IFACE_ADDR, else the route to the peer, else
  * loopback. Port 0: the endpoint gets an ephemeral one. */
 static int cour_attr_default_src(struct cour_attr_addrs *a)
@@ -639,8 +655,7 @@ static int cour_attr_default_src(struct cour_attr_addrs *a)
 	int ret;
 
 	if (cour_params.iface_addr)
-		return cour_attr_lookup("FI_COURIER_IFACE_ADDR", cour_params.iface_addr, "0",
-					false, &a->family, &a->src, &a->src_len);
+		return cour_attr_iface("0", &a->family, &a->src, &a->src_len);
 	if (a->dest_len) {
 		ret = cour_attr_route_src(a);
 		if (!ret)
@@ -650,6 +665,18 @@ static int cour_attr_default_src(struct cour_attr_addrs *a)
 	}
 	return cour_attr_lookup("loopback", cour_loopback(a->family), "0", true, &a->family,
 				&a->src, &a->src_len);
+}
+
+int cour_attr_default_bind(uint32_t addr_format, struct sockaddr_storage *ss, size_t *len)
+{
+	struct cour_attr_addrs a = { .family = cour_format_family(addr_format) };
+	int ret = cour_attr_default_src(&a);
+
+	if (!ret) {
+		*ss = a.src;
+		*len = a.src_len;
+	}
+	return ret;
 }
 
 /*
@@ -683,8 +710,10 @@ static int cour_attr_resolve(const char *node, const char *service, uint64_t fla
 
 	if (!node && source) {
 		/* a local port alone: on the interface we would bind anyway */
-		numeric = !cour_params.iface_addr;
-		node = numeric ? cour_loopback(a->family) : cour_params.iface_addr;
+		if (cour_params.iface_addr)
+			return cour_attr_iface(service, &a->family, &a->src, &a->src_len);
+		numeric = true;
+		node = cour_loopback(a->family);
 	}
 	if (by_name) {
 		ret = cour_attr_lookup("node", node, service, numeric, &a->family,

@@ -25,6 +25,7 @@
 #define COUR_ATTR_H
 
 #include "cour.h"
+#include <sys/socket.h>
 
 /* cour_ep.h carries the same two limits under #ifndef; either header may come first. */
 #ifndef COUR_MAX_MSG_SIZE
@@ -78,5 +79,11 @@ uint64_t cour_attr_mr_mode(const struct fi_info *info);
  * -FI_EINVAL with the offending field logged.
  */
 int cour_info_check(const struct fi_info *info);
+
+/*
+ * Where an endpoint opened from an info without src_addr binds: what fi_getinfo picks when no
+ * node is named (FI_COURIER_IFACE_ADDR, else loopback) in addr_format's family, port 0.
+ */
+int cour_attr_default_bind(uint32_t addr_format, struct sockaddr_storage *ss, size_t *len);
 
 #endif /* COUR_ATTR_H */

@@ -482,10 +482,13 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 			return -FI_EINVAL;
 		}
 	} else {
-		struct sockaddr_in sin = { .sin_family = AF_INET };
-		inet_pton(AF_INET, cour_params.iface_addr ? cour_params.iface_addr : "127.0.0.1",
-			  &sin.sin_addr);
-		cour_addr_from_sockaddr(&want, &sin, sizeof(sin));
+		struct sockaddr_storage ss;
+		size_t len;
+
+		ret = cour_attr_default_bind(info->addr_format, &ss, &len);
+		if (ret)
+			return ret;
+		cour_addr_from_sockaddr(&want, &ss, len);
 	}
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)

@@ -210,6 +210,8 @@ struct cour_peer {
 	fi_addr_t            fi_addr;         /* cached reverse lookup; see av_gen */
 	uint64_t             av_gen;
 	uint32_t             mtu;             /* payload bytes per packet for this peer */
+	uint8_t              unroutable;      /* 1: the wire cannot send there (peer_mtu 0):
+					       * its operations fail at once; 2: and said so */
 
 	uint32_t             local_session, remote_session;
 

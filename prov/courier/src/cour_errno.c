@@ -21,6 +21,7 @@ int cour_errno_fi(int prov_errno)
 	case COUR_E_TRUNC:       return FI_ETRUNC;
 	case COUR_E_CANCELED:    return FI_ECANCELED;
 	case COUR_E_UNREACHABLE: return FI_EHOSTUNREACH;
+	case COUR_E_NO_ROUTE:    return FI_EHOSTUNREACH;
 	case COUR_E_PEER_RESET:  return FI_ECONNRESET;
 	case COUR_E_NOMSG:       return FI_ENOMSG;
 	case COUR_E_BAD_ADDR:    return FI_EINVAL;

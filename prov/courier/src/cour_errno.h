@@ -20,7 +20,8 @@
 	X(COUR_E_ACCESS,      "region not registered for this kind of remote access") \
 	X(COUR_E_REMOTE,      "target rejected the operation") \
 	X(COUR_E_PROTOCOL,    "peer broke the protocol (or a forged packet reached the session): session reset") \
-	X(COUR_E_CMA_REFUSED, "single copy refused by the kernel: sent again through shared memory")
+	X(COUR_E_CMA_REFUSED, "single copy refused by the kernel: sent again through shared memory") \
+	X(COUR_E_NO_ROUTE,    "peer unreachable: no route from this endpoint's address (bound to loopback? see FI_COURIER_IFACE_ADDR)")
 
 #define COUR_ERRNO_ENUM(name, str) name,
 enum cour_errno { COUR_ERRNO_TABLE(COUR_ERRNO_ENUM) COUR_E_MAX };

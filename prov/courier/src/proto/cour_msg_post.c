@@ -360,7 +360,7 @@ void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
 {
 	struct cour_ep *ep = peer->ep;
 	struct cour_rxmsg *m, *tmp;
-	int err = prov_errno == COUR_E_UNREACHABLE ? FI_EHOSTUNREACH :
+	int err = cour_errno_fi(prov_errno) == FI_EHOSTUNREACH ? FI_EHOSTUNREACH :
 		  prov_errno == COUR_E_EP_CLOSED ? FI_ECANCELED : FI_ECONNRESET;
 
 	/* a matched message that will never finish: its receive completes in error */

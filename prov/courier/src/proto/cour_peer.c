@@ -144,6 +144,7 @@ struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour
 	peer->av_gen = UINT64_MAX;
 	peer->pidfd = -1;
 	peer->mtu = cour_wire_peer_mtu(ep, addr);
+	peer->unroutable = !peer->mtu;
 	cour_peer_state_init(peer);
 	HASH_ADD(hh, ep->peers, addr, sizeof(peer->addr), peer);
 	return peer;
@@ -224,6 +225,13 @@ void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe)
 
 	txe->peer = peer;
 	txe->list = NULL;
+	if (COUR_UNLIKELY(peer->unroutable)) {
+		/* failed by the next timer pass (cour_peer_unroutable), never sent */
+		cour_txe_move(txe, ctrl ? &peer->ctrlq : &peer->txq);
+		cour_peer_activate(peer);
+		peer->ep->next_timer = 0;
+		return;
+	}
 	/* the first sends to a peer ask whether it shares our host (wire/cour_shm.c) */
 	if (COUR_UNLIKELY(peer->hello_tries < COUR_HELLO_TRIES && !peer->peer_mapped &&
 			  peer->ep->shm_ring))
@@ -698,7 +706,7 @@ void cour_peer_credit_return(struct cour_peer *peer)
 static void cour_peer_fail_list(struct cour_peer *peer, struct cour_txe **list, int prov_errno)
 {
 	struct cour_txe *txe, *tmp;
-	int err = prov_errno == COUR_E_UNREACHABLE ? FI_EHOSTUNREACH :
+	int err = cour_errno_fi(prov_errno) == FI_EHOSTUNREACH ? FI_EHOSTUNREACH :
 		  prov_errno == COUR_E_PEER_RESET ? FI_ECONNRESET :
 		  prov_errno == COUR_E_EP_CLOSED ? FI_ECANCELED : FI_EIO;
 
@@ -761,6 +769,28 @@ static void cour_peer_unreachable(struct cour_peer *peer)
 	cour_peer_reset(peer, COUR_E_UNREACHABLE);
 }
 
+/* A peer the wire cannot send to from this endpoint's address: what waits for it fails now,
+ * with the reason said once. */
+static void cour_peer_unroutable(struct cour_peer *peer)
+{
+	struct cour_ep *ep = peer->ep;
+	char str[80], me[80];
+
+	if (peer->unroutable == 1) {
+		peer->unroutable = 2;
+		COUR_WARN(FI_LOG_EP_DATA, "peer %s cannot be reached from this endpoint's address "
+			  "%s: failing its operations with FI_EHOSTUNREACH%s\n",
+			  cour_addr_str(&peer->addr, str, sizeof(str)),
+			  cour_addr_str(&ep->addr, me, sizeof(me)),
+			  cour_addr_is_loopback(&ep->addr) ?
+			  " (an endpoint bound to loopback reaches only this host: set "
+			  "FI_COURIER_IFACE_ADDR to an address, interface or subnet of this host's "
+			  "network, such as eth0 or 10.1.0.0/16)" : " (no route)");
+	}
+	ep->stats.peers_unreachable++;
+	cour_peer_reset(peer, COUR_E_NO_ROUTE);
+}
+
 /* With nothing unacknowledged no retransmit timer runs, yet a sender may be credit-stalled or
  * waiting for a CTS or DONE, and a receiver for RDATA: if the peer died after acknowledging
  * everything, only asking it for an ACK now and then tells.  The answer carries no PROBE flag,
@@ -801,6 +831,8 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 	DL_FOREACH_SAFE2(ep->active, peer, tmp, act_next) {
 		uint64_t hole_due;
 
+		if (COUR_UNLIKELY(peer->unroutable))
+			cour_peer_unroutable(peer);
 		if (peer->ack_needed && now >= peer->ack_deadline)
 			cour_peer_send_ack(peer, 0);
 		if (COUR_UNLIKELY(cour_shm_hello_pending(peer)))

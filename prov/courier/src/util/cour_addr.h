@@ -28,6 +28,13 @@ size_t cour_addr_to_sockaddr(const struct cour_addr *a, struct sockaddr_storage 
 /* "fi_sockaddr_in://1.2.3.4:5" style text, always NUL-terminated; returns buf. */
 char *cour_addr_str(const struct cour_addr *a, char *buf, size_t len);
 bool cour_addr_is_loopback(const struct cour_addr *a);
+/*
+ * FI_COURIER_IFACE_ADDR's interface ("eth0") and subnet ("10.1.0.0/16") forms (util/cour_iface.c):
+ * this host's address there, as text in out. 0; 1 when spec is neither form (an address or a
+ * host name: resolve it as such); -FI_ENODATA when no address of family (AF_UNSPEC: any, IPv4
+ * first) is up there; -FI_EINVAL for a malformed subnet. Logged.
+ */
+int cour_iface_resolve(const char *spec, int family, char *out, size_t outlen);
 static inline bool cour_addr_eq(const struct cour_addr *a, const struct cour_addr *b)
 {
 	return __builtin_memcmp(a, b, sizeof(*a)) == 0;

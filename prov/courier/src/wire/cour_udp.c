@@ -84,27 +84,39 @@ static void cour_udp_close(struct cour_ep *ep)
 	ep->fd = -1;
 }
 
-/* Largest datagram (our header included) worth sending to addr: the route's MTU, so that IP
- * never fragments (one lost fragment would cost the whole datagram). Slow path: once per peer. */
+/*
+ * Largest datagram (our header included) worth sending to addr: the route's MTU, so that IP
+ * never fragments (one lost fragment would cost the whole datagram). 0: this endpoint's
+ * address cannot send there at all (bound to loopback, the peer on another host): connect()
+ * on a probe socket bound like ours asks the routing table and sends nothing. Slow path: once
+ * per peer.
+ */
 static uint32_t cour_udp_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr)
 {
-	struct sockaddr_storage ss;
-	socklen_t len = (socklen_t)cour_addr_to_sockaddr(addr, &ss);
-	int mtu = 0, fd;
+	struct cour_addr mine = ep->addr;
+	struct sockaddr_storage ss, me;
+	socklen_t len = (socklen_t)cour_addr_to_sockaddr(addr, &ss), me_len;
+	int mtu = 0, fd, err = 0;
 	socklen_t olen = sizeof(mtu);
 	uint32_t ip_udp = addr->is_v4 ? 28 : 48;
 
-	if (cour_params.mtu)
-		return (uint32_t)cour_params.mtu;
 	if (cour_addr_is_loopback(addr))
-		return COUR_MAX_PKT;
+		return cour_params.mtu ? (uint32_t)cour_params.mtu : COUR_MAX_PKT;
+	mine.port = 0;
+	me_len = (socklen_t)cour_addr_to_sockaddr(&mine, &me);
 	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd >= 0) {
-		if (connect(fd, (struct sockaddr *)&ss, len) == 0)
+		if (bind(fd, (struct sockaddr *)&me, me_len) || connect(fd, (struct sockaddr *)&ss, len))
+			err = errno;
+		else
 			getsockopt(fd, ss.ss_family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
 				   ss.ss_family == AF_INET ? IP_MTU : IPV6_MTU, &mtu, &olen);
 		close(fd);
 	}
+	if (err == EINVAL || err == ENETUNREACH || err == EAFNOSUPPORT || err == EADDRNOTAVAIL)
+		return 0;
+	if (cour_params.mtu)
+		return (uint32_t)cour_params.mtu;
 	if (mtu <= (int)ip_udp + 512)
 		return 1500 - ip_udp;
 	return (uint32_t)COUR_MIN((uint32_t)mtu - ip_udp, (uint32_t)COUR_MAX_PKT);

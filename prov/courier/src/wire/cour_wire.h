@@ -13,7 +13,9 @@
  *             the count read;
  *   send_now  one finished, unsequenced packet now (ACK, RESET, datagram): 0 or -FI_EAGAIN;
  *   send_raw  one packet already in a single buffer, for the fault injector;
- *   peer_mtu  largest packet (header included) worth sending to that address.
+ *   peer_mtu  largest packet (header included) worth sending to that address; 0 when this
+ *             endpoint cannot send there at all (the engine then fails the peer's operations
+ *             with FI_EHOSTUNREACH instead of retrying into the peer timeout).
  *
  * Every wire here is unreliable and unordered as far as the engine knows; the UDP wire is the
  * real one, the loop wire moves packets between endpoints of one process (component tests).
