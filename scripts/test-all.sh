@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README's second command (and CI's): install, build, and run every test:
 #   1. warnings-as-errors build, Criterion unit tests and fabtests functional tests (make check)
-#   2. Debian's Open MPI, two-sided and one-sided over courier, at 2 and 8 ranks
+#   2. Debian's Open MPI, two-sided and one-sided over courier, at 2 and 8 ranks on one host,
+#      and at 4 ranks on two emulated hosts (network namespaces) with packet loss between them
 #   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP
 #   4. the packet path fuzzed, then unit and functional tests again under AddressSanitizer +
 #      UndefinedBehaviorSanitizer
@@ -35,6 +36,8 @@ stage "build (-Werror)" bash "$top/scripts/build.sh" "$top/build-ci" --enable-we
 stage "make check" check "$top/build-ci"
 stage "Open MPI over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi.sh" "$top/build-ci"
 stage "Open MPI one-sided over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi-osc.sh" "$top/build-ci"
+stage "Open MPI between two emulated hosts (netns, 2% UDP loss)" \
+	bash "$top/fabtests/mpi/run-mpi-netns.sh" "$top/build-ci"
 stage "make check, shared memory off" env FI_COURIER_SHM=0 bash -c "$(declare -f check); check $top/build-ci"
 stage "Open MPI two- and one-sided, shared memory off" env FI_COURIER_SHM=0 bash -c \
 	"bash $top/fabtests/mpi/run-mpi.sh $top/build-ci && bash $top/fabtests/mpi/run-mpi-osc.sh $top/build-ci"

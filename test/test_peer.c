@@ -477,6 +477,23 @@ Test(liveness, a_silent_peer_becomes_unreachable_after_peer_timeout)
 	cr_assert_eq(peer->rto_deadline, 0);
 }
 
+/* A timer pass runs on the clock its progress pass read first; packets handled in that pass
+ * stamp the peer later. The peer was heard after "now": it is alive, not silent for 2^64 us. */
+Test(liveness, a_peer_heard_after_the_pass_clock_is_not_silent)
+{
+	char b[100] = { 0 };
+	uint64_t now;
+
+	capwire_send(ep, b, sizeof(b), (void *)0xd1, 0);
+	now = peer->rto_deadline;
+	cr_assert_neq(now, 0);
+	peer->last_ack_us = peer->last_heard_us = now + 500;
+	cour_ep_timers(ep, now);
+	cr_assert_eq(ep->stats.peers_unreachable, 0, "a peer heard in this pass was called silent");
+	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 0);
+	cr_assert_eq(ep->stats.retrans_timeout, 1, "the retransmit timer still fired");
+}
+
 Test(liveness, a_credit_stalled_sender_probes_then_gives_up)
 {
 	char b[10] = { 0 };

@@ -96,6 +96,17 @@ static inline uint64_t cour_now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/*
+ * Microseconds from then to now, 0 if then is later. A progress pass reads the clock once and
+ * hands that reading around (ep->now_us), while packets handled in the pass stamp peers with
+ * fresher readings: a plain now - then would wrap to ~2^64 and call a peer heard a microsecond
+ * ago silent for ever (it did: spurious FI_EHOSTUNREACH under load).
+ */
+static inline uint64_t cour_us_since(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
 /* ---- the progress lock (see the essay at the top of this file) ---- */
 struct cour_lock {
 	pthread_mutex_t mutex;

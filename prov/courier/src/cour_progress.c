@@ -70,7 +70,7 @@ static void cour_ep_progress(struct cour_ep *ep)
 	now = 0;
 	if (ep->shm_ring && ep->stats.shm_peers && !slept) {
 		now = ep->now_us;      /* read for the ring, just above */
-		if (now - ep->udp_last_us < ep->udp_gap_us)
+		if (cour_us_since(now, ep->udp_last_us) < ep->udp_gap_us)
 			goto timers;
 		ep->udp_last_us = now;
 	}

@@ -523,7 +523,7 @@ static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
 		if (slot->sacked) {
 			above++;
 		} else if ((slot->tries == 1 && above >= 3) ||
-			   (slot->tries > 1 && now - slot->sent_us >= again)) {
+			   (slot->tries > 1 && cour_us_since(now, slot->sent_us) >= again)) {
 			cour_slot_send(peer, slot, now);
 			peer->ep->stats.retrans_fast++;
 			sent = true;
@@ -554,7 +554,7 @@ static uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
 
 		if (slot->sacked)
 			continue;
-		if (now - slot->sent_us >= again) {
+		if (cour_us_since(now, slot->sent_us) >= again) {
 			cour_slot_send(peer, slot, now);
 			peer->ep->stats.retrans_fast++;
 			sent = true;
@@ -608,7 +608,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		for (uint32_t s = peer->tx_una; clean && s != h->ack; s++)
 			clean = peer->txwin[s % w].tries <= 1;
 		if (clean)
-			cour_peer_rtt_sample(peer, now - last->sent_us);
+			cour_peer_rtt_sample(peer, cour_us_since(now, last->sent_us));
 		else if (peer->srtt_us)
 			cour_peer_rto_from_srtt(peer);   /* new data got through: undo the backoff */
 		while (peer->tx_una != h->ack) {
@@ -630,7 +630,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 			if (ext[i / 8] >> (i % 8) & 1)
 				cour_peer_sack_one(peer, h->ack + 1 + i, now, &fresh);
 		if (fresh)
-			cour_peer_rtt_sample(peer, now - fresh->sent_us);
+			cour_peer_rtt_sample(peer, cour_us_since(now, fresh->sent_us));
 		peer->last_ack_us = now;
 		cour_peer_fast_rexmit(peer, now);
 	}
@@ -761,8 +761,9 @@ static void cour_peer_unreachable(struct cour_peer *peer)
 		  peer->local_session, peer->remote_session,
 		  peer->tx_una, peer->tx_next, peer->rx_next, peer->rx_held,
 		  head ? head->hdr.base.type : 0, head ? head->tries : 0,
-		  head && head->sent_us ? now - head->sent_us : 0, peer->srtt_us, peer->rto_us,
-		  now - peer->last_ack_us, now - peer->last_heard_us, peer->ctrlq ? 'c' : '-',
+		  head && head->sent_us ? cour_us_since(now, head->sent_us) : 0, peer->srtt_us,
+		  peer->rto_us, cour_us_since(now, peer->last_ack_us),
+		  cour_us_since(now, peer->last_heard_us), peer->ctrlq ? 'c' : '-',
 		  peer->txq ? 'q' : '-', peer->tx_inflight ? 'i' : '-', peer->tx_wait ? 'w' : '-',
 		  peer->shm != NULL);
 	peer->ep->stats.peers_unreachable++;
@@ -804,8 +805,8 @@ static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
 	}
 	if (now < peer->probe_deadline)
 		return;
-	if (now - peer->last_heard_us >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
-	    cour_shm_peer_gone(peer)) {
+	if (cour_us_since(now, peer->last_heard_us) >=
+	    (uint64_t)cour_params.peer_timeout_ms * 1000 || cour_shm_peer_gone(peer)) {
 		cour_peer_unreachable(peer);
 		return;
 	}
@@ -842,7 +843,8 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			cour_peer_push(peer);
 		hole_due = cour_peer_hole_timer(peer, now);
 		if (peer->rto_deadline && now >= peer->rto_deadline) {
-			if (now - peer->last_ack_us >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
+			if (cour_us_since(now, peer->last_ack_us) >=
+			    (uint64_t)cour_params.peer_timeout_ms * 1000 ||
 			    cour_shm_peer_gone(peer)) {
 				cour_peer_unreachable(peer);
 			} else if (peer->via_shm) {

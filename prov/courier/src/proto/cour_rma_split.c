@@ -213,7 +213,7 @@ void cour_rma_split_guard_slow(struct cour_peer *peer, const char *lo, const cha
 
 void cour_rma_split_expire(struct cour_ep *ep, uint64_t now)
 {
-	while (ep->grants && now - ep->grants->opened_us >= COUR_GRANT_WAIT_US &&
+	while (ep->grants && cour_us_since(now, ep->grants->opened_us) >= COUR_GRANT_WAIT_US &&
 	       ep->grants->opened_us <= now)
 		cour_split_settle(ep->grants);
 }

@@ -554,7 +554,7 @@ static bool cour_shm_unstick(struct cour_shm_ring *r, struct cour_shm_cell *c, u
 		r->stuck_since = now;
 		return false;
 	}
-	if (now - r->stuck_since < COUR_SHM_STUCK_US)
+	if (cour_us_since(now, r->stuck_since) < COUR_SHM_STUCK_US)
 		return false;
 	r->stuck_since = now;   /* the next verdict, if this one spares it, in another period */
 	reserved = cour_shm_seq_diff(w, pos) == 0 && pid &&

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# run-mpi-netns.sh BUILDDIR: Debian's Open MPI over courier between two emulated hosts, two-sided
+# (mpi_p2p over mtl/ofi) and one-sided (mpi_osc over osc/rdma and btl/ofi), 4 ranks.
+#
+# The hosts are two network namespaces joined by a veth pair (fabtests/scripts/netns.sh,
+# 198.18.0.1 and .2), losing LOSS% (default 2) of the UDP packets each one receives; TCP is
+# exempt, so Open MPI's own launch and wire-up are not what is tested. mpirun runs in the
+# first namespace and starts one orted per emulated node through a "remote shell" that runs it
+# in that node's namespace: nodes a1 and a2 in the first, b1 and b2 in the second, one rank
+# each (a node per rank: see run-mpi-osc.sh for why one-sided needs it), ranks 0..3 on a1, b1,
+# b2, a2. So rank 0's big messages to rank 1 cross the lossy link, and in the ring of mpi_p2p
+# and the all-to-all of mpi_osc every rank has a peer on its host (shared memory) and one on
+# the other (UDP).
+#
+# Every rank gets the same environment, FI_COURIER_IFACE_ADDR=198.18.0.0/24: a subnet, in
+# which each rank finds its own host's address. Checked per rank: courier selected, shared
+# memory used, UDP used with packets resent (loss was met and repaired); for the run, the
+# namespaces' drop counters and the program's own verdict. LOSS=0 runs without loss;
+# LOGPROV=core,courier adds courier's log to the ranks' (FI_LOG_LEVEL=info).
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")" && pwd)
+loss=${LOSS:-2}
+. "$src/mpi-common.sh"
+. "$src/../scripts/netns.sh"
+if ! netns_available; then
+	echo "run-mpi-netns.sh: cannot make network namespaces here: $NETNS_WHY"
+	exit 1
+fi
+out=$(mktemp -d)
+NETNS_ON_EXIT='rm -rf "$out"'
+netns_setup
+netns_loss "$loss" 1-65535
+mpicc -O2 -o "$out/mpi_p2p" "$src/mpi_p2p.c"
+mpicc -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
+rank_wrapper "$out"
+
+# "remote shell": node a* runs its orted in the first namespace (mpirun's own), b* in the
+# second; each node its own session directory
+cat >"$out/rsh" <<EOF
+#!/bin/sh
+host=\$1; shift
+export TMPDIR="$out/host-\$host"
+mkdir -p "\$TMPDIR"
+case \$host in
+b*) exec ip netns exec $NETNS_B sh -c "\$*" ;;
+*) exec sh -c "\$*" ;;
+esac
+EOF
+chmod +x "$out/rsh"
+
+# sum NAME FILES...: a courier statistic summed over the files' "courier stats" lines
+sum() {
+	local k=$1; shift
+	cat "$@" | awk -v k="$k" '/^courier stats / { for (i = 4; i < NF; i++) if ($i == k) s += $(i + 1) }
+		END { print s + 0 }'
+}
+
+# run NAME MCA...: mpirun NAME on a1,b1,b2,a2; per-rank checks; 0 or 1
+run() {
+	local name=$1; shift
+	local rc=0 bad=0 r
+	rm -rf "$out/ranks"
+	timeout 240 ip netns exec "$NETNS_A" mpirun --allow-run-as-root --oversubscribe \
+		--bind-to none --host a1,b1,b2,a2 --map-by node -np 4 \
+		--mca plm_rsh_agent "$out/rsh" --mca plm_rsh_no_tree_spawn 1 \
+		--mca oob_tcp_if_include 198.18.0.0/24 --mca mpi_yield_when_idle 1 "$@" \
+		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH="$build/.libs" \
+		-x FI_COURIER_IFACE_ADDR=198.18.0.0/24 -x FI_COURIER_STATS=1 \
+		-x FI_COURIER_SHM=1 -x FI_LOG_LEVEL=info -x FI_LOG_PROV=${LOGPROV:-core} \
+		"$out/rankout" "$out/$name" >"$out/log" 2>&1 || rc=$?
+	if [ "$rc" != 0 ]; then
+		grep -v "^libfabric:" "$out/log" || true; rank_logs "$out"
+		echo "$name between two hosts: FAILED (mpirun exit $rc)"
+		return 1
+	fi
+	for r in "$out"/ranks/rank.*; do
+		local why=""
+		grep -qh "Opened fabric: courier$" "$r"/std* || why="$why no courier fabric;"
+		[ "$(sum shm_peers "$r"/std*)" -ge 1 ] || why="$why no shared-memory peer;"
+		[ "$(sum tx_pkts "$r"/std*)" -gt "$(sum shm_tx_pkts "$r"/std*)" ] ||
+			why="$why nothing sent over UDP;"
+		grep -qh "fi_sockaddr_in://198\.18\.0\.[12]:" "$r"/std* ||
+			why="$why no endpoint on the namespaces' subnet;"
+		if [ -n "$why" ]; then
+			echo "$name: $(basename "$r"):$why"
+			bad=1
+		fi
+	done
+	local resent=$(( $(sum retrans_timeout "$out"/ranks/rank.*/std*) +
+			 $(sum retrans_fast "$out"/ranks/rank.*/std*) ))
+	if [ "$loss" -gt 0 ] && [ "$resent" = 0 ]; then
+		echo "$name: no packet was resent: the loss never met courier's traffic"
+		bad=1
+	fi
+	if [ $bad = 1 ] || ! grep -q "^$name: ok (0 errors, 4 ranks)" "$out/ranks/rank.0/stdout"; then
+		grep -v "^libfabric:" "$out/log" || true; rank_logs "$out"
+		echo "$name between two hosts: FAILED"
+		return 1
+	fi
+	echo "$name between two hosts ($loss% UDP loss each way): ok, 4 ranks;" \
+		"resent $(sum retrans_timeout "$out"/ranks/rank.*/std*) on timeout," \
+		"$(sum retrans_fast "$out"/ranks/rank.*/std*) fast;" \
+		"$(sum shm_tx_pkts "$out"/ranks/rank.*/std*) packets through shared memory"
+}
+
+fail=0
+run mpi_p2p --mca pml cm --mca mtl ofi --mca opal_common_ofi_provider_include courier || fail=1
+run mpi_osc --mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 --mca osc rdma \
+	--mca btl_ofi_provider_include courier || fail=1
+netns_counters
+exit $fail
