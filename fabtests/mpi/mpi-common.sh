@@ -51,3 +51,21 @@ shm_ranks() {
 shm_ranks_wanted() {
 	if [ "${FI_COURIER_SHM:-1}" = 0 ]; then echo 0; else echo "$1"; fi
 }
+
+# rsh_agent DIR [NETNS]: writes DIR/rsh, the "remote shell" mpirun starts its orteds with
+# (--mca plm_rsh_agent DIR/rsh) to emulate nodes on this host. It runs the orted here, or, for
+# nodes whose name starts with b, in network namespace NETNS; each node gets a session
+# directory of its own (orteds sharing one race to create it).
+rsh_agent() {
+	cat >"$1/rsh" <<EOF
+#!/bin/sh
+host=\$1; shift
+export TMPDIR="$1/host-\$host"
+mkdir -p "\$TMPDIR"
+case \$host in
+b*) [ -n "${2:-}" ] && exec ip netns exec "${2:-}" sh -c "\$*" ;;
+esac
+exec sh -c "\$*"
+EOF
+	chmod +x "$1/rsh"
+}

@@ -35,19 +35,8 @@ mpicc -O2 -o "$out/mpi_p2p" "$src/mpi_p2p.c"
 mpicc -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
 rank_wrapper "$out"
 
-# "remote shell": node a* runs its orted in the first namespace (mpirun's own), b* in the
-# second; each node its own session directory
-cat >"$out/rsh" <<EOF
-#!/bin/sh
-host=\$1; shift
-export TMPDIR="$out/host-\$host"
-mkdir -p "\$TMPDIR"
-case \$host in
-b*) exec ip netns exec $NETNS_B sh -c "\$*" ;;
-*) exec sh -c "\$*" ;;
-esac
-EOF
-chmod +x "$out/rsh"
+# nodes a* run their orted in the first namespace (mpirun's own), b* in the second
+rsh_agent "$out" "$NETNS_B"
 
 # sum NAME FILES...: a courier statistic summed over the files' "courier stats" lines
 sum() {

@@ -27,16 +27,8 @@ trap 'rm -rf "$out"' EXIT
 mpicc -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
 rank_wrapper "$out"
 
-# The "remote shell": drop the host name, run the orted here with a session directory per host
-# (orteds sharing one race to create it).
-cat >"$out/rsh" <<EOF
-#!/bin/sh
-host=\$1; shift
-export TMPDIR="$out/host-\$host"
-mkdir -p "\$TMPDIR"
-exec sh -c "\$*"
-EOF
-chmod +x "$out/rsh"
+# every node's orted runs here
+rsh_agent "$out"
 
 for np in 2 8; do
 	rm -rf "$out/ranks"
