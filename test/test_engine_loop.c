@@ -1121,31 +1121,46 @@ Test(engine_loop, a_fenced_write_waits_for_the_messages_queued_before_it)
 	cr_assert_eq(fi_close(&mr->fid), 0);
 }
 
-/* FI_OPT_SHARED_MEMORY_PERMITTED: a bool, set before fi_enable; never readable. */
+/*
+ * FI_OPT_SHARED_MEMORY_PERMITTED: a bool, set before fi_enable; never readable. False closes the
+ * endpoint's ring (no peer can be offered one), true makes it anew. UDP wire: rings exist only
+ * there.
+ */
+static int set_shm_permitted(struct fid_ep *ep, const void *val, size_t len)
+{
+	return fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, val,
+			 len);
+}
+
 Test(engine_loop, shm_permitted_option_contract)
 {
-	bool no = false;
-	int yes = 1;
-	size_t len = sizeof(no);
+	bool permitted = false;
+	int as_int = 1;
+	size_t len = sizeof(permitted);
+	struct fid_ep *ep;
 
+	cour_params.wire = (char *)"udp";
+	cour_params.shm = 1;
 	net_open(1, NULL, 0);
-	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
-			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof(no)),
-		     -FI_EOPBADSTATE, "set after fi_enable");
-	cr_assert_eq(fi_getopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
-			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, &len),
-		     -FI_ENOPROTOOPT);
+	ep = net.t[0].ep;
+	cr_assert_eq(set_shm_permitted(ep, &permitted, sizeof(permitted)), -FI_EOPBADSTATE,
+		     "set after fi_enable");
+	cr_assert_not_null(cour_ep_of(ep)->shm_ring, "refused, yet the ring went");
+	cr_assert_eq(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_COURIER_OPT_SHARED_MEMORY_PERMITTED,
+			       &permitted, &len), -FI_ENOPROTOOPT);
 	ep_close(0);
 
 	cr_assert_eq(fi_endpoint(net.domain, net.info, &net.t[0].ep, NULL), 0);
-	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
-			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &yes, sizeof(yes)),
-		     -FI_EINVAL, "an int is not a bool");
-	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
-			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof(no)), 0);
-	no = true;
-	cr_assert_eq(fi_setopt(&net.t[0].ep->fid, FI_OPT_ENDPOINT,
-			       FI_COURIER_OPT_SHARED_MEMORY_PERMITTED, &no, sizeof(no)), 0);
+	ep = net.t[0].ep;
+	cr_assert_not_null(cour_ep_of(ep)->shm_ring);
+	cr_assert_eq(set_shm_permitted(ep, &as_int, sizeof(as_int)), -FI_EINVAL,
+		     "an int is not a bool");
+	cr_assert_not_null(cour_ep_of(ep)->shm_ring);
+	cr_assert_eq(set_shm_permitted(ep, &permitted, sizeof(permitted)), 0);
+	cr_assert_null(cour_ep_of(ep)->shm_ring, "not permitted, yet a ring to offer");
+	permitted = true;
+	cr_assert_eq(set_shm_permitted(ep, &permitted, sizeof(permitted)), 0);
+	cr_assert_not_null(cour_ep_of(ep)->shm_ring, "permitted again, but no ring");
 }
 
 /*

@@ -643,7 +643,7 @@ static int cour_attr_iface(const char *service, int *family, struct sockaddr_sto
 
 	ret = cour_iface_resolve(cour_params.iface_addr, *family, ip, sizeof(ip));
 	if (ret < 0)
-		return ret == -FI_EINVAL ? -FI_EINVAL : -FI_ENODATA;
+		return ret;
 	return cour_attr_lookup("FI_COURIER_IFACE_ADDR", ret ? cour_params.iface_addr : ip,
 				service, ret == 0, family, ss, len);
 }
