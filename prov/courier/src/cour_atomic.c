@@ -89,7 +89,7 @@ static ssize_t cour_atomic_inject(struct fid_ep *ep, const void *buf, size_t cou
 	struct cour_atomic_args a = {
 		.kind = COUR_ATOMIC_BASE, .op = op, .dt = dt, .iov = COUR_IOC1(buf, count),
 		.count = 1, .dest = dest, .addr = addr, .key = key,
-		.flags = cour_ep_of(ep)->tx_op_flags | FI_INJECT,
+		.flags = cour_ep_of(ep)->tx_op_flags | FI_INJECT, .silent = true,
 	};
 	return cour_atomic_common(ep, &a);
 }

@@ -142,10 +142,12 @@ static int cour_cntr_wait(struct fid_cntr *cntr_fid, uint64_t threshold, int tim
 	for (;;) {
 		cour_lock_acquire(&dom->lock);
 		if (slept) {
-			__atomic_sub_fetch(&c->waiters, 1, __ATOMIC_RELEASE);
-			/* every kick is for us or already reported: the fd can be cleared */
-			cour_fd_drain(c->signal_fd);
-			c->fd_armed = false;
+			/* Only the last sleeper clears the fd: another thread counted in waiters
+			 * may not have reached its poll yet, and the kick is its wake-up too. */
+			if (__atomic_sub_fetch(&c->waiters, 1, __ATOMIC_ACQ_REL) == 0) {
+				cour_fd_drain(c->signal_fd);
+				c->fd_armed = false;
+			}
 		}
 		cour_domain_progress_locked(dom);
 		left = cour_wait_remaining_ms(deadline);

@@ -365,10 +365,11 @@ static ssize_t cour_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	for (;;) {
 		cour_lock_acquire(&dom->lock);
 		if (slept) {
-			__atomic_sub_fetch(&cq->waiters, 1, __ATOMIC_RELEASE);
-			/* With FI_WAIT_FD the fd mirrors the queue: only an empty queue may clear it
-			 * (a late fi_cq_signal kick, for instance). */
-			if (!fd_mode || cour_cq_empty_locked(cq))
+			/* Only the last sleeper clears the fd (another counted in waiters may not
+			 * have reached its poll yet). With FI_WAIT_FD the fd mirrors the queue:
+			 * only an empty queue may clear it (a late fi_cq_signal kick, say). */
+			if (__atomic_sub_fetch(&cq->waiters, 1, __ATOMIC_ACQ_REL) == 0 &&
+			    (!fd_mode || cour_cq_empty_locked(cq)))
 				cour_fd_drain(cq->signal_fd);
 		}
 		cour_domain_progress_locked(dom);

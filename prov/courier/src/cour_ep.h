@@ -465,6 +465,8 @@ void cour_rma_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 void cour_rma_order_guard(struct cour_peer *peer);
 /* The target's last word on an operation: prov_errno, or success with its remote events
  * (FI_RMA_EVENT counters, remote CQ data for a write). */
+/* Count one target event (FI_REMOTE_WRITE and/or FI_REMOTE_READ) on the endpoint and region. */
+void cour_rma_target_event(struct cour_ep *ep, struct cour_mr *mr, uint64_t events);
 void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
 			    uint16_t hdr_flags, uint64_t total, uint64_t data, struct cour_mr *mr,
 			    int prov_errno);
@@ -503,6 +505,7 @@ struct cour_atomic_args {
 	fi_addr_t            dest;
 	uint64_t             addr, key, data, flags;
 	void                *context;
+	bool                 silent;          /* fi_inject_atomic: no completion, errors only */
 };
 int  cour_atomic_post(struct cour_ep *ep, const struct cour_atomic_args *a);
 

@@ -9,11 +9,12 @@
 static inline ssize_t cour_rma_common(struct fid_ep *ep_fid, uint8_t type,
 				      const struct iovec *iov, size_t count, fi_addr_t addr,
 				      uint64_t raddr, uint64_t key, uint64_t data, void *context,
-				      uint64_t flags)
+				      uint64_t flags, uint64_t silent)
 {
 	struct cour_ep *ep = cour_ep_of(ep_fid);
-	uint64_t cq_flags = FI_RMA | (type == COUR_PKT_WRITE ? FI_WRITE : FI_READ) |
-			    ((flags & FI_INJECT) ? COUR_CQF_NOCOMP : 0);
+	/* only the fi_inject_* calls complete silently (silent = COUR_CQF_NOCOMP): the FI_INJECT
+	 * flag of a *msg call (or of tx op_flags) only frees the buffer at return (fi_rma(3)) */
+	uint64_t cq_flags = FI_RMA | (type == COUR_PKT_WRITE ? FI_WRITE : FI_READ) | silent;
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
@@ -43,21 +44,21 @@ static ssize_t cour_rma_msg(struct fid_ep *ep, const struct fi_msg_rma *msg, uin
 	}
 	return cour_rma_common(ep, type, msg->msg_iov, msg->iov_count, msg->addr,
 			       msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->data, msg->context,
-			       flags);
+			       flags, 0);
 }
 
 static ssize_t cour_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
 			 uint64_t addr, uint64_t key, void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_READ_REQ, COUR_IOV1(buf, len), 1, src, addr, key, 0,
-			       context, cour_ep_of(ep)->tx_op_flags);
+			       context, cour_ep_of(ep)->tx_op_flags, 0);
 }
 
 static ssize_t cour_readv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			  fi_addr_t src, uint64_t addr, uint64_t key, void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_READ_REQ, iov, count, src, addr, key, 0, context,
-			       cour_ep_of(ep)->tx_op_flags);
+			       cour_ep_of(ep)->tx_op_flags, 0);
 }
 
 static ssize_t cour_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
@@ -69,14 +70,14 @@ static ssize_t cour_write(struct fid_ep *ep, const void *buf, size_t len, void *
 			  fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, COUR_IOV1(buf, len), 1, dest, addr, key, 0,
-			       context, cour_ep_of(ep)->tx_op_flags);
+			       context, cour_ep_of(ep)->tx_op_flags, 0);
 }
 
 static ssize_t cour_writev(struct fid_ep *ep, const struct iovec *iov, void **desc,
 			   size_t count, fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, iov, count, dest, addr, key, 0, context,
-			       cour_ep_of(ep)->tx_op_flags);
+			       cour_ep_of(ep)->tx_op_flags, 0);
 }
 
 static ssize_t cour_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
@@ -88,7 +89,8 @@ static ssize_t cour_inject_write(struct fid_ep *ep, const void *buf, size_t len,
 				 uint64_t addr, uint64_t key)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, COUR_IOV1(buf, len), 1, dest, addr, key, 0,
-			       NULL, cour_ep_of(ep)->tx_op_flags | FI_INJECT);
+			       NULL, cour_ep_of(ep)->tx_op_flags | FI_INJECT,
+			       COUR_CQF_NOCOMP);
 }
 
 static ssize_t cour_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
@@ -96,14 +98,15 @@ static ssize_t cour_writedata(struct fid_ep *ep, const void *buf, size_t len, vo
 			      void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, COUR_IOV1(buf, len), 1, dest, addr, key, data,
-			       context, cour_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA);
+			       context, cour_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA, 0);
 }
 
 static ssize_t cour_inject_writedata(struct fid_ep *ep, const void *buf, size_t len,
 				     uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, COUR_IOV1(buf, len), 1, dest, addr, key, data,
-			       NULL, cour_ep_of(ep)->tx_op_flags | FI_INJECT | FI_REMOTE_CQ_DATA);
+			       NULL, cour_ep_of(ep)->tx_op_flags | FI_INJECT | FI_REMOTE_CQ_DATA,
+			       COUR_CQF_NOCOMP);
 }
 
 struct fi_ops_rma cour_rma_ops = {

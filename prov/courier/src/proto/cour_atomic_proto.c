@@ -98,7 +98,7 @@ int cour_atomic_post(struct cour_ep *ep, const struct cour_atomic_args *a)
 	txe->context = a->context;
 	txe->op_flags = a->flags;
 	txe->cq_flags = FI_ATOMIC | (a->kind == COUR_ATOMIC_BASE ? FI_WRITE : FI_READ) |
-			((a->flags & FI_INJECT) ? COUR_CQF_NOCOMP : 0);
+			(a->silent ? COUR_CQF_NOCOMP : 0);
 	txe->tag = a->key;
 	txe->raddr = a->addr;
 	txe->data = a->data;
@@ -188,21 +188,15 @@ void cour_atomic_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		cour_send_ctrl(peer, COUR_PKT_RMA_RESP, hdr->msg.msg_id, COUR_E_REMOTE, 0);
 		return;
 	}
-	ep->stats.rma_served++;
-	if (kind == COUR_ATOMIC_BASE) {
-		if (ep->rmt_write_cntr)
-			cour_cntr_inc_locked(ep->rmt_write_cntr);
-		if (mr->cntr && (mr->cntr_flags & FI_REMOTE_WRITE))
-			cour_cntr_inc_locked(mr->cntr);
-	} else {
-		if (ep->rmt_read_cntr)
-			cour_cntr_inc_locked(ep->rmt_read_cntr);
-		if (mr->cntr && (mr->cntr_flags & FI_REMOTE_READ))
-			cour_cntr_inc_locked(mr->cntr);
-	}
+	/* Target events follow what happened to target memory (fi_atomic(3), fi_cntr(3)): any op
+	 * but FI_ATOMIC_READ wrote it, a fetch or compare also read it. OpenSHMEM sleeps on an
+	 * FI_REMOTE_WRITE counter bound to its heap for swaps and compare-swaps. */
+	uint64_t events = (op != FI_ATOMIC_READ ? FI_REMOTE_WRITE : 0) |
+			  (kind != COUR_ATOMIC_BASE ? FI_REMOTE_READ : 0);
+	cour_rma_target_event(ep, mr, events);
 	if ((hdr->base.flags & COUR_F_CQ_DATA) && ep->rx_cq) {
 		struct cour_cq_entry e = {
-			.flags = FI_ATOMIC | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+			.flags = FI_ATOMIC | events | FI_REMOTE_CQ_DATA,
 			.len = bytes,
 			.data = hdr->msg.data,
 			.src = cour_peer_fi_addr(peer),

@@ -195,14 +195,19 @@ static void cour_rma_resp(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 
 /* ---- target ---- */
 
-static void cour_rma_event(struct cour_ep *ep, struct cour_mr *mr, uint64_t what)
+/* One target event: the endpoint's remote counters and the region's counter each move once
+ * for it, even when one counter is bound for both FI_REMOTE_READ and FI_REMOTE_WRITE. */
+void cour_rma_target_event(struct cour_ep *ep, struct cour_mr *mr, uint64_t events)
 {
-	struct cour_cntr *c = what == FI_REMOTE_WRITE ? ep->rmt_write_cntr : ep->rmt_read_cntr;
+	struct cour_cntr *w = (events & FI_REMOTE_WRITE) ? ep->rmt_write_cntr : NULL;
+	struct cour_cntr *r = (events & FI_REMOTE_READ) ? ep->rmt_read_cntr : NULL;
 
 	ep->stats.rma_served++;
-	if (c)
-		cour_cntr_inc_locked(c);
-	if (mr && mr->cntr && (mr->cntr_flags & what))
+	if (w)
+		cour_cntr_inc_locked(w);
+	if (r && r != w)
+		cour_cntr_inc_locked(r);
+	if (mr && mr->cntr && (mr->cntr_flags & events))
 		cour_cntr_inc_locked(mr->cntr);
 }
 
@@ -236,7 +241,7 @@ void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_i
 		cour_rma_answer(peer, msg_id, prov_errno);
 		return;
 	}
-	cour_rma_event(ep, mr, type == COUR_PKT_WRITE ? FI_REMOTE_WRITE : FI_REMOTE_READ);
+	cour_rma_target_event(ep, mr, type == COUR_PKT_WRITE ? FI_REMOTE_WRITE : FI_REMOTE_READ);
 	if (type == COUR_PKT_WRITE && (hdr_flags & COUR_F_CQ_DATA) && ep->rx_cq) {
 		struct cour_cq_entry e = {
 			.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
@@ -393,7 +398,7 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 		/* straight into the initiator's buffer, now: no later write can reach it first */
 		struct iovec l = { .iov_base = src, .iov_len = len };
 		if (cour_cma_push(peer, &l, 1, hdr->msg.offset, len) == 0) {
-			cour_rma_event(ep, mr, FI_REMOTE_READ);
+			cour_rma_target_event(ep, mr, FI_REMOTE_READ);
 			cour_rma_answer(peer, hdr->msg.msg_id, 0);
 			return;
 		}
@@ -412,7 +417,7 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 	txe->iov_count = 1;
 	txe->total_len = len;
 	txe->msg_len = len;
-	cour_rma_event(ep, mr, FI_REMOTE_READ);
+	cour_rma_target_event(ep, mr, FI_REMOTE_READ);
 	cour_peer_enqueue(peer, txe);
 }
 
