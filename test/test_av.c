@@ -364,6 +364,31 @@ Test(av, duplicates_get_new_indices_and_survive_removal_of_any_copy)
 	cr_assert_eq(fi_close(&av->fid), 0);
 }
 
+Test(av, duplicates_name_the_same_address)
+{
+	struct fid_av *av = open_av(FI_AV_TABLE, 0, 0);
+	struct cour_av *cav = COUR_CONTAINER_OF(av, struct cour_av, av_fid);
+	struct sockaddr_in d = sin4("10.9.9.9", 7000), other = sin4("10.9.9.8", 7000);
+	fi_addr_t fa[3], rm;
+
+	cr_assert_eq(fi_av_insert(av, &d, 1, &fa[0], 0, NULL), 1);
+	cr_assert_eq(fi_av_insert(av, &other, 1, &fa[1], 0, NULL), 1);
+	cr_assert_eq(fi_av_insert(av, &d, 1, &fa[2], 0, NULL), 1);
+	cour_lock_acquire(&dom.lock);
+	cr_expect(cour_av_same_locked(cav, fa[0], fa[2]), "two insertions of one address");
+	cr_expect(cour_av_same_locked(cav, fa[2], fa[0]));
+	cr_expect(cour_av_same_locked(cav, fa[1], fa[1]));
+	cr_expect(!cour_av_same_locked(cav, fa[0], fa[1]), "different addresses");
+	cr_expect(!cour_av_same_locked(cav, fa[0], 17), "out of range");
+	cour_lock_release(&dom.lock);
+	rm = fa[2];
+	cr_assert_eq(fi_av_remove(av, &rm, 1, 0), 0);
+	cour_lock_acquire(&dom.lock);
+	cr_expect(!cour_av_same_locked(cav, fa[0], fa[2]), "a removed copy names nothing");
+	cour_lock_release(&dom.lock);
+	cr_assert_eq(fi_close(&av->fid), 0);
+}
+
 /* ---- straddr ---- */
 
 Test(av, straddr_prints_and_truncates)

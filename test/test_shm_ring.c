@@ -389,7 +389,9 @@ Test(shm_ring, attach_refuses_wrong_locators)
 		cr_assert(ret == -FI_ENOENT || ret == -FI_EINVAL, "after close: %d", ret);
 		cr_assert_null(p);
 	}
-	cr_assert_eq(warnings, 7, "each refused attach is logged once");
+	/* a ring that is not there (its process gone, no such fd, the ring after close) is a
+	 * peer that exited or closed its endpoint: said at info level; the other refusals warn */
+	cr_assert_eq(warnings, 4, "each refused attach is logged once");
 }
 
 /* another user may not open our fd table (as root: the child drops to nobody) */

@@ -9,7 +9,9 @@
 # target must log.
 d=$(dirname "$0")
 "$d/run_pair.sh" rma_order -x order || exit 1
-"$d/run_pair.sh" rma_order -x lease || exit 1
+# lease: the initiator's process sleeps, threads and all (no progress thread under manual
+# progress, which courier otherwise runs)
+COUR_FT_CLIENT_ENV=FI_COURIER_MANUAL_THREAD=0 "$d/run_pair.sh" rma_order -x lease || exit 1
 out=$(mktemp -d "${TMPDIR:-/tmp}/rma_death.XXXXXX") || exit 99
 trap 'rm -rf "$out"' EXIT
 # the initiator passes when SIGKILL ended it (as its own timer arranges)

@@ -66,6 +66,12 @@ struct fi_courier_stats {
 					     * shared (proto/cour_rma_split.c) */
 	uint64_t shm_grants_revoked;        /* ... whose initiator half the target did itself
 					     * (ordering, a slow or refusing initiator, closing) */
+	uint64_t peer_silences;             /* peers we waited on past FI_COURIER_PEER_WARN */
+	uint64_t unexp_credit_early;        /* unexpected messages whose credit went back when
+					     * buffered (FI_COURIER_UNEXP_MAX) */
+	uint64_t linger_waits;              /* closes that waited for sends to be delivered */
+	uint64_t linger_lost;               /* operations still undelivered when the linger
+					     * ran out (logged with their peer) */
 };
 
 struct fi_courier_ops_ep {

@@ -71,11 +71,15 @@ struct cour_params {
 	size_t   eager_max;        /* largest message sent eagerly; larger ones use rendezvous */
 	size_t   inject_size;      /* bytes copied at call time by fi_inject and FI_INJECT */
 	size_t   tx_size;          /* transmit queue depth per endpoint */
-	size_t   rx_size;          /* receive queue depth per endpoint */
+	size_t   rx_size;          /* posted receives guaranteed per endpoint (more may be posted) */
+	size_t   unexp_max;        /* unexpected bytes buffered with their credit already back */
 	int      ack_delay_us;     /* how long an ACK may wait for a packet to ride on */
 	int      rto_min_us;       /* retransmit timeout floor */
 	int      rto_max_us;       /* retransmit timeout ceiling (after backoff) */
 	int      peer_timeout_ms;  /* silence after which a peer with pending work is unreachable */
+	int      peer_warn_ms;     /* silence after which that is said once (warning) */
+	int      linger_ms;        /* fi_close of an endpoint waits this long for sends to land */
+	int      manual_thread;    /* a progress thread under FI_PROGRESS_MANUAL too */
 	int      checksum;         /* also checksum payloads (headers are always checked) */
 	int      stats;            /* print per-endpoint statistics at close */
 	size_t   sockbuf;          /* SO_SNDBUF / SO_RCVBUF request, bytes */
@@ -171,6 +175,7 @@ struct cour_domain {
 	/* automatic progress: a thread that sleeps on the endpoints' fds and the next timer */
 	pthread_t           progress_thread;
 	bool                thread_running;
+	bool                progress_thread_on; /* auto progress, or manual with manual_thread */
 	volatile bool       thread_stop;
 	int                 wake_fd;       /* eventfd: kicks the thread (new ep, close) */
 	uint64_t            app_polls;       /* progress calls by the application, not the thread */

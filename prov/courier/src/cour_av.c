@@ -29,6 +29,7 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define COUR_AV_MIN_CAP     16
 #define COUR_AV_PREALLOC_MAX (1u << 16)   /* attr->count is only a hint: never trust it far */
@@ -71,6 +72,17 @@ fi_addr_t cour_av_reverse_locked(struct cour_av *av, const struct cour_addr *add
 	cour_lock_assert_held(&av->domain->lock);
 	HASH_FIND(hh, av->by_addr, addr, COUR_AV_KEYLEN, e);
 	return e ? e->fi_addr : FI_ADDR_NOTAVAIL;
+}
+
+bool cour_av_same_locked(struct cour_av *av, fi_addr_t a, fi_addr_t b)
+{
+	const struct cour_addr *x, *y;
+
+	if (a == b)
+		return true;
+	x = cour_av_lookup_locked(av, a);
+	y = cour_av_lookup_locked(av, b);
+	return x && y && !memcmp(x, y, COUR_AV_KEYLEN);
 }
 
 /* Appends addr; returns 0 or a positive FI_* errno. */
@@ -690,7 +702,8 @@ int cour_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_
 		return -FI_ENOSYS;
 	}
 	if (attr->name || (attr->flags & FI_READ)) {
-		COUR_WARN(FI_LOG_AV, "shared (named or FI_READ) AVs are not supported\n");
+		/* a probe that consumers handle (MPICH tries a named AV, then goes on without) */
+		COUR_INFO(FI_LOG_AV, "shared (named or FI_READ) AVs are not supported\n");
 		return -FI_ENOSYS;
 	}
 	if (attr->flags & ~known) {

@@ -43,5 +43,7 @@ struct cour_av {
 const struct cour_addr *cour_av_lookup_locked(struct cour_av *av, fi_addr_t fi_addr);
 /* fi_addr_t of addr, or FI_ADDR_NOTAVAIL. Lock held. */
 fi_addr_t cour_av_reverse_locked(struct cour_av *av, const struct cour_addr *addr);
+/* a and b name the same address: equal, or two insertions of one address. Lock held. */
+bool cour_av_same_locked(struct cour_av *av, fi_addr_t a, fi_addr_t b);
 
 #endif

@@ -125,9 +125,13 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 	dom->data_progress = da && da->data_progress == FI_PROGRESS_MANUAL ?
 			     FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
 	dom->mr_mode = da ? (uint64_t)da->mr_mode : 0;
+	/* The libfabric man pages let a provider progress more than asked: under manual
+	 * progress a thread still serves RMA and atomics aimed at us while the application
+	 * computes (MPICH's atomics waited for their target to poll). */
+	dom->progress_thread_on = dom->data_progress == FI_PROGRESS_AUTO ||
+				  cour_params.manual_thread;
 	/* A real mutex only where two threads can meet: see the essay in cour.h. */
-	cour_lock_init(&dom->lock, dom->threading == FI_THREAD_SAFE ||
-				   dom->data_progress == FI_PROGRESS_AUTO);
+	cour_lock_init(&dom->lock, dom->threading == FI_THREAD_SAFE || dom->progress_thread_on);
 	dom->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (dom->wake_fd < 0) {
 		COUR_WARN(FI_LOG_DOMAIN, "eventfd: %s\n", strerror(errno));
@@ -139,7 +143,7 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 	dom->domain_fid.fid.ops = &cour_domain_fi_ops;
 	dom->domain_fid.ops = &cour_domain_ops;
 	dom->domain_fid.mr = &cour_domain_mr_ops;
-	if (dom->data_progress == FI_PROGRESS_AUTO) {
+	if (dom->progress_thread_on) {
 		ret = cour_progress_thread_start(dom);
 		if (ret)
 			goto err_fd;

@@ -390,14 +390,17 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		" credit_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64
 		" unreachable %" PRIu64 " peer_resets %" PRIu64 " srtt_us %" PRIu64
 		" fault_drop %" PRIu64 " fault_dup %" PRIu64 " fault_corrupt %" PRIu64
-		" fault_reorder %" PRIu64 " rx_in_place %" PRIu64 " peers_evicted %" PRIu64 "\n",
+		" fault_reorder %" PRIu64 " rx_in_place %" PRIu64 " peers_evicted %" PRIu64
+		" peer_silences %" PRIu64 " unexp_credit_early %" PRIu64 " linger_waits %" PRIu64
+		" linger_lost %" PRIu64 "\n",
 		cour_addr_str(&ep->addr, str, sizeof(str)), s.tx_pkts, s.rx_pkts, s.tx_bytes,
 		s.rx_bytes, s.tx_msgs, s.rx_msgs, s.acks_sent, s.acks_rcvd, s.retrans_timeout,
 		s.retrans_fast, s.dup_rcvd, s.ooo_rcvd, s.drop_window, s.drop_bad_hdr,
 		s.drop_stale_session, s.drop_no_buf, s.credit_stalls, s.window_stalls,
 		s.unexpected_msgs, s.peers_unreachable, s.peers_reset, s.rtt_srtt_us,
 		s.fault_drops, s.fault_dups, s.fault_corrupts, s.fault_reorders, s.rx_in_place,
-		s.peers_evicted);
+		s.peers_evicted, s.peer_silences, s.unexp_credit_early, s.linger_waits,
+		s.linger_lost);
 	if (ep->shm_ring)
 		fprintf(stderr, "courier stats %s: shm_peers %" PRIu64 " shm_tx_pkts %" PRIu64
 			" shm_rx_pkts %" PRIu64 " shm_ring_full %" PRIu64 " shm_doorbells %" PRIu64
@@ -411,6 +414,55 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 
 /* ---- open and close ---- */
 
+/*
+ * Data accepted is data delivered: an inject that returned, or a send the application did
+ * not wait for, still goes out after fi_close (MPICH finalizes right after its injects).
+ * Progress until every peer has taken everything (or was found dead, which fails it), at
+ * most linger_ms; what is left then is logged with its peer and counted.
+ */
+static bool cour_ep_tx_pending(const struct cour_ep *ep)
+{
+	struct cour_peer *peer, *tmp;
+
+	HASH_ITER(hh, ep->peers, peer, tmp)
+		if (cour_peer_tx_pending(peer))
+			return true;
+	return false;
+}
+
+static void cour_ep_linger(struct cour_ep *ep)
+{
+	struct cour_domain *dom = ep->domain;
+	uint64_t deadline = cour_now_us() + (uint64_t)cour_params.linger_ms * 1000;
+	struct cour_peer *peer, *tmp;
+	char str[80], me[80];
+
+	if (!cour_ep_tx_pending(ep))
+		return;
+	ep->stats.linger_waits++;
+	for (;;) {
+		cour_domain_progress_locked(dom);
+		if (!cour_ep_tx_pending(ep))
+			return;
+		if (cour_now_us() >= deadline)
+			break;
+		cour_lock_release(&dom->lock);
+		cour_domain_wait(dom, -1, 10);
+		cour_lock_acquire(&dom->lock);
+	}
+	HASH_ITER(hh, ep->peers, peer, tmp) {
+		size_t n = cour_peer_tx_pending(peer);
+
+		if (!n)
+			continue;
+		ep->stats.linger_lost += n;
+		COUR_WARN(FI_LOG_EP_CTRL, "endpoint %s closed with %zu operation(s) to %s not "
+			  "delivered after FI_COURIER_LINGER=%d ms: they are lost\n",
+			  cour_addr_str(&ep->addr, me, sizeof(me)), n,
+			  cour_addr_str(&peer->addr, str, sizeof(str)), cour_params.linger_ms);
+	}
+}
+
 static int cour_ep_close(struct fid *fid)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
@@ -423,6 +475,8 @@ static int cour_ep_close(struct fid *fid)
 		return -FI_EBUSY;
 	}
 	cour_lock_acquire(&dom->lock);
+	if (ep->enabled)
+		cour_ep_linger(ep);
 	if (ep->enabled)
 		DL_DELETE2(dom->eps, ep, dom_prev, dom_next);
 	ep->enabled = false;
@@ -506,7 +560,7 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	ep->min_multi_recv = COUR_MIN_MULTI_RECV_DEFAULT;
 	ep->rxbuf_size = COUR_MAX_PKT + 64;
 	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
-	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, cour_params.rx_size);
+	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* size is a floor */
 	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
 	/* inject copies, and the operands of atomics (with their compare values) */
 	cour_pool_init(&ep->inject_pool, COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES),
@@ -571,7 +625,9 @@ static ssize_t cour_ep_rx_size_left(struct fid_ep *ep_fid)
 {
 	struct cour_ep *ep = cour_ep_of(ep_fid);
 
-	return (ssize_t)(cour_params.rx_size - ep->rxe_pool.in_use);
+	/* rx_attr->size is a floor: past it receives are still taken while memory lasts */
+	return ep->rxe_pool.in_use < cour_params.rx_size ?
+	       (ssize_t)(cour_params.rx_size - ep->rxe_pool.in_use) : 1;
 }
 
 static ssize_t cour_ep_tx_size_left(struct fid_ep *ep_fid)

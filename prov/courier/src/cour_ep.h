@@ -161,6 +161,7 @@ struct cour_rxmsg {
 	bool                 claimed;         /* FI_CLAIM: reserved for claim_ctx */
 	bool                 nomem;           /* unexpected copy failed: report FI_ENOMEM */
 	bool                 discard;         /* FI_DISCARD: drop the data as it arrives */
+	bool                 credit_early;    /* unexpected: credit given back when buffered */
 	fi_addr_t            dgram_src;       /* datagrams have no peer: their source */
 	void                *claim_ctx;
 	uint64_t             tag, data;
@@ -235,6 +236,8 @@ struct cour_peer {
 	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
 	uint64_t             last_heard_us;   /* last valid packet of any kind from the peer */
 	uint64_t             probe_deadline;  /* waiting on the peer: next liveness probe, 0: none */
+	uint64_t             wait_since_us;   /* ...since then (silence before it is not silence) */
+	bool                 silence_warned;  /* said once per silence that it is long */
 
 	/* receive side */
 	uint32_t             rx_next;
@@ -348,6 +351,7 @@ struct cour_ep {
 	uint64_t             next_timer;      /* earliest deadline among active peers, 0: none */
 
 	struct cour_pool     txe_pool, rxe_pool, rxmsg_pool, inject_pool, rxbuf_pool;
+	size_t               unexp_early;     /* bytes of unexpected messages whose credit is back */
 	size_t               rxbuf_size;
 
 	/* receive batch: buffers owned by the batch until a packet is held */
@@ -404,6 +408,8 @@ struct cour_peer *cour_peer_get_locked(struct cour_ep *ep, fi_addr_t fi_addr);
 struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
 					    bool create);
 void cour_peer_free_all(struct cour_ep *ep);
+/* Operations of ours the peer has not yet taken or answered (0: nothing owed). */
+size_t cour_peer_tx_pending(const struct cour_peer *peer);
 fi_addr_t cour_peer_fi_addr(struct cour_peer *peer);
 void cour_peer_push(struct cour_peer *peer);          /* build and send what the window allows */
 void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe);

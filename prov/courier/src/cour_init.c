@@ -14,10 +14,14 @@ struct cour_params cour_params = {
 	.inject_size = 4096,
 	.tx_size = 1024,
 	.rx_size = 1024,
+	.unexp_max = 64u << 20,
 	.ack_delay_us = 20,
 	.rto_min_us = 1000,
 	.rto_max_us = 500000,
-	.peer_timeout_ms = 10000,
+	.peer_timeout_ms = 300000,
+	.peer_warn_ms = 10000,
+	.linger_ms = 10000,
+	.manual_thread = 1,
 	.checksum = 0,
 	.stats = 0,
 	.sockbuf = 8u << 20,
@@ -93,7 +97,12 @@ static void cour_params_define(void)
 	fi_param_define(&cour_prov, "tx_size", FI_PARAM_SIZE_T,
 		"Transmit queue depth per endpoint, operations (default: %zu)", p->tx_size);
 	fi_param_define(&cour_prov, "rx_size", FI_PARAM_SIZE_T,
-		"Receive queue depth per endpoint, posted receives (default: %zu)", p->rx_size);
+		"Posted receives an endpoint guarantees (rx_attr->size); more may be posted while "
+		"memory lasts (default: %zu)", p->rx_size);
+	fi_param_define(&cour_prov, "unexp_max", FI_PARAM_SIZE_T,
+		"Unexpected message bytes an endpoint buffers while giving their senders' credits "
+		"back at once; past it, a credit comes back only when its message is received "
+		"(default: %zu)", p->unexp_max);
 	fi_param_define(&cour_prov, "ack_delay", FI_PARAM_INT,
 		"How long an ACK may wait to ride on outgoing data, microseconds (default: %d)",
 		p->ack_delay_us);
@@ -104,7 +113,20 @@ static void cour_params_define(void)
 		p->rto_max_us);
 	fi_param_define(&cour_prov, "peer_timeout", FI_PARAM_INT,
 		"Silence after which a peer with pending operations is declared unreachable "
-		"and they complete in error, milliseconds (default: %d)", p->peer_timeout_ms);
+		"and they complete in error, milliseconds; long enough for a debugger pause or a "
+		"descheduled process. A same-host peer whose process exits, or a peer that "
+		"restarts, fails its operations at once (default: %d)", p->peer_timeout_ms);
+	fi_param_define(&cour_prov, "peer_warn", FI_PARAM_INT,
+		"Silence of a peer we wait on after which a warning says so (it is not yet "
+		"declared unreachable), milliseconds (default: %d)", p->peer_warn_ms);
+	fi_param_define(&cour_prov, "linger", FI_PARAM_INT,
+		"How long fi_close of an endpoint waits for what was sent, injected or written "
+		"to be delivered (like SO_LINGER); what is still undelivered then is logged with "
+		"its peer, milliseconds (default: %d)", p->linger_ms);
+	fi_param_define(&cour_prov, "manual_thread", FI_PARAM_BOOL,
+		"Under FI_PROGRESS_MANUAL, still run a progress thread that serves RMA, atomics "
+		"and acknowledgements aimed at this process while the application computes (it "
+		"stands back while the application polls) (default: %d)", p->manual_thread);
 	fi_param_define(&cour_prov, "checksum", FI_PARAM_BOOL,
 		"Checksum payloads as well as headers (default: %d)", p->checksum);
 	fi_param_define(&cour_prov, "stats", FI_PARAM_BOOL,
@@ -155,10 +177,14 @@ static void cour_params_define(void)
 	cour_param_size("inject_size", &p->inject_size, 16, 65536);
 	cour_param_size("tx_size", &p->tx_size, 16, 1u << 20);
 	cour_param_size("rx_size", &p->rx_size, 16, 1u << 20);
+	cour_param_size("unexp_max", &p->unexp_max, 0, (size_t)1 << 40);
 	cour_param_int("ack_delay", &p->ack_delay_us, 0, 100000);
 	cour_param_int("rto_min", &p->rto_min_us, 10, 10000000);
 	cour_param_int("rto_max", &p->rto_max_us, 100, 60000000);
 	cour_param_int("peer_timeout", &p->peer_timeout_ms, 10, 24 * 3600 * 1000);
+	cour_param_int("peer_warn", &p->peer_warn_ms, 10, 24 * 3600 * 1000);
+	cour_param_int("linger", &p->linger_ms, 0, 3600 * 1000);
+	fi_param_get_bool(&cour_prov, "manual_thread", &p->manual_thread);
 	fi_param_get_bool(&cour_prov, "checksum", &p->checksum);
 	fi_param_get_bool(&cour_prov, "stats", &p->stats);
 	cour_param_size("sockbuf", &p->sockbuf, 65536, 1u << 30);

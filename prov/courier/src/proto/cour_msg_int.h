@@ -10,6 +10,19 @@
 void cour_msg_report_rx(struct cour_ep *ep, struct cour_rxe *rxe, uint64_t flags, size_t len,
 			size_t olen, void *buf, uint64_t tag, uint64_t data, fi_addr_t src,
 			int err, int prov_errno);
+/*
+ * A directed receive for want takes a message from src (the fi_addr_t its peer reverse-maps
+ * to): the same fi_addr_t, or another insertion of the same address. The AV gives every
+ * insertion of an address its own fi_addr_t (cour_av.c) and a peer reports one of them, while
+ * the application may post with any: Open MPI inserts the remote group again in
+ * MPI_Intercomm_create and receives from it by the new fi_addr_t.
+ */
+static inline bool cour_msg_src_match(struct cour_ep *ep, fi_addr_t want, fi_addr_t src)
+{
+	if (want == FI_ADDR_UNSPEC || want == src)
+		return true;
+	return ep->av && src != FI_ADDR_NOTAVAIL && cour_av_same_locked(ep->av, want, src);
+}
 struct cour_rxe *cour_msg_find_rxe(struct cour_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
 struct cour_rxe **cour_rxq(struct cour_ep *ep, bool tagged);
 /* m was unexpected (already off its queue): give it rxe and finish what can be finished. */

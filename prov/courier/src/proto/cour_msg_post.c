@@ -176,7 +176,7 @@ static bool cour_unexp_match(struct cour_ep *ep, struct cour_rxmsg *m, bool tagg
 		return false;
 	if (tagged && ((m->tag ^ tag) & ~ignore))
 		return false;
-	return src == FI_ADDR_UNSPEC || cour_peer_fi_addr(m->peer) == src;
+	return cour_msg_src_match(ep, src, cour_peer_fi_addr(m->peer));
 }
 
 static struct cour_rxmsg *cour_find_unexp(struct cour_ep *ep, bool tagged, uint64_t tag,
@@ -239,8 +239,11 @@ int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	if (!(ep->info->caps & FI_DIRECTED_RECV) && !(ep->rx_op_flags & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	rxe = cour_pool_get(&ep->rxe_pool);
-	if (COUR_UNLIKELY(!rxe))
+	if (COUR_UNLIKELY(!rxe)) {
+		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a posted receive (%zu posted)\n",
+			  ep->rxe_pool.in_use);
 		return -FI_EAGAIN;
+	}
 	rxe->context = context;
 	rxe->op_flags = flags;
 	rxe->tag = tag;

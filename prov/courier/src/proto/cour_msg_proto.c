@@ -128,17 +128,51 @@ void cour_send_ctrl_flags(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
  * peer (complete unexpected messages outlive a reset): the new session never spent it. */
 static void cour_msg_credit_return(struct cour_peer *peer, const struct cour_rxmsg *m)
 {
-	if (m->session == peer->local_session)
+	if (m->session == peer->local_session && !m->credit_early)
 		cour_peer_credit_return(peer);
+}
+
+/* What an unexpected message holds of ep->unexp_early while its credit is back. */
+static size_t cour_unexp_cost(const struct cour_rxmsg *m)
+{
+	return sizeof(*m) + (m->rts ? 0 : (size_t)m->total_len);
+}
+
+/*
+ * An unexpected message that is buffered gives its credit back at once: a sender must never
+ * stall behind messages that only receives the application has not posted yet would take
+ * (MPI threads each posting after their sends; a sender that finalizes right after its
+ * injects). Bounded by unexp_max bytes per endpoint: past it, credits come back only as
+ * messages are received, which bounds the memory a flood of unexpected messages can take.
+ */
+static void cour_unexp_credit_early(struct cour_peer *peer, struct cour_rxmsg *m)
+{
+	struct cour_ep *ep = peer->ep;
+	size_t cost = cour_unexp_cost(m);
+
+	if (m->nomem || ep->unexp_early + cost > cour_params.unexp_max)
+		return;
+	cour_msg_credit_return(peer, m);
+	m->credit_early = true;
+	ep->unexp_early += cost;
+	ep->stats.unexp_credit_early++;
+}
+
+/* m leaves the unexpected queue (received or discarded): its early credit is settled. */
+static void cour_unexp_settle(struct cour_ep *ep, struct cour_rxmsg *m)
+{
+	if (m->credit_early)
+		ep->unexp_early -= cour_unexp_cost(m);
 }
 
 /* ---- matching ---- */
 
-static bool cour_match(const struct cour_rxe *rxe, bool tagged, uint64_t tag, fi_addr_t src)
+static bool cour_match(struct cour_ep *ep, const struct cour_rxe *rxe, bool tagged, uint64_t tag,
+		       fi_addr_t src)
 {
 	if (tagged && ((rxe->tag ^ tag) & ~rxe->ignore))
 		return false;
-	return rxe->src == FI_ADDR_UNSPEC || rxe->src == src;
+	return cour_msg_src_match(ep, rxe->src, src);
 }
 
 struct cour_rxe *cour_msg_find_rxe(struct cour_ep *ep, bool tagged, uint64_t tag, fi_addr_t src)
@@ -146,7 +180,7 @@ struct cour_rxe *cour_msg_find_rxe(struct cour_ep *ep, bool tagged, uint64_t tag
 	struct cour_rxe *rxe;
 
 	DL_FOREACH(*cour_rxq(ep, tagged), rxe)
-		if (cour_match(rxe, tagged, tag, src))
+		if (cour_match(ep, rxe, tagged, tag, src))
 			return rxe;
 	return NULL;
 }
@@ -258,6 +292,7 @@ static bool cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe 
 	struct cour_peer *peer = m->peer;
 	bool retired = true;
 
+	cour_unexp_settle(ep, m);
 	m->rxe = rxe;
 	if (rxe->op_flags & FI_MULTI_RECV) {
 		size_t space = rxe->iov[0].iov_len - rxe->multi_off;
@@ -367,6 +402,7 @@ void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed)
 	struct cour_peer *peer = m->peer;
 
 	DL_DELETE(*(m->hdr_flags & COUR_F_TAGGED ? &ep->unexp_tag : &ep->unexp_msg), m);
+	cour_unexp_settle(ep, m);
 	free(m->ubuf);
 	m->ubuf = NULL;
 	if (!consumed) {
@@ -449,6 +485,7 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 			}
 		}
 		DL_APPEND(*(tagged ? &ep->unexp_tag : &ep->unexp_msg), m);
+		cour_unexp_credit_early(peer, m);
 	}
 	if (!rts)
 		cour_rx_eager_data(peer, m, payload, plen);

@@ -616,6 +616,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 			peer->tx_una++;
 		}
 		peer->last_ack_us = now;
+		peer->silence_warned = false;
 		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
 		if (peer->rto_deadline)
 			cour_ep_timer_at(peer->ep, peer->rto_deadline);
@@ -742,7 +743,26 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 	cour_peer_state_init(peer);
 }
 
-static void cour_peer_unreachable(struct cour_peer *peer)
+/* Silence this long is said once (it may be a debugger or a descheduled process): what we
+ * wait for and when the peer will be given up. */
+static void cour_peer_silence_warn(struct cour_peer *peer, uint64_t quiet_us)
+{
+	char str[80];
+
+	if (peer->silence_warned || quiet_us < (uint64_t)cour_params.peer_warn_ms * 1000)
+		return;
+	peer->silence_warned = true;
+	peer->ep->stats.peer_silences++;
+	COUR_WARN(FI_LOG_EP_DATA, "peer %s has not answered for %.1f s while we wait on it (%s%s%s"
+		  "); still trying: it is declared unreachable after FI_COURIER_PEER_TIMEOUT=%d ms "
+		  "of silence\n", cour_addr_str(&peer->addr, str, sizeof(str)),
+		  (double)quiet_us / 1e6, peer->tx_una != peer->tx_next ? "unacknowledged packets "
+		  : "", peer->tx_wait ? "operations awaiting its answer " : "",
+		  peer->credit_stalled ? "messages waiting for its credits" : "",
+		  cour_params.peer_timeout_ms);
+}
+
+static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
 {
 	uint32_t w = (uint32_t)cour_params.window;
 	const struct cour_txpkt *head = peer->txwin && peer->tx_una != peer->tx_next ?
@@ -751,13 +771,15 @@ static void cour_peer_unreachable(struct cour_peer *peer)
 	char str[80];
 
 	/* what the engine believed, for whoever reads this after a hang that should not be */
-	COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: %s; failing its "
+	bool gone = cour_shm_peer_gone(peer);
+
+	COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: %s%.1f s%s; failing its "
 		  "operations (sessions %08x/%08x, tx_una %u tx_next %u rx_next %u held %u, "
 		  "head type %u tries %u sent %" PRIu64 " us ago, srtt %" PRIu64 " rto %" PRIu64
 		  " us, last ack %" PRIu64 " us ago, last heard %" PRIu64 " us ago, lists %c%c%c%c, "
 		  "shm %d)\n", cour_addr_str(&peer->addr, str, sizeof(str)),
-		  cour_shm_peer_gone(peer) ? "its process exited"
-					   : "silent past FI_COURIER_PEER_TIMEOUT",
+		  gone ? "its process exited (after waiting " : "no answer for ",
+		  (double)quiet_us / 1e6, gone ? ")" : ", past FI_COURIER_PEER_TIMEOUT",
 		  peer->local_session, peer->remote_session,
 		  peer->tx_una, peer->tx_next, peer->rx_next, peer->rx_held,
 		  head ? head->hdr.base.type : 0, head ? head->tries : 0,
@@ -799,17 +821,24 @@ static void cour_peer_unroutable(struct cour_peer *peer)
 #define COUR_PROBE_US 100000
 static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
 {
+	uint64_t quiet;
+
 	if (!peer->probe_deadline) {
+		/* silence counts from now: a peer that had nothing to say to us before we began
+		 * to wait on it was not silent (it was declared dead 0.1 s into a wait) */
 		peer->probe_deadline = now + COUR_PROBE_US;
+		peer->wait_since_us = now;
+		peer->silence_warned = false;
 		return;
 	}
 	if (now < peer->probe_deadline)
 		return;
-	if (cour_us_since(now, peer->last_heard_us) >=
-	    (uint64_t)cour_params.peer_timeout_ms * 1000 || cour_shm_peer_gone(peer)) {
-		cour_peer_unreachable(peer);
+	quiet = cour_us_since(now, COUR_MAX(peer->last_heard_us, peer->wait_since_us));
+	if (quiet >= (uint64_t)cour_params.peer_timeout_ms * 1000 || cour_shm_peer_gone(peer)) {
+		cour_peer_unreachable(peer, quiet);
 		return;
 	}
+	cour_peer_silence_warn(peer, quiet);
 	cour_peer_send_ack(peer, COUR_F_PROBE);
 	peer->probe_deadline = now + COUR_PROBE_US;
 }
@@ -843,14 +872,16 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			cour_peer_push(peer);
 		hole_due = cour_peer_hole_timer(peer, now);
 		if (peer->rto_deadline && now >= peer->rto_deadline) {
-			if (cour_us_since(now, peer->last_ack_us) >=
-			    (uint64_t)cour_params.peer_timeout_ms * 1000 ||
+			uint64_t quiet = cour_us_since(now, peer->last_ack_us);
+
+			if (quiet >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
 			    cour_shm_peer_gone(peer)) {
-				cour_peer_unreachable(peer);
+				cour_peer_unreachable(peer, quiet);
 			} else if (peer->via_shm) {
 				/* a full ring, not a loss: cour_peer_shm_retry resends in order */
 				peer->rto_deadline = now + peer->rto_us;
 			} else {
+				cour_peer_silence_warn(peer, quiet);
 				/* resend the unacknowledged head of the window, then back off */
 				uint32_t n = 0;
 				for (uint32_t s = peer->tx_una; s != peer->tx_next &&
@@ -896,6 +927,24 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			next = peer->hello_next_us;
 	}
 	ep->next_timer = next;
+}
+
+/* Operations the peer still has of ours: packets to build or to be acknowledged, operations
+ * waiting for its answer. What an endpoint's close lingers for. */
+size_t cour_peer_tx_pending(const struct cour_peer *peer)
+{
+	const struct cour_txe *t;
+	size_t n = 0;
+
+	DL_FOREACH(peer->ctrlq, t)
+		n++;
+	DL_FOREACH(peer->txq, t)
+		n++;
+	DL_FOREACH(peer->tx_inflight, t)
+		n++;
+	DL_FOREACH(peer->tx_wait, t)
+		n++;
+	return n ? n : peer->tx_una != peer->tx_next;
 }
 
 void cour_peer_free_all(struct cour_ep *ep)

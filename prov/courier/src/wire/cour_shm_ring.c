@@ -293,8 +293,18 @@ int cour_shm_ring_attach(const struct cour_shm_locator *loc, struct cour_shm_rin
 
 	/* look before opening: opening some devices or FIFOs has side effects or blocks */
 	if (stat(path, &st)) {
-		ret = cour_shm_errno(errno);
-		COUR_WARN(FI_LOG_EP_CTRL, "shm ring %s: %s\n", path, strerror(errno));
+		int e = errno;
+
+		ret = cour_shm_errno(e);
+		/* the usual reason: the peer exited or closed its endpoint since it said hello */
+		if (e == ENOENT && kill((pid_t)loc->pid, 0) && errno == ESRCH)
+			COUR_INFO(FI_LOG_EP_CTRL, "peer process %u has exited: its shared memory "
+				  "ring is gone\n", loc->pid);
+		else if (e == ENOENT)
+			COUR_INFO(FI_LOG_EP_CTRL, "peer process %u closed its endpoint (no ring at "
+				  "%s)\n", loc->pid, path);
+		else
+			COUR_WARN(FI_LOG_EP_CTRL, "shm ring %s: %s\n", path, strerror(e));
 		return ret;
 	}
 	if (!S_ISREG(st.st_mode)) {
