@@ -102,6 +102,7 @@ void capwire_params(void)
 	cour_params.rto_min_us = 1000;
 	cour_params.rto_max_us = 64000;
 	cour_params.peer_timeout_ms = 10000;
+	cour_params.peer_warn_ms = 10000;
 	cour_params.checksum = 0;
 	cour_params.sockbuf = 8u << 20;
 	cour_params.fault = NULL;

@@ -526,6 +526,37 @@ Test(liveness, a_credit_stalled_sender_probes_then_gives_up)
 	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 8);
 }
 
+/* Silence counts from when we began to wait on the peer: one that simply had nothing to say
+ * for a minute before is not dead at the first probe (MPICH's rma tests saw a live peer
+ * declared unreachable 0.1 s into a wait). A long wait is said once, before giving up. */
+Test(liveness, a_peer_quiet_before_we_waited_on_it_is_not_silent)
+{
+	char b[10] = { 0 };
+	uint64_t t;
+
+	cour_params.peer_warn_ms = 2000;
+	for (int i = 0; i < 9; i++)
+		capwire_send(ep, b, sizeof(b), (void *)(uintptr_t)(i + 1), 0);
+	capwire_ack(ep, 8, 0, 8);           /* all acknowledged, no credit back: we wait */
+	cr_assert(peer->credit_stalled);
+	t = peer->last_heard_us + 60000000ull;  /* a minute later we first look */
+	cour_ep_timers(ep, t);
+	cour_ep_timers(ep, t + 100000);
+	cr_assert_eq(ep->stats.peers_unreachable, 0, "declared dead at its first probe");
+	cr_assert(capwire_last()->hdr.base.flags & COUR_F_PROBE, "not even asked");
+	cour_ep_timers(ep, t + 1900000);
+	cr_assert_eq(ep->stats.peer_silences, 0);
+	cour_ep_timers(ep, t + 2100000);
+	cr_assert_eq(ep->stats.peer_silences, 1, "2 s of silence is said");
+	cour_ep_timers(ep, t + 5000000);
+	cr_assert_eq(ep->stats.peer_silences, 1, "...once");
+	cour_ep_timers(ep, t + 9900000);
+	cr_assert_eq(ep->stats.peers_unreachable, 0);
+	cour_ep_timers(ep, t + 10100000);
+	cr_assert_eq(ep->stats.peers_unreachable, 1, "silent for the whole timeout");
+	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 1, "the waiting ninth send fails");
+}
+
 Test(liveness, a_probe_is_answered_at_once_without_probe)
 {
 	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_ACK, 0, 0, 0, 8);

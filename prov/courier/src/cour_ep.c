@@ -441,11 +441,11 @@ static void cour_ep_linger(struct cour_ep *ep)
 		return;
 	ep->stats.linger_waits++;
 	for (;;) {
+		if (cour_now_us() >= deadline)
+			break;
 		cour_domain_progress_locked(dom);
 		if (!cour_ep_tx_pending(ep))
 			return;
-		if (cour_now_us() >= deadline)
-			break;
 		cour_lock_release(&dom->lock);
 		cour_domain_wait(dom, -1, 10);
 		cour_lock_acquire(&dom->lock);
