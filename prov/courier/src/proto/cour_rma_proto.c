@@ -60,6 +60,10 @@ int cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, siz
 	struct cour_txe *txe;
 	int ret;
 
+	/* FI_INJECT frees a source buffer at return: a read has none (its buffer is where the
+	 * data lands, so copying it aside would land the data in the copy) */
+	if (type == COUR_PKT_READ_REQ)
+		flags &= ~(uint64_t)FI_INJECT;
 	if (COUR_UNLIKELY(count > COUR_IOV_MAX)) {
 		COUR_WARN(FI_LOG_EP_DATA, "RMA iov count %zu exceeds iov_limit %d\n", count,
 			  COUR_IOV_MAX);
