@@ -168,7 +168,7 @@ struct cour_ep *capwire_open(uint64_t caps)
 	cr_assert_eq(cour_addr_from_sockaddr(&ep->addr, &sin, sizeof(sin)), 0);
 	ep->rxbuf_size = 4096;
 	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
-	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, cour_params.rx_size);
+	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* as cour_ep_open */
 	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
 	cour_pool_init(&ep->inject_pool, cour_params.inject_size, 64, cour_params.tx_size);
 	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 256);
