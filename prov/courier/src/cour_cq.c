@@ -115,10 +115,6 @@ int cour_wait_remaining_ms(uint64_t deadline_us)
 
 /* ---- writers (engine side, lock held) ---- */
 
-static inline bool cour_cq_empty_locked(const struct cour_cq *cq)
-{
-	return cq->count == 0 && cq->errs == NULL;
-}
 
 static void cour_cq_notify_locked(struct cour_cq *cq, bool was_empty)
 {

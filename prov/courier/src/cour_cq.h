@@ -69,6 +69,12 @@ struct cour_cntr {
 	bool                 fd_armed;     /* FI_WAIT_FD: signal_fd readable since the last read */
 };
 
+/* Nothing to read: no entry and no error. Lock held. */
+static inline bool cour_cq_empty_locked(const struct cour_cq *cq)
+{
+	return cq->count == 0 && cq->errs == NULL;
+}
+
 void cour_cntr_inc_locked(struct cour_cntr *c);
 void cour_cntr_inc_err_locked(struct cour_cntr *c);
 

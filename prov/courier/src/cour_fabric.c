@@ -2,6 +2,7 @@
  * The fabric object: the root that domains and event queues are opened from.
  */
 #include "cour.h"
+#include "cour_cq.h"
 
 #include <stdlib.h>
 
@@ -38,10 +39,59 @@ static int cour_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
 	return cour_domain_open(fabric, info, dom, context);
 }
 
-/* Every courier wait object is an fd that is polled together with the wire's sockets, so a
- * wait never misses an event: it is always safe to block. */
+/*
+ * fi_trywait: is it safe to block on these objects' fds now? Progress each one's domain first
+ * (what already arrived must not wait behind the sleep), then say -FI_EAGAIN if one holds
+ * something unread, or if nothing would wake its fd when a packet arrives: the application
+ * polls only our fd, not the sockets, so under manual progress without the progress thread
+ * (FI_COURIER_MANUAL_THREAD=0) only reading the object makes progress.
+ */
+static int cour_trywait_domain(struct cour_domain *dom)
+{
+	cour_lock_acquire(&dom->lock);
+	cour_domain_progress_locked(dom);
+	cour_lock_release(&dom->lock);
+	return dom->thread_running ? 0 : -FI_EAGAIN;
+}
+
 static int cour_fabric_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 {
+	for (int i = 0; i < count; i++) {
+		int ret = 0;
+
+		switch (fids[i]->fclass) {
+		case FI_CLASS_CQ: {
+			struct cour_cq *cq = COUR_CONTAINER_OF(fids[i], struct cour_cq,
+							       cq_fid.fid);
+
+			ret = cour_trywait_domain(cq->domain);
+			cour_lock_acquire(&cq->domain->lock);
+			if (!cour_cq_empty_locked(cq))
+				ret = -FI_EAGAIN;
+			cour_lock_release(&cq->domain->lock);
+			break;
+		}
+		case FI_CLASS_CNTR: {
+			struct cour_cntr *c = COUR_CONTAINER_OF(fids[i], struct cour_cntr,
+								cntr_fid.fid);
+
+			ret = cour_trywait_domain(c->domain);
+			cour_lock_acquire(&c->domain->lock);
+			if (c->fd_armed)        /* a change not yet read */
+				ret = -FI_EAGAIN;
+			cour_lock_release(&c->domain->lock);
+			break;
+		}
+		case FI_CLASS_EQ:
+			break;          /* level-triggered: readable exactly while it holds events */
+		default:
+			COUR_WARN(FI_LOG_FABRIC, "fi_trywait on fclass %zu: only CQs, counters "
+				  "and EQs have wait objects\n", fids[i]->fclass);
+			return -FI_EINVAL;
+		}
+		if (ret)
+			return ret;
+	}
 	return 0;
 }
 
