@@ -107,6 +107,7 @@ static void setup(void)
 	cour_params.wire = NULL;        /* the real UDP wire */
 	cour_params.shm = 0;            /* ...between A and B too: the stream must cross it */
 	cour_params.unexp_max = 0;      /* credits bound unexpected messages (no early return) */
+	cour_params.manual_thread = 0;  /* everything in this thread, as the counts assume */
 	cr_assert_not_null(hints);
 	hints->ep_attr->type = FI_EP_RDM;
 	/* RMA and atomics too: the forged RMA packets must reach their handlers */

@@ -37,7 +37,7 @@
 #define SV_MSGS_MAX	(1 << 17)
 #define SV_BYTES_DEF	(100ULL << 20)
 #define SV_TAG(seq)	(0x5e00000000ULL + (seq))
-#define SV_WAIT_MS	20000
+#define SV_WAIT_MS	60000	/* one completion; a peer may be paused 30 s (test_peer_pause.sh) */
 
 enum sv_mode { SV_MIXED, SV_TAGGED, SV_MSG };
 static const char *const sv_mode_name[] = { "mixed", "tagged", "msg" };

@@ -753,12 +753,12 @@ static void cour_peer_silence_warn(struct cour_peer *peer, uint64_t quiet_us)
 		return;
 	peer->silence_warned = true;
 	peer->ep->stats.peer_silences++;
-	COUR_WARN(FI_LOG_EP_DATA, "peer %s has not answered for %.1f s while we wait on it (%s%s%s"
+	COUR_WARN(FI_LOG_EP_DATA, "peer %s has not answered for %.1f s while we wait on it (for%s%s%s"
 		  "); still trying: it is declared unreachable after FI_COURIER_PEER_TIMEOUT=%d ms "
 		  "of silence\n", cour_addr_str(&peer->addr, str, sizeof(str)),
-		  (double)quiet_us / 1e6, peer->tx_una != peer->tx_next ? "unacknowledged packets "
-		  : "", peer->tx_wait ? "operations awaiting its answer " : "",
-		  peer->credit_stalled ? "messages waiting for its credits" : "",
+		  (double)quiet_us / 1e6, peer->tx_una != peer->tx_next ? " unacknowledged packets"
+		  : "", peer->tx_wait ? " operations awaiting its answer" : "",
+		  peer->credit_stalled ? " messages waiting for its credits" : "",
 		  cour_params.peer_timeout_ms);
 }
 
