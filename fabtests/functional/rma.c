@@ -456,7 +456,8 @@ static int sleep_target(struct rmat *t)
 	int k, i;
 
 	if (f->ft.info->domain_attr->data_progress != FI_PROGRESS_AUTO)
-		printf("sleep: the target runs in manual progress (-M manual): this must fail\n");
+		printf("sleep: the target runs in manual progress (-M manual): only a provider that "
+		       "progresses more than asked passes (courier: FI_COURIER_MANUAL_THREAD)\n");
 	for (k = 0; k < SL_NR; k++)
 		cour_ft_fill(t->buf + SL_R + k * SL_CHUNK, SL_CHUNK, 750 + k);
 	FUNC_CALL(f, rma_send_region(&t->r, &t->reg));
