@@ -9,6 +9,10 @@
 #                               FI_DELIVERY_COMPLETE: they are acknowledged but never
 #                               delivered, so only the peer timeout can end them
 #                               (FI_EHOSTUNREACH)
+# test_peer_death.sh refused    over UDP (shared memory off) with the default peer timeout
+#                               (minutes): the dead receiver's host answers with ICMP port
+#                               unreachable, evidence enough to fail the sends at once
+#                               (FI_EHOSTUNREACH), long before the timeout would
 # Both sides are on this host, so by default they talk through shared memory: the killed
 # receiver is seen gone through its process (FI_EHOSTUNREACH) and must leave nothing in
 # /dev/shm. restart-now tests the UDP session restart, so it turns shared memory off.
@@ -29,10 +33,13 @@ FI_PROVIDER=${FI_PROVIDER:-^ofi_rxd,ofi_rxm}; export FI_PROVIDER
 if [ "$mode" = restart-now ]; then
 	FI_COURIER_PEER_TIMEOUT=3000
 	FI_COURIER_SHM=0; export FI_COURIER_SHM
+elif [ "$mode" = refused ]; then
+	unset FI_COURIER_PEER_TIMEOUT
+	FI_COURIER_SHM=0; export FI_COURIER_SHM
 else
 	FI_COURIER_PEER_TIMEOUT=500
 fi
-export FI_COURIER_PEER_TIMEOUT
+[ -n "${FI_COURIER_PEER_TIMEOUT:-}" ] && export FI_COURIER_PEER_TIMEOUT
 
 port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null)
 [ -n "$port" ] || port=$((20000 + $$ % 20000))

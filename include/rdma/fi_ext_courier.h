@@ -72,6 +72,7 @@ struct fi_courier_stats {
 	uint64_t linger_waits;              /* closes that waited for sends to be delivered */
 	uint64_t linger_lost;               /* operations still undelivered when the linger
 					     * ran out (logged with their peer) */
+	uint64_t peers_refused;             /* ICMP port unreachable for a peer's address */
 };
 
 struct fi_courier_ops_ep {

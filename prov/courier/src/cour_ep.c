@@ -392,7 +392,7 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		" fault_drop %" PRIu64 " fault_dup %" PRIu64 " fault_corrupt %" PRIu64
 		" fault_reorder %" PRIu64 " rx_in_place %" PRIu64 " peers_evicted %" PRIu64
 		" peer_silences %" PRIu64 " unexp_credit_early %" PRIu64 " linger_waits %" PRIu64
-		" linger_lost %" PRIu64 "\n",
+		" linger_lost %" PRIu64 " peers_refused %" PRIu64 "\n",
 		cour_addr_str(&ep->addr, str, sizeof(str)), s.tx_pkts, s.rx_pkts, s.tx_bytes,
 		s.rx_bytes, s.tx_msgs, s.rx_msgs, s.acks_sent, s.acks_rcvd, s.retrans_timeout,
 		s.retrans_fast, s.dup_rcvd, s.ooo_rcvd, s.drop_window, s.drop_bad_hdr,
@@ -400,7 +400,7 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		s.unexpected_msgs, s.peers_unreachable, s.peers_reset, s.rtt_srtt_us,
 		s.fault_drops, s.fault_dups, s.fault_corrupts, s.fault_reorders, s.rx_in_place,
 		s.peers_evicted, s.peer_silences, s.unexp_credit_early, s.linger_waits,
-		s.linger_lost);
+		s.linger_lost, s.peers_refused);
 	if (ep->shm_ring)
 		fprintf(stderr, "courier stats %s: shm_peers %" PRIu64 " shm_tx_pkts %" PRIu64
 			" shm_rx_pkts %" PRIu64 " shm_ring_full %" PRIu64 " shm_doorbells %" PRIu64

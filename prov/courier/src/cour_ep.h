@@ -237,6 +237,7 @@ struct cour_peer {
 	uint64_t             last_heard_us;   /* last valid packet of any kind from the peer */
 	uint64_t             probe_deadline;  /* waiting on the peer: next liveness probe, 0: none */
 	uint64_t             wait_since_us;   /* ...since then (silence before it is not silence) */
+	uint64_t             refused_us;      /* its host said no one listens there (ICMP), 0: no */
 	bool                 silence_warned;  /* said once per silence that it is long */
 
 	/* receive side */
@@ -408,6 +409,8 @@ struct cour_peer *cour_peer_get_locked(struct cour_ep *ep, fi_addr_t fi_addr);
 struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
 					    bool create);
 void cour_peer_free_all(struct cour_ep *ep);
+/* The wire learned that nothing listens at sa (ICMP port unreachable): evidence of death. */
+void cour_peer_refused(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len);
 /* Operations of ours the peer has not yet taken or answered (0: nothing owed). */
 size_t cour_peer_tx_pending(const struct cour_peer *peer);
 fi_addr_t cour_peer_fi_addr(struct cour_peer *peer);

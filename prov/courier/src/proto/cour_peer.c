@@ -40,6 +40,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->last_ack_us = now;
 	peer->last_heard_us = now;
 	peer->probe_deadline = 0;
+	peer->refused_us = 0;
 	peer->rx_next = 0;
 	peer->rx_held = 0;
 	peer->credits_granted = (uint32_t)cour_params.credits;
@@ -762,6 +763,20 @@ static void cour_peer_silence_warn(struct cour_peer *peer, uint64_t quiet_us)
 		  cour_params.peer_timeout_ms);
 }
 
+/* Refused (ICMP) and silent since, past a grace for a restart on the same port. */
+#define COUR_REFUSED_GRACE_US 200000
+static bool cour_peer_refused_dead(const struct cour_peer *peer, uint64_t now)
+{
+	return peer->refused_us && peer->refused_us >= peer->last_heard_us &&
+	       cour_us_since(now, peer->last_heard_us) >= COUR_REFUSED_GRACE_US;
+}
+
+/* Dead on evidence: its process exited (same host), or its host refuses our packets. */
+static bool cour_peer_dead_by_evidence(struct cour_peer *peer, uint64_t now)
+{
+	return cour_shm_peer_gone(peer) || cour_peer_refused_dead(peer, now);
+}
+
 static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
 {
 	uint32_t w = (uint32_t)cour_params.window;
@@ -772,14 +787,17 @@ static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
 
 	/* what the engine believed, for whoever reads this after a hang that should not be */
 	bool gone = cour_shm_peer_gone(peer);
+	bool refused = !gone && cour_peer_refused_dead(peer, now);
 
 	COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: %s%.1f s%s; failing its "
 		  "operations (sessions %08x/%08x, tx_una %u tx_next %u rx_next %u held %u, "
 		  "head type %u tries %u sent %" PRIu64 " us ago, srtt %" PRIu64 " rto %" PRIu64
 		  " us, last ack %" PRIu64 " us ago, last heard %" PRIu64 " us ago, lists %c%c%c%c, "
 		  "shm %d)\n", cour_addr_str(&peer->addr, str, sizeof(str)),
-		  gone ? "its process exited (after waiting " : "no answer for ",
-		  (double)quiet_us / 1e6, gone ? ")" : ", past FI_COURIER_PEER_TIMEOUT",
+		  gone ? "its process exited (after waiting " :
+		  refused ? "its host says nothing listens at its address any more (ICMP port "
+			    "unreachable; silent for " : "no answer for ",
+		  (double)quiet_us / 1e6, gone || refused ? ")" : ", past FI_COURIER_PEER_TIMEOUT",
 		  peer->local_session, peer->remote_session,
 		  peer->tx_una, peer->tx_next, peer->rx_next, peer->rx_held,
 		  head ? head->hdr.base.type : 0, head ? head->tries : 0,
@@ -834,7 +852,8 @@ static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
 	if (now < peer->probe_deadline)
 		return;
 	quiet = cour_us_since(now, COUR_MAX(peer->last_heard_us, peer->wait_since_us));
-	if (quiet >= (uint64_t)cour_params.peer_timeout_ms * 1000 || cour_shm_peer_gone(peer)) {
+	if (quiet >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
+	    cour_peer_dead_by_evidence(peer, now)) {
 		cour_peer_unreachable(peer, quiet);
 		return;
 	}
@@ -875,7 +894,7 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			uint64_t quiet = cour_us_since(now, peer->last_ack_us);
 
 			if (quiet >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
-			    cour_shm_peer_gone(peer)) {
+			    cour_peer_dead_by_evidence(peer, now)) {
 				cour_peer_unreachable(peer, quiet);
 			} else if (peer->via_shm) {
 				/* a full ring, not a loss: cour_peer_shm_retry resends in order */
@@ -927,6 +946,29 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
 			next = peer->hello_next_us;
 	}
 	ep->next_timer = next;
+}
+
+/*
+ * Evidence of death across hosts: the peer's host answered a packet of ours with ICMP port
+ * unreachable. Weighed in the timers (cour_peer_dead_by_evidence): a peer heard since, or
+ * still within a short grace (a restart in progress on the same port), is not dead.
+ */
+void cour_peer_refused(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_addr a;
+	struct cour_peer *peer;
+
+	if (cour_addr_from_sockaddr(&a, sa, sa_len))
+		return;
+	a.is_v4 = ep->addr.is_v4;
+	peer = cour_peer_by_addr_locked(ep, &a, false);
+	if (!peer)
+		return;
+	ep->stats.peers_refused++;
+	peer->refused_us = cour_ep_clock(ep);
+	if (!peer->refused_us)
+		peer->refused_us = 1;
+	cour_peer_activate(peer);
 }
 
 /* Operations the peer still has of ours: packets to build or to be acknowledged, operations

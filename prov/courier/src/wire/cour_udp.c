@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -32,6 +33,50 @@ static void cour_udp_sockbuf(int fd, int opt, int force_opt, size_t want)
 static void cour_udp_close(struct cour_ep *ep);
 static int cour_udp_flush(struct cour_ep *ep);
 
+/*
+ * ICMP port unreachable is evidence that nothing listens at a peer's address any more (its
+ * process died, its host lives): with IP_RECVERR the kernel queues it with the destination we
+ * sent to, and the engine weighs it (cour_peer_refused). The error is also posted once on the
+ * socket (ECONNREFUSED from the next send or receive), which is when the queue is read, so
+ * an error never stays queued to make poll() report POLLERR for ever.
+ */
+static void cour_udp_recverr_on(int fd, bool v4)
+{
+	int one = 1;
+
+	if (setsockopt(fd, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_RECVERR : IPV6_RECVERR, &one,
+		       sizeof(one)))
+		COUR_INFO(FI_LOG_EP_CTRL, "IP_RECVERR: %s (dead peers are found by silence only)\n",
+			  strerror(errno));
+}
+
+static void cour_udp_read_errors(struct cour_ep *ep)
+{
+	for (int n = 0; n < 64; n++) {
+		struct sockaddr_storage dst;
+		union { char buf[CMSG_SPACE(sizeof(struct sock_extended_err) +
+					    sizeof(struct sockaddr_in6))]; struct cmsghdr c; } ctl;
+		char data[64];
+		struct iovec v = { .iov_base = data, .iov_len = sizeof(data) };
+		struct msghdr m = { .msg_name = &dst, .msg_namelen = sizeof(dst), .msg_iov = &v,
+				    .msg_iovlen = 1, .msg_control = ctl.buf,
+				    .msg_controllen = sizeof(ctl.buf) };
+		struct cmsghdr *c;
+
+		if (recvmsg(ep->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+			return;
+		for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+			const struct sock_extended_err *e = (const void *)CMSG_DATA(c);
+
+			if (!((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_RECVERR) ||
+			      (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_RECVERR)))
+				continue;
+			if (e->ee_errno == ECONNREFUSED)
+				cour_peer_refused(ep, &dst, m.msg_namelen);
+		}
+	}
+}
+
 static int cour_udp_open(struct cour_ep *ep, const struct cour_addr *want)
 {
 	struct sockaddr_storage ss;
@@ -53,6 +98,7 @@ static int cour_udp_open(struct cour_ep *ep, const struct cour_addr *want)
 		return err == EADDRINUSE ? -FI_EADDRINUSE :
 		       err == EADDRNOTAVAIL ? -FI_EADDRNOTAVAIL : -FI_EINVAL;
 	}
+	cour_udp_recverr_on(fd, ss.ss_family == AF_INET);
 	cour_udp_sockbuf(fd, SO_SNDBUF, SO_SNDBUFFORCE, cour_params.sockbuf);
 	cour_udp_sockbuf(fd, SO_RCVBUF, SO_RCVBUFFORCE, cour_params.sockbuf);
 
@@ -216,7 +262,9 @@ static int cour_udp_flush(struct cour_ep *ep)
 		 * ICMP: the unsent packets are in their peers' windows and the retransmit timer
 		 * will resend them. Skip the one that failed so one bad destination cannot block
 		 * the batch. */
-		if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNREFUSED)
+		if (ret < 0 && errno == ECONNREFUSED)
+			cour_udp_read_errors(ep);
+		else if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			COUR_WARN(FI_LOG_EP_DATA, "sendmmsg: %s\n", strerror(errno));
 		ep->tx_blocked = true;
 		done++;
@@ -237,6 +285,8 @@ static int cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *
 	while (sendmsg(ep->fd, &w.m, 0) < 0) {
 		if (errno == EINTR)
 			continue;
+		if (errno == ECONNREFUSED)
+			cour_udp_read_errors(ep);
 		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNREFUSED)
 			return -FI_EAGAIN;
 		COUR_WARN(FI_LOG_EP_DATA, "sendmsg: %s\n", strerror(errno));
@@ -283,8 +333,11 @@ static int cour_udp_poll_direct(struct cour_ep *ep)
 		ssize_t len = recvmsg(ep->fd, &m, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
 		void *dst = NULL;
 
-		if (len < 0)
+		if (len < 0) {
+			if (errno == ECONNREFUSED)
+				cour_udp_read_errors(ep);
 			break;
+		}
 		n++;
 		ep->stats.rx_pkts++;
 		if ((size_t)len >= sizeof(hdr) + COUR_UDP_DIRECT_MIN && (size_t)len <= COUR_MAX_PKT)
@@ -344,8 +397,11 @@ static int cour_udp_poll(struct cour_ep *ep)
 		ep->rx_msgs[i].msg_hdr.msg_flags = 0;
 	}
 	n = recvmmsg(ep->fd, ep->rx_msgs, COUR_RX_BATCH, MSG_DONTWAIT, NULL);
-	if (n <= 0)
+	if (n <= 0) {
+		if (n < 0 && errno == ECONNREFUSED)
+			cour_udp_read_errors(ep);
 		return 0;
+	}
 	for (i = 0; i < n; i++) {
 		struct msghdr *m = &ep->rx_msgs[i].msg_hdr;
 
@@ -367,8 +423,12 @@ static int cour_udp_poll(struct cour_ep *ep)
 static void cour_udp_send_raw(struct cour_ep *ep, const void *sa, socklen_t sa_len,
 			      const char *buf, size_t len)
 {
-	if (sendto(ep->fd, buf, len, 0, sa, sa_len) < 0 && errno != EAGAIN)
-		COUR_DBG(FI_LOG_EP_DATA, "sendto: %s\n", strerror(errno));
+	if (sendto(ep->fd, buf, len, 0, sa, sa_len) < 0) {
+		if (errno == ECONNREFUSED)
+			cour_udp_read_errors(ep);
+		else if (errno != EAGAIN)
+			COUR_DBG(FI_LOG_EP_DATA, "sendto: %s\n", strerror(errno));
+	}
 }
 
 const struct cour_wire_ops cour_udp_wire = {
