@@ -453,16 +453,25 @@ void rma_close(struct rma *r)
 int rma_mr_reg(struct rma *r, void *buf, size_t len, uint64_t access, struct fid_mr **mr,
 	       struct rma_region *reg)
 {
+	return rma_mr_reg_cntr(r, buf, len, access, NULL, 0, mr, reg);
+}
+
+int rma_mr_reg_cntr(struct rma *r, void *buf, size_t len, uint64_t access,
+		    struct fid_cntr *cntr, uint64_t cntr_flags, struct fid_mr **mr,
+		    struct rma_region *reg)
+{
 	struct func *f = &r->f;
 	struct cour_ft *ft = &f->ft;
 	uint64_t key = r->prov_key ? 0 : r->next_key++;
 	struct fid_mr *m;
 
 	FUNC_CALL(f, fi_mr_reg(ft->domain, buf, len, access, 0, key, 0, &m, NULL));
-	if (r->endpoint_mr) {
+	if (cntr)
+		FUNC_CALL(f, fi_mr_bind(m, &cntr->fid, cntr_flags));
+	if (r->endpoint_mr)
 		FUNC_CALL(f, fi_mr_bind(m, &ft->ep->fid, 0));
+	if (r->endpoint_mr || (cntr && (ft->info->domain_attr->mr_mode & FI_MR_RMA_EVENT)))
 		FUNC_CALL(f, fi_mr_enable(m));
-	}
 	reg->addr = r->virt_addr ? (uint64_t)(uintptr_t)buf : 0;
 	reg->key = fi_mr_key(m);
 	reg->len = len;

@@ -82,6 +82,11 @@ void rma_peer(struct rma *r, int i);
  */
 int rma_mr_reg(struct rma *r, void *buf, size_t len, uint64_t access, struct fid_mr **mr,
 	       struct rma_region *reg);
+/* The same with cntr bound to the region for cntr_flags (FI_REMOTE_WRITE, FI_REMOTE_READ)
+ * before it is enabled, as OpenSHMEM binds a counter to its heap. */
+int rma_mr_reg_cntr(struct rma *r, void *buf, size_t len, uint64_t access,
+		    struct fid_cntr *cntr, uint64_t cntr_flags, struct fid_mr **mr,
+		    struct rma_region *reg);
 void rma_mr_close(struct rma *r, struct fid_mr **mr);
 
 /* A descriptor for local buffers when FI_MR_LOCAL asks for one (else *mr = NULL, desc NULL). */

@@ -256,22 +256,11 @@ static int sw_target(struct sw *s)
 static int sw_heap_reg(struct sw *s)
 {
 	struct func *f = &s->r.f;
-	struct cour_ft *ft = &f->ft;
 	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
-	uint64_t key = s->r.prov_key ? 0 : s->r.next_key++;
 
-	FUNC_CALL(f, fi_cntr_open(ft->domain, &attr, &s->heap_cntr, NULL));
-	FUNC_CALL(f, fi_mr_reg(ft->domain, s->heap, SW_HEAP, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
-			       key, 0, &s->mr, NULL));
-	FUNC_CALL(f, fi_mr_bind(s->mr, &s->heap_cntr->fid, FI_REMOTE_WRITE));
-	if (s->r.endpoint_mr)
-		FUNC_CALL(f, fi_mr_bind(s->mr, &ft->ep->fid, 0));
-	if (s->r.endpoint_mr || (ft->info->domain_attr->mr_mode & FI_MR_RMA_EVENT))
-		FUNC_CALL(f, fi_mr_enable(s->mr));
-	s->reg.addr = s->r.virt_addr ? (uint64_t)(uintptr_t)s->heap : 0;
-	s->reg.key = fi_mr_key(s->mr);
-	s->reg.len = SW_HEAP;
-	return 0;
+	FUNC_CALL(f, fi_cntr_open(f->ft.domain, &attr, &s->heap_cntr, NULL));
+	return rma_mr_reg_cntr(&s->r, s->heap, SW_HEAP, FI_REMOTE_READ | FI_REMOTE_WRITE,
+			       s->heap_cntr, FI_REMOTE_WRITE, &s->mr, &s->reg);
 }
 
 int main(int argc, char **argv)

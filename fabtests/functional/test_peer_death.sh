@@ -31,7 +31,9 @@ if [ -d "$build/.libs" ] && [ -z "${FI_PROVIDER_PATH:-}" ]; then
 fi
 FI_PROVIDER=${FI_PROVIDER:-^ofi_rxd,ofi_rxm}; export FI_PROVIDER
 if [ "$mode" = restart-now ]; then
+	# the restart must beat the evidence of death too (ICMP port unreachable meanwhile)
 	FI_COURIER_PEER_TIMEOUT=3000
+	FI_COURIER_REFUSED_GRACE=3000; export FI_COURIER_REFUSED_GRACE
 	FI_COURIER_SHM=0; export FI_COURIER_SHM
 elif [ "$mode" = refused ]; then
 	unset FI_COURIER_PEER_TIMEOUT

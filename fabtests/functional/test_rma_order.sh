@@ -21,7 +21,8 @@ held=0
 for i in 1 2 3 4 5; do
 	hold=
 	[ $i = 5 ] && hold=FI_COURIER_LEASE_HOLD=1000
-	COUR_FT_OUT_DIR=$out COUR_FT_CLIENT_WRAP=$out/killed COUR_FT_CLIENT_ENV=$hold \
+	COUR_FT_OUT_DIR=$out COUR_FT_CLIENT_WRAP=$out/killed \
+		COUR_FT_CLIENT_ENV="FI_COURIER_MANUAL_THREAD=0 $hold" \
 		COUR_FT_SERVER_ENV="FI_LOG_LEVEL=info FI_LOG_PROV=courier" \
 		"$d/run_pair.sh" rma_order -x death >"$out/pair" 2>&1 ||
 		{ grep -v "^libfabric:" "$out/pair"; echo "test_rma_order.sh: death $i failed"; exit 1; }

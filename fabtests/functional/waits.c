@@ -232,21 +232,10 @@ static int open_objects(struct waits *w)
 		FUNC_CALL(f, fi_cntr_open(dom, &ca, &w->cntr[k], NULL));
 	}
 	FUNC_CALL(f, fi_cq_open(dom, &qa, &w->cq, NULL));
-	for (int k = 0; k < 2; k++) {
-		uint64_t key = w->r.prov_key ? 0 : w->r.next_key++;
-		char *buf = (char *)w->mem + 4096 * k;
-
-		FUNC_CALL(f, fi_mr_reg(dom, buf, 4096, FI_REMOTE_WRITE, 0, key, 0, &w->mr[k],
-				       NULL));
-		FUNC_CALL(f, fi_mr_bind(w->mr[k], &w->cntr[k]->fid, FI_REMOTE_WRITE));
-		if (w->r.endpoint_mr)
-			FUNC_CALL(f, fi_mr_bind(w->mr[k], &f->ft.ep->fid, 0));
-		if (w->r.endpoint_mr || (f->ft.info->domain_attr->mr_mode & FI_MR_RMA_EVENT))
-			FUNC_CALL(f, fi_mr_enable(w->mr[k]));
-		w->reg[k].addr = w->r.virt_addr ? (uint64_t)(uintptr_t)buf : 0;
-		w->reg[k].key = fi_mr_key(w->mr[k]);
-		w->reg[k].len = 4096;
-	}
+	for (int k = 0; k < 2; k++)
+		FUNC_CALL(f, rma_mr_reg_cntr(&w->r, (char *)w->mem + 4096 * k, 4096,
+					     FI_REMOTE_WRITE, w->cntr[k], FI_REMOTE_WRITE,
+					     &w->mr[k], &w->reg[k]));
 	return 0;
 }
 

@@ -78,6 +78,7 @@ struct cour_params {
 	int      rto_max_us;       /* retransmit timeout ceiling (after backoff) */
 	int      peer_timeout_ms;  /* silence after which a peer with pending work is unreachable */
 	int      peer_warn_ms;     /* silence after which that is said once (warning) */
+	int      refused_grace_ms; /* a peer whose host refuses us may be silent this long */
 	int      linger_ms;        /* fi_close of an endpoint waits this long for sends to land */
 	int      manual_thread;    /* a progress thread under FI_PROGRESS_MANUAL too */
 	int      checksum;         /* also checksum payloads (headers are always checked) */

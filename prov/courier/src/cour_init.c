@@ -20,6 +20,7 @@ struct cour_params cour_params = {
 	.rto_max_us = 500000,
 	.peer_timeout_ms = 300000,
 	.peer_warn_ms = 10000,
+	.refused_grace_ms = 1000,
 	.linger_ms = 10000,
 	.manual_thread = 1,
 	.checksum = 0,
@@ -119,6 +120,11 @@ static void cour_params_define(void)
 	fi_param_define(&cour_prov, "peer_warn", FI_PARAM_INT,
 		"Silence of a peer we wait on after which a warning says so (it is not yet "
 		"declared unreachable), milliseconds (default: %d)", p->peer_warn_ms);
+	fi_param_define(&cour_prov, "refused_grace", FI_PARAM_INT,
+		"A peer whose host answers our packets with ICMP port unreachable (nothing listens "
+		"there any more) is declared unreachable once it stayed silent this long after, "
+		"milliseconds: room for a restart on the same port (default: %d)",
+		p->refused_grace_ms);
 	fi_param_define(&cour_prov, "linger", FI_PARAM_INT,
 		"How long fi_close of an endpoint waits for what was sent, injected or written "
 		"to be delivered (like SO_LINGER); what is still undelivered then is logged with "
@@ -184,6 +190,7 @@ static void cour_params_define(void)
 	cour_param_int("peer_timeout", &p->peer_timeout_ms, 10, 24 * 3600 * 1000);
 	cour_param_int("peer_warn", &p->peer_warn_ms, 10, 24 * 3600 * 1000);
 	cour_param_int("linger", &p->linger_ms, 0, 3600 * 1000);
+	cour_param_int("refused_grace", &p->refused_grace_ms, 0, 24 * 3600 * 1000);
 	fi_param_get_bool(&cour_prov, "manual_thread", &p->manual_thread);
 	fi_param_get_bool(&cour_prov, "checksum", &p->checksum);
 	fi_param_get_bool(&cour_prov, "stats", &p->stats);

@@ -764,11 +764,11 @@ static void cour_peer_silence_warn(struct cour_peer *peer, uint64_t quiet_us)
 }
 
 /* Refused (ICMP) and silent since, past a grace for a restart on the same port. */
-#define COUR_REFUSED_GRACE_US 200000
 static bool cour_peer_refused_dead(const struct cour_peer *peer, uint64_t now)
 {
 	return peer->refused_us && peer->refused_us >= peer->last_heard_us &&
-	       cour_us_since(now, peer->last_heard_us) >= COUR_REFUSED_GRACE_US;
+	       cour_us_since(now, peer->last_heard_us) >=
+	       (uint64_t)cour_params.refused_grace_ms * 1000;
 }
 
 /* Dead on evidence: its process exited (same host), or its host refuses our packets. */
