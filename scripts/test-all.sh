@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README's second command (and CI's): install, build, and run every test:
-#   1. warnings-as-errors build, Criterion unit tests and fabtests functional tests (make check)
+#   1. warnings-as-errors build, Criterion unit tests and fabtests functional tests (make check),
+#      and `make install` checked to stay under the prefix
 #   2. Debian's Open MPI, two-sided and one-sided over courier, at 2 and 8 ranks on one host,
 #      and at 4 ranks on two emulated hosts (network namespaces) with packet loss between them
 #   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP
@@ -34,6 +35,7 @@ check() {   # check BUILDDIR [MAKE ARGS]: run make check, show the logs of failu
 }
 stage "build (-Werror)" bash "$top/scripts/build.sh" "$top/build-ci" --enable-werror
 stage "make check" check "$top/build-ci"
+stage "make install under the prefix" bash "$top/scripts/check-install.sh" "$top/build-ci"
 stage "Open MPI over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi.sh" "$top/build-ci"
 stage "Open MPI one-sided over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi-osc.sh" "$top/build-ci"
 stage "Open MPI between two emulated hosts (netns, 2% UDP loss)" \

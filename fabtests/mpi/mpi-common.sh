@@ -1,4 +1,14 @@
-# Sourced by run-mpi.sh and run-mpi-osc.sh.
+# Sourced by run-mpi.sh, run-mpi-osc.sh and run-mpi-netns.sh.
+
+# Open MPI's own tools, by name: mpicc and mpirun follow Debian's alternatives, and MPICH
+# installed beside Open MPI (as on many clusters) takes them over.
+MPICC=$(command -v mpicc.openmpi || true)
+MPIRUN=$(command -v mpirun.openmpi || true)
+if [ -z "$MPICC" ] || [ -z "$MPIRUN" ]; then
+	echo "$(basename "$0"): Open MPI is missing (no mpicc.openmpi or mpirun.openmpi: install" \
+		"openmpi-bin and libopenmpi-dev)" >&2
+	exit 1
+fi
 
 # rank_wrapper DIR: writes DIR/rankout, which mpirun runs in place of the program. Each rank's
 # stdout and stderr go straight into DIR/ranks/rank.N/{stdout,stderr}. Not --output-filename:

@@ -32,10 +32,10 @@ out=$(mktemp -d)
 NETNS_ON_EXIT='rm -rf "$out"'
 netns_setup
 netns_loss "$loss" 1-65535
-mpicc -O2 -o "$out/mpi_p2p" "$src/mpi_p2p.c"
-mpicc -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
-mpicc -O2 -o "$out/mpi_intercomm" "$src/mpi_intercomm.c"
-mpicc -O2 -o "$out/mpi_semantics" "$src/mpi_semantics.c"
+"$MPICC" -O2 -o "$out/mpi_p2p" "$src/mpi_p2p.c"
+"$MPICC" -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
+"$MPICC" -O2 -o "$out/mpi_intercomm" "$src/mpi_intercomm.c"
+"$MPICC" -O2 -o "$out/mpi_semantics" "$src/mpi_semantics.c"
 rank_wrapper "$out"
 
 # nodes a* run their orted in the first namespace (mpirun's own), b* in the second
@@ -53,7 +53,7 @@ run() {
 	local name=$1; shift
 	local rc=0 bad=0 r
 	rm -rf "$out/ranks"
-	timeout 240 ip netns exec "$NETNS_A" mpirun --allow-run-as-root --oversubscribe \
+	timeout 240 ip netns exec "$NETNS_A" "$MPIRUN" --allow-run-as-root --oversubscribe \
 		--bind-to none --host a1,b1,b2,a2 --map-by node -np 4 \
 		--mca plm_rsh_agent "$out/rsh" --mca plm_rsh_no_tree_spawn 1 \
 		--mca oob_tcp_if_include 198.18.0.0/24 --mca mpi_yield_when_idle 1 "$@" \

@@ -24,7 +24,7 @@ src=$(cd "$(dirname "$0")" && pwd)
 . "$src/mpi-common.sh"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-mpicc -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
+"$MPICC" -O2 -o "$out/mpi_osc" "$src/mpi_osc.c"
 rank_wrapper "$out"
 
 # every node's orted runs here
@@ -36,7 +36,7 @@ for np in 2 8; do
 	# mpi_yield_when_idle: eight busy-polling ranks on a small machine starve each other; ORTE
 	# sets it only when it sees a node oversubscribed, and each of ours holds one rank.
 	rc=0
-	timeout 120 unshare -n sh -c "ip link set lo up; exec mpirun --allow-run-as-root \
+	timeout 120 unshare -n sh -c "ip link set lo up; exec $MPIRUN --allow-run-as-root \
 		--oversubscribe --bind-to none --host $hosts --map-by node \
 		--mca plm_rsh_agent $out/rsh --mca plm_rsh_no_tree_spawn 1 -np $np \
 		--mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 --mca osc rdma \

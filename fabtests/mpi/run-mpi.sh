@@ -15,14 +15,14 @@ src=$(cd "$(dirname "$0")" && pwd)
 . "$src/mpi-common.sh"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-mpicc -O2 -o "$out/mpi_p2p" "$src/mpi_p2p.c"
-mpicc -O2 -o "$out/mpi_intercomm" "$src/mpi_intercomm.c"
-mpicc -O2 -o "$out/mpi_semantics" "$src/mpi_semantics.c"
+"$MPICC" -O2 -o "$out/mpi_p2p" "$src/mpi_p2p.c"
+"$MPICC" -O2 -o "$out/mpi_intercomm" "$src/mpi_intercomm.c"
+"$MPICC" -O2 -o "$out/mpi_semantics" "$src/mpi_semantics.c"
 rank_wrapper "$out"
 for np in 2 8; do
 	rm -rf "$out/ranks"
 	rc=0
-	timeout 120 unshare -n sh -c "ip link set lo up; exec mpirun --allow-run-as-root \
+	timeout 120 unshare -n sh -c "ip link set lo up; exec $MPIRUN --allow-run-as-root \
 		--oversubscribe --bind-to none -np $np --mca pml cm --mca mtl ofi \
 		--mca opal_common_ofi_provider_include courier --mca mtl_ofi_verbose 1 \
 		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
@@ -52,7 +52,7 @@ done
 run_checked() {   # run_checked PROG NP
 	local prog=$1 np=$2 rc=0 sel=0 r
 	rm -rf "$out/ranks"
-	timeout 180 unshare -n sh -c "ip link set lo up; exec mpirun --allow-run-as-root \
+	timeout 180 unshare -n sh -c "ip link set lo up; exec $MPIRUN --allow-run-as-root \
 		--oversubscribe --bind-to none -np $np --mca pml cm --mca mtl ofi \
 		--mca opal_common_ofi_provider_include courier --mca mtl_ofi_verbose 1 \
 		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs \
