@@ -13,6 +13,14 @@
 #include "cour.h"
 #include "cour_attr.h"
 
+/* names libfabric 2.x deprecates, values that 1.x applications still pass */
+#define LEGACY_LOCAL_MR     (1ULL << 55)
+#define LEGACY_ORDER_STRICT 0x1FFULL
+#if FI_MAJOR_VERSION < 2
+_Static_assert(FI_LOCAL_MR == LEGACY_LOCAL_MR && FI_ORDER_STRICT == LEGACY_ORDER_STRICT,
+	       "legacy values");
+#endif
+
 #define V117 FI_VERSION(1, 17)
 #define V14  FI_VERSION(1, 4)
 
@@ -123,7 +131,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->tx_attr->mode, 0);
 	cr_assert_eq(fi->tx_attr->op_flags, 0);
 	cr_assert_eq(fi->tx_attr->msg_order, rdm ? RDM_ORDER : 0);
-	cr_assert_eq(fi->tx_attr->comp_order, FI_ORDER_NONE);
+	cr_assert_eq(fi->tx_attr->comp_order, COUR_ORDER_NONE);
 	cr_assert_eq(fi->tx_attr->inject_size, 4096);
 	cr_assert_eq(fi->tx_attr->size, 1024);
 	cr_assert_eq(fi->tx_attr->iov_limit, 8);
@@ -134,7 +142,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->rx_attr->mode, 0);
 	cr_assert_eq(fi->rx_attr->op_flags, 0);
 	cr_assert_eq(fi->rx_attr->msg_order, rdm ? RDM_ORDER : 0);
-	cr_assert_eq(fi->rx_attr->comp_order, FI_ORDER_NONE);
+	cr_assert_eq(fi->rx_attr->comp_order, COUR_ORDER_NONE);
 	cr_assert_eq(fi->rx_attr->total_buffered_recv, 0);
 	cr_assert_eq(fi->rx_attr->size, 1024);
 	cr_assert_eq(fi->rx_attr->iov_limit, 8);
@@ -329,7 +337,7 @@ Test(attr, tx_rx_and_domain_caps_are_checked)
 
 Test(attr, mode_bits_are_cleared)
 {
-	hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX | FI_LOCAL_MR | FI_RX_CQ_DATA;
+	hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX | LEGACY_LOCAL_MR | FI_RX_CQ_DATA;
 	hints->domain_attr->mode = ~0ULL;
 	get(V117, NULL, NULL, 0, hints, 2);
 	cr_assert_eq(info->mode, 0);
@@ -357,7 +365,7 @@ Test(attr, msg_order_was_matches_nothing)
 	hints->tx_attr->msg_order = FI_ORDER_WAS;   /* writes may overtake stalled sends */
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->tx_attr->msg_order = 0;
-	hints->rx_attr->comp_order = FI_ORDER_STRICT;
+	hints->rx_attr->comp_order = LEGACY_ORDER_STRICT;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 
@@ -565,20 +573,20 @@ Test(attr, names)
 Test(attr, mr_mode_legacy_api)
 {
 	get(V14, NULL, NULL, 0, NULL, 2);
-	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_SCALABLE);
+	cr_assert_eq(info->domain_attr->mr_mode, COUR_MR_SCALABLE);
 	cr_assert_eq(cour_attr_mr_mode(info), 0);
 	drop();
 
-	hints->domain_attr->mr_mode = FI_MR_BASIC;
+	hints->domain_attr->mr_mode = COUR_MR_BASIC;
 	get(V14, NULL, NULL, 0, hints, 2);
-	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_BASIC);
+	cr_assert_eq(info->domain_attr->mr_mode, COUR_MR_BASIC);
 	cr_assert_eq(info->fabric_attr->api_version, V14);
 	cr_assert_eq(cour_attr_mr_mode(info), FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
 	drop();
 
-	hints->domain_attr->mr_mode = FI_MR_SCALABLE;
+	hints->domain_attr->mr_mode = COUR_MR_SCALABLE;
 	get(V14, NULL, NULL, 0, hints, 2);
-	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_SCALABLE);
+	cr_assert_eq(info->domain_attr->mr_mode, COUR_MR_SCALABLE);
 
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR;	/* not a 1.4 value */
 	fail(V14, NULL, NULL, 0, hints, -FI_ENODATA);
@@ -596,7 +604,7 @@ Test(attr, mr_mode_bits)
 	/* what fi_info(1) asks: every bit but the legacy ones; FI_MR_LOCAL, which courier does
 	 * not need, is cleared; FI_MR_ENDPOINT is kept where regions can be reached remotely
 	 * (RDM, first), not for DGRAM, which has no RMA */
-	hints->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+	hints->domain_attr->mr_mode = ~(COUR_MR_BASIC | COUR_MR_SCALABLE);
 	get(V117, NULL, NULL, 0, hints, 2);
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
@@ -613,11 +621,11 @@ Test(attr, mr_mode_bits)
 	cr_assert_eq(info->domain_attr->mr_mode, 0);
 	drop();
 
-	hints->domain_attr->mr_mode = FI_MR_BASIC;	/* never cleared, fi_mr(3) */
+	hints->domain_attr->mr_mode = COUR_MR_BASIC;	/* never cleared, fi_mr(3) */
 	get(V117, NULL, NULL, 0, hints, 2);
-	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_BASIC);
+	cr_assert_eq(info->domain_attr->mr_mode, COUR_MR_BASIC);
 
-	hints->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL;	/* BASIC must be alone */
+	hints->domain_attr->mr_mode = COUR_MR_BASIC | FI_MR_LOCAL;	/* BASIC must be alone */
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 
@@ -652,7 +660,7 @@ Test(attr, mr_mode_endpoint_only_with_remote_access)
 
 	/* legacy values stay alone */
 	hints->caps = 0;
-	hints->domain_attr->mr_mode = FI_MR_SCALABLE | FI_MR_ENDPOINT;
+	hints->domain_attr->mr_mode = COUR_MR_SCALABLE | FI_MR_ENDPOINT;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 

@@ -482,7 +482,7 @@ Test(mr, legacy_basic_mode_means_virt_addr_and_provider_keys)
 	struct fid_mr *a, *b;
 	void *p;
 
-	dom.mr_mode = FI_MR_BASIC;
+	dom.mr_mode = COUR_MR_BASIC;
 	a = reg(buf, sizeof(buf), FI_REMOTE_READ, 0, 1, 0);
 	b = reg(buf, sizeof(buf), FI_REMOTE_READ, 0, 1, 0);
 	cr_expect_neq(fi_mr_key(a), fi_mr_key(b), "requested keys ignored");

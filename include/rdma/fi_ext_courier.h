@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <rdma/fabric.h>
+#include <rdma/fi_endpoint.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -57,6 +57,21 @@
 #define COUR_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define COUR_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/*
+ * The legacy mr_mode values and FI_ORDER_NONE are ABI (applications of API < 1.5 still pass
+ * them, and fi_mr(3) says how to answer), but libfabric 2.x deprecates their names: courier
+ * uses its own, checked against the headers that still define them plainly.
+ */
+#define COUR_MR_UNSPEC   0
+#define COUR_MR_BASIC    (1 << 0)
+#define COUR_MR_SCALABLE (1 << 1)
+#define COUR_ORDER_NONE  0ULL
+#if FI_MAJOR_VERSION < 2
+_Static_assert(FI_MR_UNSPEC == COUR_MR_UNSPEC && FI_MR_BASIC == COUR_MR_BASIC &&
+	       FI_MR_SCALABLE == COUR_MR_SCALABLE && FI_ORDER_NONE == COUR_ORDER_NONE,
+	       "legacy mr_mode and FI_ORDER_NONE values");
+#endif
+
 extern struct fi_provider cour_prov;
 
 #define COUR_WARN(subsys, ...) FI_WARN(&cour_prov, subsys, __VA_ARGS__)

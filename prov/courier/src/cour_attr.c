@@ -46,7 +46,7 @@
 static const struct fi_tx_attr cour_rdm_tx_attr = {
 	.caps = COUR_RDM_TX_CAPS,
 	.msg_order = COUR_RDM_ORDER,
-	.comp_order = FI_ORDER_NONE,
+	.comp_order = COUR_ORDER_NONE,
 	.iov_limit = COUR_IOV_LIMIT,
 	.rma_iov_limit = 1,
 };
@@ -54,22 +54,22 @@ static const struct fi_tx_attr cour_rdm_tx_attr = {
 static const struct fi_rx_attr cour_rdm_rx_attr = {
 	.caps = COUR_RDM_RX_CAPS,
 	.msg_order = COUR_RDM_ORDER,
-	.comp_order = FI_ORDER_NONE,
+	.comp_order = COUR_ORDER_NONE,
 	.iov_limit = COUR_IOV_LIMIT,
 };
 
 /* Datagrams are neither retransmitted nor reordered back: no ordering to promise. */
 static const struct fi_tx_attr cour_dgram_tx_attr = {
 	.caps = COUR_TX_CAPS,
-	.msg_order = FI_ORDER_NONE,
-	.comp_order = FI_ORDER_NONE,
+	.msg_order = COUR_ORDER_NONE,
+	.comp_order = COUR_ORDER_NONE,
 	.iov_limit = COUR_IOV_LIMIT,
 };
 
 static const struct fi_rx_attr cour_dgram_rx_attr = {
 	.caps = COUR_RX_CAPS,
-	.msg_order = FI_ORDER_NONE,
-	.comp_order = FI_ORDER_NONE,
+	.msg_order = COUR_ORDER_NONE,
+	.comp_order = COUR_ORDER_NONE,
 	.iov_limit = COUR_IOV_LIMIT,
 };
 
@@ -195,11 +195,11 @@ uint64_t cour_attr_mr_mode(const struct fi_info *info)
 {
 	int mode = info->domain_attr->mr_mode;
 
-	if (mode == FI_MR_BASIC)
+	if (mode == COUR_MR_BASIC)
 		return FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	if (mode == FI_MR_SCALABLE)
+	if (mode == COUR_MR_SCALABLE)
 		return 0;
-	return (uint64_t)mode & ~(uint64_t)(FI_MR_BASIC | FI_MR_SCALABLE);
+	return (uint64_t)mode & ~(uint64_t)(COUR_MR_BASIC | COUR_MR_SCALABLE);
 }
 
 /* ---- matching hints against one offer ---- */
@@ -328,17 +328,17 @@ static int cour_attr_pick_mr_mode(uint32_t version, const struct fi_info *hints,
 
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
 		switch (want) {
-		case FI_MR_UNSPEC:
-			return FI_MR_SCALABLE;	/* "basic or scalable": scalable asks nothing */
-		case FI_MR_BASIC:
-		case FI_MR_SCALABLE:
+		case COUR_MR_UNSPEC:
+			return COUR_MR_SCALABLE;	/* "basic or scalable": scalable asks nothing */
+		case COUR_MR_BASIC:
+		case COUR_MR_SCALABLE:
 			return want;
 		default:
 			return -1;
 		}
 	}
-	if (want & (FI_MR_BASIC | FI_MR_SCALABLE))
-		return (want == FI_MR_BASIC || want == FI_MR_SCALABLE) ? want : -1;
+	if (want & (COUR_MR_BASIC | COUR_MR_SCALABLE))
+		return (want == COUR_MR_BASIC || want == COUR_MR_SCALABLE) ? want : -1;
 	mode = want & COUR_MR_MODE_SUPPORTED;
 	if ((want & FI_MR_ENDPOINT) && (caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)))
 		mode |= FI_MR_ENDPOINT;
@@ -838,8 +838,8 @@ int cour_info_check(const struct fi_info *info)
 	if (!cour_match(&m, info)) {
 		ret = -FI_EINVAL;
 	} else if (info->domain_attr->mr_mode &
-		   ~(COUR_MR_MODE_SUPPORTED | FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_BASIC |
-		     FI_MR_SCALABLE)) {
+		   ~(COUR_MR_MODE_SUPPORTED | FI_MR_LOCAL | FI_MR_ENDPOINT | COUR_MR_BASIC |
+		     COUR_MR_SCALABLE)) {
 		COUR_WARN(FI_LOG_CORE, "mr_mode 0x%x has bits courier never returns\n",
 			  info->domain_attr->mr_mode);
 		ret = -FI_EINVAL;

@@ -27,13 +27,13 @@ struct cour_mr {
 	UT_hash_handle       hh;
 };
 
-/* Domain mr_mode as this file reads it: the legacy FI_MR_BASIC means VIRT_ADDR|ALLOCATED|PROV_KEY
- * (fi_mr(3)); FI_MR_SCALABLE means none of them. */
+/* Domain mr_mode as this file reads it: the legacy COUR_MR_BASIC means VIRT_ADDR|ALLOCATED|PROV_KEY
+ * (fi_mr(3)); COUR_MR_SCALABLE means none of them. */
 static inline uint64_t cour_mr_mode(const struct cour_domain *dom)
 {
-	if (dom->mr_mode == FI_MR_BASIC)
+	if (dom->mr_mode == COUR_MR_BASIC)
 		return FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	if (dom->mr_mode == FI_MR_SCALABLE)
+	if (dom->mr_mode == COUR_MR_SCALABLE)
 		return 0;
 	return dom->mr_mode;
 }
