@@ -653,3 +653,23 @@ Test(session, a_reset_peer_with_waiting_messages_is_kept)
 	cr_assert_eq(capwire_peer(ep), peer, "the peer its message points to was freed");
 	cr_assert_eq(ep->unexp_msg->peer, peer);
 }
+
+/* A peer whose ring we mapped while UDP packets were in flight gets no more UDP packets: the
+ * rest waits for those to be acknowledged and then goes through the ring (a busy stream used
+ * to stay on UDP for good, its window never empty; test_shm_permitted caught it at random). */
+Test(session, nothing_more_over_udp_once_the_ring_is_mapped)
+{
+	char b[10] = { 0 };
+	static char ring_stub;
+
+	capwire_send(ep, b, sizeof(b), (void *)1, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 1);
+	peer->shm = (struct cour_shm_ring *)&ring_stub;   /* mapped, as a HELLO answer does */
+	capwire_send(ep, b, sizeof(b), (void *)2, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 1, "sent on over UDP behind a mapped ring");
+	cr_assert(!peer->via_shm);
+	peer->shm = NULL;               /* (the stub cannot take packets: back to UDP to finish) */
+	capwire_ack(ep, 1, 0, 8);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 2, "the held packet goes once acknowledged");
+}
+

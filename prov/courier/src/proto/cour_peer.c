@@ -408,10 +408,15 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	return more;
 }
 
+/* Room for one more packet. A peer whose ring we mapped while UDP packets were in flight
+ * gets nothing more over UDP: once those are acknowledged (at once: a receiver acknowledges
+ * a mapped peer's UDP packets without delay) everything moves to the ring. Sending on over
+ * UDP instead kept a busy stream off the ring for good, as the window never emptied. */
 static bool cour_peer_window_open(struct cour_peer *peer)
 {
 	return peer->tx_next - peer->tx_una < (uint32_t)cour_params.window &&
-	       peer->inflight_bytes < cour_params.sockbuf / 2 && !peer->shm_blocked;
+	       peer->inflight_bytes < cour_params.sockbuf / 2 && !peer->shm_blocked &&
+	       !(peer->shm && !peer->via_shm);
 }
 
 void cour_peer_push(struct cour_peer *peer)
