@@ -980,6 +980,10 @@ static void world_open(void)
 	cour_params.eager_max = 4096;
 	cour_params.peer_timeout_ms = 250;
 	cour_params.rto_max_us = 20000;
+	/* B recycled is B dead: its close delivers nothing more (no linger), and progress is
+	 * this thread's alone, so an input replays the same (no manual-progress thread) */
+	cour_params.linger_ms = 0;
+	cour_params.manual_thread = 0;
 
 	if (!hints)
 		die("fi_allocinfo");
@@ -1016,6 +1020,8 @@ static void world_open(void)
 
 	w.stall_recover = getenv("FUZZ_STALL") && !strcmp(getenv("FUZZ_STALL"), "recover");
 	w.strict_mem = getenv("FUZZ_STRICT_MEM") && atoi(getenv("FUZZ_STRICT_MEM"));
+	if (w.strict_mem)
+		cour_params.unexp_max = 0;  /* credits alone bound unexpected messages */
 	w.verbose = getenv("FUZZ_VERBOSE") && atoi(getenv("FUZZ_VERBOSE"));
 	w.live_every = getenv("FUZZ_LIVE_EVERY") ? strtoull(getenv("FUZZ_LIVE_EVERY"), NULL, 0) : 0;
 	if (!w.live_every)
