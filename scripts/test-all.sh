@@ -57,6 +57,9 @@ tsan_tests="test_threads.sh test_msg_basic.sh test_msg_errors.sh test_rma.sh tes
 	test_peer_death.sh test_rma_order.sh test_shm_stream.sh"
 stage "build (ThreadSanitizer)" bash "$top/scripts/build.sh" "$top/build-tsan" --enable-werror --enable-tsan
 export TSAN_OPTIONS=halt_on_error=0:exitcode=66:second_deadlock_stack=1
+# sanitized transfers are slow (test_rma.sh's 64 MiB took 20 s each under TSan on a busy
+# machine): more time for each pair
+export COUR_FT_TIMEOUT=240
 stage "threads and progress threads (ThreadSanitizer)" check "$top/build-tsan" \
 	TESTS="$(for t in $tsan_tests; do printf 'fabtests/functional/%s ' "$t"; done)"
 echo
