@@ -17,8 +17,8 @@
  * application says it supports are returned as they came (VIRT_ADDR, PROV_KEY, ALLOCATED,
  * RMA_EVENT select how keys and addresses work); FI_MR_ENDPOINT too when the info grants
  * remote access (cour_attr_pick_mr_mode); others are cleared. The legacy
- * values are returned as legacy values, as fi_mr(3) requires (COUR_MR_BASIC is never cleared,
- * and applications of API < 1.5 compare the field against COUR_MR_BASIC / COUR_MR_SCALABLE);
+ * values are returned as legacy values, as fi_mr(3) requires (FI_MR_BASIC is never cleared,
+ * and applications of API < 1.5 compare the field against FI_MR_BASIC / FI_MR_SCALABLE);
  * cour_attr_mr_mode() turns any of them into plain mode bits for the domain.
  */
 #ifndef COUR_ATTR_H
@@ -69,8 +69,8 @@ struct fi_info *cour_attr_offer(enum fi_ep_type type);
 /* Largest inject_size of any endpoint type (FI_COURIER_INJECT_SIZE). */
 size_t cour_attr_max_inject(void);
 
-/* mr_mode of an info we returned as plain FI_MR_* bits: COUR_MR_BASIC becomes
- * VIRT_ADDR | ALLOCATED | PROV_KEY, COUR_MR_SCALABLE becomes 0. */
+/* mr_mode of an info we returned as plain FI_MR_* bits: FI_MR_BASIC becomes
+ * VIRT_ADDR | ALLOCATED | PROV_KEY, FI_MR_SCALABLE becomes 0. */
 uint64_t cour_attr_mr_mode(const struct fi_info *info);
 
 /*

@@ -115,7 +115,6 @@ int cour_wait_remaining_ms(uint64_t deadline_us)
 
 /* ---- writers (engine side, lock held) ---- */
 
-
 static void cour_cq_notify_locked(struct cour_cq *cq, bool was_empty)
 {
 	if (cq->signal_fd < 0)

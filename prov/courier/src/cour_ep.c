@@ -475,10 +475,10 @@ static int cour_ep_close(struct fid *fid)
 		return -FI_EBUSY;
 	}
 	cour_lock_acquire(&dom->lock);
-	if (ep->enabled)
+	if (ep->enabled) {
 		cour_ep_linger(ep);
-	if (ep->enabled)
 		DL_DELETE2(dom->eps, ep, dom_prev, dom_next);
+	}
 	ep->enabled = false;
 	cour_peer_free_all(ep);
 	cour_msg_ep_close(ep);

@@ -472,10 +472,10 @@ void cour_rma_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 /* Before a packet that may change target memory: reads from that memory not yet sent are
  * copied aside, so the change cannot reach them (WAR, SAR). */
 void cour_rma_order_guard(struct cour_peer *peer);
-/* The target's last word on an operation: prov_errno, or success with its remote events
- * (FI_RMA_EVENT counters, remote CQ data for a write). */
 /* Count one target event (FI_REMOTE_WRITE and/or FI_REMOTE_READ) on the endpoint and region. */
 void cour_rma_target_event(struct cour_ep *ep, struct cour_mr *mr, uint64_t events);
+/* The target's last word on an operation: prov_errno, or success with its remote events
+ * (FI_RMA_EVENT counters, remote CQ data for a write). */
 void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
 			    uint16_t hdr_flags, uint64_t total, uint64_t data, struct cour_mr *mr,
 			    int prov_errno);

@@ -46,51 +46,36 @@ static int cour_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
  * polls only our fd, not the sockets, so under manual progress without the progress thread
  * (FI_COURIER_MANUAL_THREAD=0) only reading the object makes progress.
  */
-static int cour_trywait_domain(struct cour_domain *dom)
-{
-	cour_lock_acquire(&dom->lock);
-	cour_domain_progress_locked(dom);
-	cour_lock_release(&dom->lock);
-	return dom->thread_running ? 0 : -FI_EAGAIN;
-}
-
 static int cour_fabric_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 {
 	for (int i = 0; i < count; i++) {
-		int ret = 0;
+		struct cour_cq *cq = NULL;
+		struct cour_cntr *c = NULL;
+		struct cour_domain *dom;
+		bool unread;
 
 		switch (fids[i]->fclass) {
-		case FI_CLASS_CQ: {
-			struct cour_cq *cq = COUR_CONTAINER_OF(fids[i], struct cour_cq,
-							       cq_fid.fid);
-
-			ret = cour_trywait_domain(cq->domain);
-			cour_lock_acquire(&cq->domain->lock);
-			if (!cour_cq_empty_locked(cq))
-				ret = -FI_EAGAIN;
-			cour_lock_release(&cq->domain->lock);
+		case FI_CLASS_CQ:
+			cq = COUR_CONTAINER_OF(fids[i], struct cour_cq, cq_fid.fid);
+			dom = cq->domain;
 			break;
-		}
-		case FI_CLASS_CNTR: {
-			struct cour_cntr *c = COUR_CONTAINER_OF(fids[i], struct cour_cntr,
-								cntr_fid.fid);
-
-			ret = cour_trywait_domain(c->domain);
-			cour_lock_acquire(&c->domain->lock);
-			if (c->fd_armed)        /* a change not yet read */
-				ret = -FI_EAGAIN;
-			cour_lock_release(&c->domain->lock);
+		case FI_CLASS_CNTR:
+			c = COUR_CONTAINER_OF(fids[i], struct cour_cntr, cntr_fid.fid);
+			dom = c->domain;
 			break;
-		}
 		case FI_CLASS_EQ:
-			break;          /* level-triggered: readable exactly while it holds events */
+			continue;       /* level-triggered: readable exactly while it holds events */
 		default:
 			COUR_WARN(FI_LOG_FABRIC, "fi_trywait on fclass %zu: only CQs, counters "
 				  "and EQs have wait objects\n", fids[i]->fclass);
 			return -FI_EINVAL;
 		}
-		if (ret)
-			return ret;
+		cour_lock_acquire(&dom->lock);
+		cour_domain_progress_locked(dom);
+		unread = cq ? !cour_cq_empty_locked(cq) : c->fd_armed;  /* counter: a change */
+		cour_lock_release(&dom->lock);
+		if (unread || !dom->thread_running)
+			return -FI_EAGAIN;
 	}
 	return 0;
 }

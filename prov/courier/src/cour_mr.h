@@ -27,8 +27,8 @@ struct cour_mr {
 	UT_hash_handle       hh;
 };
 
-/* Domain mr_mode as this file reads it: the legacy COUR_MR_BASIC means VIRT_ADDR|ALLOCATED|PROV_KEY
- * (fi_mr(3)); COUR_MR_SCALABLE means none of them. */
+/* Domain mr_mode as this file reads it: the legacy FI_MR_BASIC means VIRT_ADDR|ALLOCATED|PROV_KEY
+ * (fi_mr(3)); FI_MR_SCALABLE means none of them. */
 static inline uint64_t cour_mr_mode(const struct cour_domain *dom)
 {
 	if (dom->mr_mode == COUR_MR_BASIC)

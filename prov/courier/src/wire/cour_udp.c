@@ -36,9 +36,10 @@ static int cour_udp_flush(struct cour_ep *ep);
 /*
  * ICMP port unreachable is evidence that nothing listens at a peer's address any more (its
  * process died, its host lives): with IP_RECVERR the kernel queues it with the destination we
- * sent to, and the engine weighs it (cour_peer_refused). The error is also posted once on the
- * socket (ECONNREFUSED from the next send or receive), which is when the queue is read, so
- * an error never stays queued to make poll() report POLLERR for ever.
+ * sent to, and the engine weighs it (cour_peer_refused). Every queued error (host or network
+ * unreachable, a local EMSGSIZE...) is also posted once on the socket, as the error of the
+ * next send or receive: that is when the queue is read, whatever the error, so nothing stays
+ * queued to make poll() report POLLERR for ever (the progress thread would spin on it).
  */
 static void cour_udp_recverr_on(int fd, bool v4)
 {
@@ -75,6 +76,17 @@ static void cour_udp_read_errors(struct cour_ep *ep)
 				cour_peer_refused(ep, &dst, m.msg_namelen);
 		}
 	}
+}
+
+/* A send or receive failed with err: read the error queue unless the socket was only full or
+ * empty. True for ECONNREFUSED, an ICMP answer to an earlier packet: nothing to warn about,
+ * the engine weighs it (other errors are handled as they were before IP_RECVERR). */
+static bool cour_udp_sock_error(struct cour_ep *ep, int err)
+{
+	if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+		return false;
+	cour_udp_read_errors(ep);
+	return err == ECONNREFUSED;
 }
 
 static int cour_udp_open(struct cour_ep *ep, const struct cour_addr *want)
@@ -262,10 +274,12 @@ static int cour_udp_flush(struct cour_ep *ep)
 		 * ICMP: the unsent packets are in their peers' windows and the retransmit timer
 		 * will resend them. Skip the one that failed so one bad destination cannot block
 		 * the batch. */
-		if (ret < 0 && errno == ECONNREFUSED)
-			cour_udp_read_errors(ep);
-		else if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			COUR_WARN(FI_LOG_EP_DATA, "sendmmsg: %s\n", strerror(errno));
+		if (ret < 0) {
+			int e = errno;
+
+			if (!cour_udp_sock_error(ep, e) && e != EAGAIN && e != EWOULDBLOCK)
+				COUR_WARN(FI_LOG_EP_DATA, "sendmmsg: %s\n", strerror(e));
+		}
 		ep->tx_blocked = true;
 		done++;
 	}
@@ -283,13 +297,13 @@ static int cour_udp_send_now(struct cour_ep *ep, const struct sockaddr_storage *
 	if (COUR_UNLIKELY(ep->fault))
 		return cour_fault_sendmsg(ep, &w.m);
 	while (sendmsg(ep->fd, &w.m, 0) < 0) {
-		if (errno == EINTR)
+		int e = errno;
+
+		if (e == EINTR)
 			continue;
-		if (errno == ECONNREFUSED)
-			cour_udp_read_errors(ep);
-		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNREFUSED)
+		if (cour_udp_sock_error(ep, e) || e == EAGAIN || e == EWOULDBLOCK)
 			return -FI_EAGAIN;
-		COUR_WARN(FI_LOG_EP_DATA, "sendmsg: %s\n", strerror(errno));
+		COUR_WARN(FI_LOG_EP_DATA, "sendmsg: %s\n", strerror(e));
 		return -FI_EIO;
 	}
 	return 0;
@@ -334,8 +348,7 @@ static int cour_udp_poll_direct(struct cour_ep *ep)
 		void *dst = NULL;
 
 		if (len < 0) {
-			if (errno == ECONNREFUSED)
-				cour_udp_read_errors(ep);
+			cour_udp_sock_error(ep, errno);
 			break;
 		}
 		n++;
@@ -398,8 +411,8 @@ static int cour_udp_poll(struct cour_ep *ep)
 	}
 	n = recvmmsg(ep->fd, ep->rx_msgs, COUR_RX_BATCH, MSG_DONTWAIT, NULL);
 	if (n <= 0) {
-		if (n < 0 && errno == ECONNREFUSED)
-			cour_udp_read_errors(ep);
+		if (n < 0)
+			cour_udp_sock_error(ep, errno);
 		return 0;
 	}
 	for (i = 0; i < n; i++) {
@@ -424,10 +437,10 @@ static void cour_udp_send_raw(struct cour_ep *ep, const void *sa, socklen_t sa_l
 			      const char *buf, size_t len)
 {
 	if (sendto(ep->fd, buf, len, 0, sa, sa_len) < 0) {
-		if (errno == ECONNREFUSED)
-			cour_udp_read_errors(ep);
-		else if (errno != EAGAIN)
-			COUR_DBG(FI_LOG_EP_DATA, "sendto: %s\n", strerror(errno));
+		int e = errno;
+
+		if (!cour_udp_sock_error(ep, e) && e != EAGAIN)
+			COUR_DBG(FI_LOG_EP_DATA, "sendto: %s\n", strerror(e));
 	}
 }
 
