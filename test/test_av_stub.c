@@ -30,3 +30,10 @@ void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
 	(void)dom;
 	(void)mr;
 }
+
+/* ... and a region ready for remote access would be offered to same-host initiators */
+void cour_rma_push_mr_ready(struct cour_domain *dom, struct cour_mr *mr)
+{
+	(void)dom;
+	(void)mr;
+}

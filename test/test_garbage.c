@@ -414,7 +414,10 @@ static int garbage_one(unsigned kind, bool spoof)
 	case 3: flip = 1u << (rnd() % 32); break;               /* applied after the crc */
 	case 4: h.base.type = (uint8_t)(COUR_PKT_TYPE_MAX + rnd() % (257 - COUR_PKT_TYPE_MAX));
 		break;                                          /* 9..255, or 0 */
-	case 5: h.base.flags |= (uint16_t)((COUR_F_ALL + 1u) << (rnd() % 10)); break;
+	case 5:         /* a flag no version defines: any bit from COUR_F_ALL's next to 15 */
+		h.base.flags |= (uint16_t)((COUR_F_ALL + 1u) <<
+					   (rnd() % (16 - __builtin_ctz(COUR_F_ALL + 1u))));
+		break;
 	case 6:         /* says the crc covers the payload, but it covers only the header */
 		h.base.flags |= COUR_F_PCSUM;
 		hdr_crc(&h, COUR_PKT_HDR_LEN);

@@ -74,6 +74,11 @@ struct fi_courier_stats {
 	uint64_t linger_lost;               /* operations still undelivered when the linger
 					     * ran out (logged with their peer) */
 	uint64_t peers_refused;             /* ICMP port unreachable for a peer's address */
+	uint64_t shm_rma_pushed;            /* RMA writes this endpoint copied itself into a
+					     * same-host target's published region (no round
+					     * trip: proto/cour_rma_push.c) */
+	uint64_t shm_push_notices;          /* ... and, as the target, the notices of such
+					     * writes it raised events for */
 };
 
 struct fi_courier_ops_ep {

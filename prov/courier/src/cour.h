@@ -103,6 +103,7 @@ struct cour_params {
 	char    *fault;            /* fault injection spec, see wire/cour_fault.c */
 	char    *wire;             /* "udp" (default) or "loop" (one process, for tests) */
 	int      shm;              /* same-host peers through shared memory */
+	int      shm_push;         /* same-host RMA writes copied by the initiator into windows */
 	int      cma_refuse_after; /* tests: single copies past this many fail as refused; -1 */
 	int      lease_hold_ms;    /* tests: an initiator holds a shared RMA's lease this long */
 };

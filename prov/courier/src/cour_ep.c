@@ -187,6 +187,7 @@ static int cour_ep_enable(struct cour_ep *ep)
 	cour_lock_acquire(&dom->lock);
 	DL_APPEND2(dom->eps, ep, dom_prev, dom_next);
 	ep->enabled = true;
+	cour_rma_push_offer_all(ep);
 	cour_lock_release(&dom->lock);
 	cour_domain_kick(dom);
 	return 0;
@@ -406,10 +407,12 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 			" shm_rx_pkts %" PRIu64 " shm_ring_full %" PRIu64 " shm_doorbells %" PRIu64
 			" shm_single_copy_bytes %" PRIu64 " shm_copy_fallbacks %" PRIu64
 			" shm_reclaimed %" PRIu64 " shm_rma_split %" PRIu64
-			" shm_grants_revoked %" PRIu64 "\n", str, s.shm_peers, s.shm_tx_pkts,
+			" shm_grants_revoked %" PRIu64 " shm_rma_pushed %" PRIu64
+			" shm_push_notices %" PRIu64 "\n", str, s.shm_peers, s.shm_tx_pkts,
 			s.shm_rx_pkts, s.shm_ring_full, s.shm_doorbells, s.shm_single_copy_bytes,
 			s.shm_copy_fallbacks, cour_shm_ring_reclaimed(ep->shm_ring),
-			s.shm_rma_split, s.shm_grants_revoked);
+			s.shm_rma_split, s.shm_grants_revoked, s.shm_rma_pushed,
+			s.shm_push_notices);
 }
 
 /* ---- open and close ---- */

@@ -336,6 +336,7 @@ struct cour_ep {
 
 	size_t               tx_outstanding;  /* application sends not yet completed */
 	struct cour_grant   *grants;          /* RMA copies shared with initiators */
+	struct cour_mr      *win_mr[COUR_SHM_WINDOWS]; /* regions offered in our ring's windows */
 
 	/* engine state */
 	struct cour_peer    *peers;           /* uthash on addr */
@@ -502,6 +503,15 @@ uint64_t cour_rma_split_deadline(const struct cour_ep *ep);  /* 0: none */
 void cour_rma_split_mr_closing(struct cour_domain *dom, const struct cour_mr *mr);
 /* the peer's session ends (or ours): its leases are taken back, nothing is answered */
 void cour_rma_split_peer_reset(struct cour_peer *peer);
+/* ---- proto/cour_rma_push.c: same-host writes the initiator copies itself ---- */
+void cour_rma_push_offer(struct cour_ep *ep, struct cour_mr *mr);   /* lock held, each: */
+void cour_rma_push_offer_all(struct cour_ep *ep);                   /* endpoint enabled */
+void cour_rma_push_mr_ready(struct cour_domain *dom, struct cour_mr *mr);  /* region enabled */
+void cour_rma_push_mr_closing(struct cour_domain *dom, const struct cour_mr *mr);
+void cour_rma_push_ep_close(struct cour_ep *ep);
+void cour_rma_push_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
+/* Initiator: true if txe (a single-copy WRITE, all fields set) was written and completed */
+bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe);
 /* ---- proto/cour_atomic_proto.c ---- */
 #define COUR_ATOMIC_MAX_BYTES 512   /* operand bytes per atomic (and as many compare bytes) */
 struct cour_atomic_args {

@@ -31,6 +31,7 @@ struct cour_params cour_params = {
 	.cma_refuse_after = -1,
 	.wire = NULL,
 	.shm = 1,
+	.shm_push = 1,
 };
 
 static void cour_fini(void)
@@ -153,6 +154,11 @@ static void cour_params_define(void)
 		"Reach peers on the same host (same kernel, network and pid namespaces) through "
 		"shared memory instead of UDP (default: %d)", p->shm);
 
+	fi_param_define(&cour_prov, "shm_push", FI_PARAM_BOOL,
+		"Same-host RMA writes of 32 KiB and more are copied by the initiator straight "
+		"into the target's registered region (published in its ring, checked by the "
+		"initiator, held against closing) when nothing else of the initiator's is in "
+		"flight to it; 0: the target always checks and copies (default: %d)", p->shm_push);
 	fi_param_define(&cour_prov, "cma_refuse_after", FI_PARAM_INT,
 		"For tests: after this many single copies (process_vm_readv/writev) in this "
 		"process, the rest fail as if the kernel refused them, as when a process "
@@ -199,6 +205,7 @@ static void cour_params_define(void)
 	fi_param_get_str(&cour_prov, "fault", &p->fault);
 	fi_param_get_str(&cour_prov, "wire", &p->wire);
 	fi_param_get_bool(&cour_prov, "shm", &p->shm);
+	fi_param_get_bool(&cour_prov, "shm_push", &p->shm_push);
 	cour_param_int("cma_refuse_after", &p->cma_refuse_after, -1, INT32_MAX);
 	cour_param_int("lease_hold", &p->lease_hold_ms, 0, 60000);
 	if (p->rto_max_us < p->rto_min_us)

@@ -216,6 +216,8 @@ static int cour_mr_create(struct fid *fid, const struct iovec *iov, size_t count
 		return -FI_ENOKEY;
 	}
 	HASH_ADD(hh, dom->mr_by_key, key, sizeof(uint64_t), mr);
+	if (mr->enabled)
+		cour_rma_push_mr_ready(dom, mr);
 	cour_lock_release(&dom->lock);
 
 	mr->mr_fid.key = mr->key;
@@ -351,6 +353,7 @@ static int cour_mr_enable_locked(struct cour_mr *mr)
 	}
 	mr->enabled = true;
 	mr->sealed = true;
+	cour_rma_push_mr_ready(mr->domain, mr);
 	return 0;
 }
 

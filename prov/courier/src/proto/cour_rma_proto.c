@@ -103,6 +103,9 @@ int cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, siz
 	if (cour_cma_usable(peer, len, txe->iov_count)) {
 		txe->hdr_flags |= COUR_F_CMA;  /* the target moves the bytes (proto/cour_cma.c) */
 		txe->total_len = 0;
+		/* ... or we do, through its window, and are done (proto/cour_rma_push.c) */
+		if (type == COUR_PKT_WRITE && cour_rma_push_try(peer, txe))
+			return 0;
 	}
 	txe->list = NULL;
 	cour_peer_enqueue(peer, txe);
@@ -315,6 +318,10 @@ static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	void *dst;
 	int rc;
 
+	if (hdr->base.flags & COUR_F_PUSHED) {
+		cour_rma_push_rx(peer, hdr, plen);
+		return;
+	}
 	if (hdr->base.flags & COUR_F_CMA) {
 		cour_rma_write_cma(peer, hdr, plen);
 		return;
@@ -529,6 +536,7 @@ void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
 	struct cour_ep *ep;
 
 	cour_lock_assert_held(&dom->lock);
+	cour_rma_push_mr_closing(dom, mr);     /* initiators write into it no more */
 	cour_rma_split_mr_closing(dom, mr);
 	DL_FOREACH2(dom->eps, ep, dom_next) {
 		HASH_ITER(hh, ep->peers, peer, tmp) {

@@ -118,7 +118,10 @@ enum {
 				    * offset is the sender's buffer address; on CTS: "pulled"
 				    * (offset 0) or "write [offset, total_len) at raddr
 				    * yourself" (split copy); on RDATA: "written" */
-	COUR_F_ALL     = (1 << 6) - 1
+	COUR_F_PUSHED  = 1 << 6,   /* on WRITE|CMA: the initiator already wrote total_len bytes
+				    * at raddr under key tag through the target's window
+				    * (proto/cour_rma_push.c): raise the events, answer nothing */
+	COUR_F_ALL     = (1 << 7) - 1
 };
 
 struct cour_base_hdr {

@@ -105,6 +105,7 @@ void cour_shm_ep_close(struct cour_ep *ep)
 {
 	if (!ep->shm_ring)
 		return;
+	cour_rma_push_ep_close(ep);        /* no initiator may write after this */
 	ep->stats.shm_reclaimed = cour_shm_ring_reclaimed(ep->shm_ring);
 	cour_shm_ring_close(ep->shm_ring);
 	ep->shm_ring = NULL;

@@ -661,6 +661,16 @@ void cour_shm_ring_disarm(struct cour_shm_ring *r)
 	__atomic_store_n(&r->hdr->armed, 0, __ATOMIC_RELAXED);
 }
 
+struct cour_shm_hdr *cour_shm_ring_hdr(const struct cour_shm_ring *r)
+{
+	return r->hdr;
+}
+
+bool cour_shm_ring_is_owner(const struct cour_shm_ring *r)
+{
+	return r->owner;
+}
+
 /* ---- grants ---- */
 
 #define COUR_GRANT_STATE_BITS 3

@@ -19,7 +19,8 @@
  *   128         | tail   (producers' next position to reserve; a hint, see below)|
  *   192         | armed  (the consumer may be asleep: wake it after publishing)  |
  *   256         | grant[64] (leases on the owner's memory, see Grants)           |
- *   768         +---------------------------------------------------------------+
+ *   768         | window[32] (regions producers may write into, cour_shm_window.h)|
+ *   2816        +---------------------------------------------------------------+
  *               | cell 0: state (8) | len (4) | tag_len (4) | tag (32) | data ... |  cell_size
  *               | cell 1 ...                                                      |  bytes each,
  *               | cell ncells-1                                                   |  64-aligned
@@ -174,9 +175,13 @@ uint32_t cour_shm_grants_open(const struct cour_shm_ring *r);       /* owner: le
 bool cour_shm_grant_take(struct cour_shm_ring *r, uint32_t slot, uint64_t gen);
 void cour_shm_grant_finish(struct cour_shm_ring *r, uint32_t slot, uint64_t gen, bool ok);
 
+/* The owner's header, for cour_shm_window.c (a producer's view of it is untrusted) */
+struct cour_shm_hdr *cour_shm_ring_hdr(const struct cour_shm_ring *r);
+bool cour_shm_ring_is_owner(const struct cour_shm_ring *r);
+
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
-#define COUR_SHM_VERSION 2u
+#define COUR_SHM_VERSION 3u      /* 3: windows */
 
 #define COUR_SHM_SEQ_SHIFT   24
 #define COUR_SHM_STATE_SHIFT 22
@@ -187,6 +192,20 @@ enum {
 	COUR_SHM_RESERVED  = 1,
 	COUR_SHM_PUBLISHED = 2,
 };
+
+/* One region of the owner's that producers may write into themselves (cour_shm_window.h).
+ * word: gen << 24 | users << 8 | state; the other fields are the owner's, written while the
+ * word is FREE and read by producers only between two loads of an OPEN word. */
+#define COUR_SHM_WINDOWS 32
+struct cour_shm_window {
+	uint64_t word;
+	uint64_t key;
+	uint64_t start;             /* the address initiators name the region's first byte by */
+	uint64_t len;
+	uint64_t base;              /* where that byte is in the owner's address space */
+	uint64_t pad[3];
+};
+static_assert(sizeof(struct cour_shm_window) == 64, "a window is one cache line");
 
 struct cour_shm_hdr {
 	uint64_t magic;
@@ -202,12 +221,14 @@ struct cour_shm_hdr {
 	alignas(64) uint64_t tail;  /* CASed forward by producers */
 	alignas(64) uint32_t armed; /* 1: consumer may sleep; a producer exchanges it to 0 */
 	alignas(64) uint64_t grant[COUR_SHM_GRANTS];  /* gen << 3 | state */
+	alignas(64) struct cour_shm_window window[COUR_SHM_WINDOWS];
 };
 static_assert(offsetof(struct cour_shm_hdr, head) == 64, "head on its own line");
 static_assert(offsetof(struct cour_shm_hdr, tail) == 128, "tail on its own line");
 static_assert(offsetof(struct cour_shm_hdr, armed) == 192, "armed on its own line");
 static_assert(offsetof(struct cour_shm_hdr, grant) == 256, "grants on lines of their own");
-static_assert(sizeof(struct cour_shm_hdr) == 768, "cells start on a line of their own");
+static_assert(offsetof(struct cour_shm_hdr, window) == 768, "windows on lines of their own");
+static_assert(sizeof(struct cour_shm_hdr) == 2816, "cells start on a line of their own");
 
 struct cour_shm_cell {
 	uint64_t state;             /* seq | state | pid, see above */

@@ -1,0 +1,164 @@
+/*
+ * RMA writes that the initiator copies itself into a same-host target (FI_COURIER_SHM_PUSH).
+ *
+ * A single-copy write (proto/cour_cma.c) is pulled by the target after it checked key, bounds
+ * and access, and completes on its answer: every write costs the initiator a round trip
+ * through the target's progress. Here the target has done the check once, at registration:
+ * it publishes each region open to remote writes as a window in its ring header
+ * (wire/cour_shm_window.h: key, range, where it is in its memory, held against closing).
+ * The initiator finds the key there, checks the range, enters the window, writes with one
+ * process_vm_writev, leaves, and completes the write at once: the bytes are in place, which
+ * is every completion level fi_cq(3) names. A WRITE|CMA|PUSHED notice follows in the ring so
+ * that the target raises the events a write raises (FI_RMA_EVENT counters).
+ *
+ * Writes from COUR_SPLIT_MIN on keep the shared copy (proto/cour_rma_split.c): two processes
+ * copying halves at once move a big write faster than the initiator alone.
+ *
+ * Only when nothing else of ours is in flight to that peer: the copy overtakes everything
+ * queued, and the endpoint promises order (RAW, WAR, WAW, SAW, WAS). Not for writes carrying
+ * remote CQ data (the target must see those in order with its receives), nor when a window
+ * cannot be found or entered, nor when the kernel refuses the copy: then nothing was written
+ * and the write goes the checked way, which also reports the right error for a bad key or
+ * range. A region that closes, or an endpoint, takes its windows back first, waiting out
+ * initiators inside (one system call each).
+ */
+#include "cour_ep.h"
+#include "cour_mr.h"
+#include "wire/cour_shm_window.h"
+
+#define COUR_PUSH_WAIT_US  (10u * 1000 * 1000)   /* an initiator inside this long: close anyway */
+
+/* ---- target: windows on our regions ---- */
+
+static bool cour_push_offers(const struct cour_ep *ep, const struct cour_mr *mr)
+{
+	return cour_params.shm_push && ep->shm_ring && ep->enabled && mr->enabled && mr->len &&
+	       (mr->access & FI_REMOTE_WRITE) && (!mr->ep || mr->ep == ep);
+}
+
+void cour_rma_push_offer(struct cour_ep *ep, struct cour_mr *mr)
+{
+	uint64_t start;
+	uint32_t slot;
+
+	cour_lock_assert_held(&ep->domain->lock);
+	if (!cour_push_offers(ep, mr))
+		return;
+	for (uint32_t i = 0; i < COUR_SHM_WINDOWS; i++)
+		if (ep->win_mr[i] == mr)
+			return;
+	start = (cour_mr_mode(ep->domain) & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->base
+							      : mr->offset;
+	/* all windows taken: writes to this region go the checked way, no harm done */
+	if (cour_shm_window_publish(ep->shm_ring, mr->key, start, mr->len, mr->base, &slot))
+		return;
+	ep->win_mr[slot] = mr;
+}
+
+void cour_rma_push_offer_all(struct cour_ep *ep)
+{
+	struct cour_mr *mr, *tmp;
+
+	HASH_ITER(hh, ep->domain->mr_by_key, mr, tmp)
+		cour_rma_push_offer(ep, mr);
+}
+
+void cour_rma_push_mr_ready(struct cour_domain *dom, struct cour_mr *mr)
+{
+	struct cour_ep *ep;
+
+	DL_FOREACH2(dom->eps, ep, dom_next)
+		cour_rma_push_offer(ep, mr);
+}
+
+static void cour_push_withdraw(struct cour_ep *ep, uint32_t slot)
+{
+	if (!cour_shm_window_withdraw(ep->shm_ring, slot, COUR_PUSH_WAIT_US))
+		COUR_WARN(FI_LOG_MR, "region 0x%" PRIx64 ": a same-host initiator was still "
+			  "writing into it after %u s (dead, or stopped in the kernel); closed "
+			  "anyway\n", ep->win_mr[slot]->key, COUR_PUSH_WAIT_US / 1000000);
+	ep->win_mr[slot] = NULL;
+}
+
+void cour_rma_push_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
+{
+	struct cour_ep *ep;
+
+	DL_FOREACH2(dom->eps, ep, dom_next)
+		for (uint32_t i = 0; i < COUR_SHM_WINDOWS; i++)
+			if (ep->win_mr[i] == mr)
+				cour_push_withdraw(ep, i);
+}
+
+void cour_rma_push_ep_close(struct cour_ep *ep)
+{
+	for (uint32_t i = 0; i < COUR_SHM_WINDOWS; i++)
+		if (ep->win_mr[i])
+			cour_push_withdraw(ep, i);
+}
+
+/* WRITE|CMA|PUSHED: the initiator wrote through our window; count the write's events. */
+void cour_rma_push_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_mr *mr = NULL;
+
+	if (plen || !(hdr->base.flags & COUR_F_CMA) || !peer->shm) {
+		COUR_DROP_BAD(ep, "PUSHED notice with a payload, or from a peer off our host");
+		return;
+	}
+	/* a region closed since: its window was withdrawn after the copy, nothing to raise */
+	if (cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, hdr->msg.total_len,
+				 FI_REMOTE_WRITE, NULL, &mr))
+		return;
+	ep->stats.shm_push_notices++;
+	cour_rma_target_event(ep, mr, FI_REMOTE_WRITE);
+}
+
+/* ---- initiator ---- */
+
+static bool cour_push_peer_idle(const struct cour_peer *peer)
+{
+	return !peer->ctrlq && !peer->txq && !peer->tx_inflight && !peer->tx_wait &&
+	       peer->tx_una == peer->tx_next;
+}
+
+bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe)
+{
+	struct cour_ep *ep = peer->ep;
+	struct cour_txe *n;
+	uint64_t dst, gen;
+	uint32_t slot;
+	int rc;
+
+	/* from COUR_SPLIT_MIN on, both processes copying halves at once beats one copier */
+	if (!cour_params.shm_push || txe->msg_len >= COUR_SPLIT_MIN || !peer->via_shm ||
+	    !peer->shm || peer->cma_off || (txe->hdr_flags & COUR_F_CQ_DATA) ||
+	    txe->iov_count != 1 || !cour_push_peer_idle(peer))
+		return false;
+	if (!cour_shm_window_enter(peer->shm, txe->tag, txe->raddr, txe->msg_len, &dst, &slot,
+				   &gen))
+		return false;
+	n = cour_ctrl_txe(peer, COUR_PKT_WRITE, txe->msg_id, 0, COUR_F_CMA | COUR_F_PUSHED);
+	if (!n) {
+		cour_shm_window_leave(peer->shm, slot, gen);
+		return false;
+	}
+	rc = cour_cma_push(peer, txe->iov, txe->iov_count, dst, txe->msg_len);
+	cour_shm_window_leave(peer->shm, slot, gen);
+	if (rc) {
+		/* nothing we can tell apart from a partial copy: the checked way writes it all
+		 * again, or reports what the target finds wrong */
+		cour_pool_put(&ep->txe_pool, n);
+		return false;
+	}
+	n->tag = txe->tag;
+	n->raddr = txe->raddr;
+	n->msg_len = txe->msg_len;
+	n->notice = true;       /* the engine's own: freed once in the ring, never reported */
+	n->resp_done = true;
+	cour_peer_enqueue(peer, n);
+	ep->stats.shm_rma_pushed++;
+	cour_ep_complete_tx_locked(ep, txe, 0, 0);
+	return true;
+}
