@@ -47,13 +47,17 @@ Test(shm_window, bounds_keys_and_generations)
 
 	pair(&own, &prod);
 	cr_assert_not(cour_shm_window_enter(prod, 7, 0x1000, 8, &dst, &slot, &gen), "empty table");
-	cr_assert_eq(cour_shm_window_publish(own, 7, 0x1000, sizeof(region), region, &slot), 0);
-	cr_assert_eq(cour_shm_window_publish(prod, 8, 0, 1, region, &s2), -FI_EINVAL,
+	cr_assert_eq(cour_shm_window_publish(own, 7, 0x1000, sizeof(region), region, false,
+					     &slot), 0);
+	cr_assert_eq(cour_shm_window_publish(prod, 8, 0, 1, region, true, &s2), -FI_EINVAL,
 		     "only the owner offers");
 
 	cr_assert(cour_shm_window_enter(prod, 7, 0x1000, sizeof(region), &dst, &s2, &gen));
 	cr_assert_eq(dst, (uint64_t)(uintptr_t)region, "the whole region, at its base");
 	cr_assert_eq(s2, slot);
+	cr_assert_not(cour_shm_window_notify(prod, s2), "published without notices");
+	cour_shm_window_set_notify(own, slot, true);
+	cr_assert(cour_shm_window_notify(prod, s2), "a counter bound since: notices wanted");
 	cour_shm_window_leave(prod, s2, gen);
 	cr_assert(cour_shm_window_enter(prod, 7, 0x1000 + 100, 50, &dst, &s2, &gen));
 	cr_assert_eq(dst, (uint64_t)(uintptr_t)region + 100, "offset into the region");
@@ -77,7 +81,7 @@ Test(shm_window, bounds_keys_and_generations)
 	cour_shm_window_leave(prod, s2, gen);
 	cr_assert(cour_shm_window_withdraw(own, slot, 0));
 	cr_assert_not(cour_shm_window_enter(prod, 7, 0x1000, 8, &dst, &s2, &gen));
-	cr_assert_eq(cour_shm_window_publish(own, 9, 0, 64, region, &s2), 0);
+	cr_assert_eq(cour_shm_window_publish(own, 9, 0, 64, region, true, &s2), 0);
 	cr_assert_eq(s2, slot, "a withdrawn slot is reused");
 	cr_assert(cour_shm_window_enter(prod, 9, 0, 64, &dst, &s2, &g2));
 	cr_assert_neq(g2, gen, "with a new generation");
@@ -88,8 +92,9 @@ Test(shm_window, bounds_keys_and_generations)
 
 	/* the table has an end */
 	for (int i = 0; i < COUR_SHM_WINDOWS; i++)
-		cr_assert_eq(cour_shm_window_publish(own, 100 + i, 0, 64, region, &s2), 0, "%d", i);
-	cr_assert_eq(cour_shm_window_publish(own, 200, 0, 64, region, &s2), -FI_EAGAIN);
+		cr_assert_eq(cour_shm_window_publish(own, 100 + i, 0, 64, region, true, &s2), 0,
+			     "%d", i);
+	cr_assert_eq(cour_shm_window_publish(own, 200, 0, 64, region, true, &s2), -FI_EAGAIN);
 	cour_shm_ring_close(prod);
 	cour_shm_ring_close(own);
 }
@@ -125,7 +130,7 @@ Test(shm_window, withdraw_waits_for_every_producer_inside)
 	uint32_t slot, s;
 
 	pair(&own, &prod);
-	cr_assert_eq(cour_shm_window_publish(own, 5, 0, sizeof(region), region, &slot), 0);
+	cr_assert_eq(cour_shm_window_publish(own, 5, 0, sizeof(region), region, true, &slot), 0);
 	for (int i = 0; i < 2; i++) {
 		in[i] = (struct inside){ .prod = prod, .hold_ms = 100 * (i + 1), .left = &left };
 		cr_assert(cour_shm_window_enter(prod, 5, 0, 64, &dst, &in[i].slot, &in[i].gen));
@@ -156,7 +161,8 @@ Test(shm_window, a_child_writes_through_the_window)
 	pid_t pid;
 
 	cr_assert_eq(cour_shm_ring_create(8, 128, &own, &loc), 0);
-	cr_assert_eq(cour_shm_window_publish(own, 77, 0x10000, sizeof(region), region, &slot), 0);
+	cr_assert_eq(cour_shm_window_publish(own, 77, 0x10000, sizeof(region), region, true,
+					     &slot), 0);
 	cr_assert_eq(pipe(go), 0);
 	pid = fork();
 	if (!pid) {

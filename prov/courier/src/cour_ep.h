@@ -507,6 +507,7 @@ void cour_rma_split_peer_reset(struct cour_peer *peer);
 void cour_rma_push_offer(struct cour_ep *ep, struct cour_mr *mr);   /* lock held, each: */
 void cour_rma_push_offer_all(struct cour_ep *ep);                   /* endpoint enabled */
 void cour_rma_push_mr_ready(struct cour_domain *dom, struct cour_mr *mr);  /* region enabled */
+void cour_rma_push_mr_counted(struct cour_domain *dom, const struct cour_mr *mr);
 void cour_rma_push_mr_closing(struct cour_domain *dom, const struct cour_mr *mr);
 void cour_rma_push_ep_close(struct cour_ep *ep);
 void cour_rma_push_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);

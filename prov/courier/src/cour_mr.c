@@ -328,6 +328,7 @@ static int cour_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			cour_ref_dec(&mr->cntr->refcnt);
 		mr->cntr = cntr;
 		mr->cntr_flags = flags;
+		cour_rma_push_mr_counted(dom, mr);   /* initiators: tell us of each write */
 		break;
 	case FI_CLASS_EP:
 		ret = cour_mr_bind_ep_locked(mr, COUR_CONTAINER_OF(bfid, struct cour_ep, ep_fid.fid),

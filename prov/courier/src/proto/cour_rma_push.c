@@ -9,7 +9,8 @@
  * The initiator finds the key there, checks the range, enters the window, writes with one
  * process_vm_writev, leaves, and completes the write at once: the bytes are in place, which
  * is every completion level fi_cq(3) names. A WRITE|CMA|PUSHED notice follows in the ring so
- * that the target raises the events a write raises (FI_RMA_EVENT counters).
+ * that the target raises the events a write raises (FI_RMA_EVENT counters), if it has a
+ * counter that counts them: the window says so, and otherwise nothing reaches the target.
  *
  * Writes from COUR_SPLIT_MIN on keep the shared copy (proto/cour_rma_split.c): two processes
  * copying halves at once move a big write faster than the initiator alone.
@@ -36,6 +37,12 @@ static bool cour_push_offers(const struct cour_ep *ep, const struct cour_mr *mr)
 	       (mr->access & FI_REMOTE_WRITE) && (!mr->ep || mr->ep == ep);
 }
 
+/* Does the target count remote writes into mr (a notice of each pushed write)? */
+static bool cour_push_counted(const struct cour_ep *ep, const struct cour_mr *mr)
+{
+	return ep->rmt_write_cntr || (mr->cntr && (mr->cntr_flags & FI_REMOTE_WRITE));
+}
+
 void cour_rma_push_offer(struct cour_ep *ep, struct cour_mr *mr)
 {
 	uint64_t start;
@@ -50,7 +57,8 @@ void cour_rma_push_offer(struct cour_ep *ep, struct cour_mr *mr)
 	start = (cour_mr_mode(ep->domain) & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->base
 							      : mr->offset;
 	/* all windows taken: writes to this region go the checked way, no harm done */
-	if (cour_shm_window_publish(ep->shm_ring, mr->key, start, mr->len, mr->base, &slot))
+	if (cour_shm_window_publish(ep->shm_ring, mr->key, start, mr->len, mr->base,
+				    cour_push_counted(ep, mr), &slot))
 		return;
 	ep->win_mr[slot] = mr;
 }
@@ -69,6 +77,18 @@ void cour_rma_push_mr_ready(struct cour_domain *dom, struct cour_mr *mr)
 
 	DL_FOREACH2(dom->eps, ep, dom_next)
 		cour_rma_push_offer(ep, mr);
+}
+
+/* A counter was bound to mr after its windows went up */
+void cour_rma_push_mr_counted(struct cour_domain *dom, const struct cour_mr *mr)
+{
+	struct cour_ep *ep;
+
+	DL_FOREACH2(dom->eps, ep, dom_next)
+		for (uint32_t i = 0; i < COUR_SHM_WINDOWS; i++)
+			if (ep->win_mr[i] == mr)
+				cour_shm_window_set_notify(ep->shm_ring, i,
+							   cour_push_counted(ep, mr));
 }
 
 static void cour_push_withdraw(struct cour_ep *ep, uint32_t slot)
@@ -126,7 +146,7 @@ static bool cour_push_peer_idle(const struct cour_peer *peer)
 bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe)
 {
 	struct cour_ep *ep = peer->ep;
-	struct cour_txe *n;
+	struct cour_txe *n = NULL;
 	uint64_t dst, gen;
 	uint32_t slot;
 	int rc;
@@ -139,25 +159,30 @@ bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe)
 	if (!cour_shm_window_enter(peer->shm, txe->tag, txe->raddr, txe->msg_len, &dst, &slot,
 				   &gen))
 		return false;
-	n = cour_ctrl_txe(peer, COUR_PKT_WRITE, txe->msg_id, 0, COUR_F_CMA | COUR_F_PUSHED);
-	if (!n) {
-		cour_shm_window_leave(peer->shm, slot, gen);
-		return false;
+	if (cour_shm_window_notify(peer->shm, slot)) {
+		n = cour_ctrl_txe(peer, COUR_PKT_WRITE, txe->msg_id, 0, COUR_F_CMA | COUR_F_PUSHED);
+		if (!n) {
+			cour_shm_window_leave(peer->shm, slot, gen);
+			return false;
+		}
 	}
 	rc = cour_cma_push(peer, txe->iov, txe->iov_count, dst, txe->msg_len);
 	cour_shm_window_leave(peer->shm, slot, gen);
 	if (rc) {
 		/* nothing we can tell apart from a partial copy: the checked way writes it all
 		 * again, or reports what the target finds wrong */
-		cour_pool_put(&ep->txe_pool, n);
+		if (n)
+			cour_pool_put(&ep->txe_pool, n);
 		return false;
 	}
-	n->tag = txe->tag;
-	n->raddr = txe->raddr;
-	n->msg_len = txe->msg_len;
-	n->notice = true;       /* the engine's own: freed once in the ring, never reported */
-	n->resp_done = true;
-	cour_peer_enqueue(peer, n);
+	if (n) {
+		n->tag = txe->tag;
+		n->raddr = txe->raddr;
+		n->msg_len = txe->msg_len;
+		n->notice = true;  /* the engine's own: freed once in the ring, never reported */
+		n->resp_done = true;
+		cour_peer_enqueue(peer, n);
+	}
 	ep->stats.shm_rma_pushed++;
 	cour_ep_complete_tx_locked(ep, txe, 0, 0);
 	return true;

@@ -203,7 +203,8 @@ struct cour_shm_window {
 	uint64_t start;             /* the address initiators name the region's first byte by */
 	uint64_t len;
 	uint64_t base;              /* where that byte is in the owner's address space */
-	uint64_t pad[3];
+	uint64_t notify;            /* nonzero: the owner counts writes, send it a notice */
+	uint64_t pad[2];
 };
 static_assert(sizeof(struct cour_shm_window) == 64, "a window is one cache line");
 

@@ -40,7 +40,7 @@ static inline uint64_t cour_win_word(uint64_t gen, uint32_t users, unsigned stat
 }
 
 int cour_shm_window_publish(struct cour_shm_ring *r, uint64_t key, uint64_t start, uint64_t len,
-			    void *base, uint32_t *slot)
+			    void *base, bool notify, uint32_t *slot)
 {
 	struct cour_shm_window *win = cour_shm_ring_hdr(r)->window;
 
@@ -56,6 +56,7 @@ int cour_shm_window_publish(struct cour_shm_ring *r, uint64_t key, uint64_t star
 		__atomic_store_n(&win[i].start, start, __ATOMIC_RELAXED);
 		__atomic_store_n(&win[i].len, len, __ATOMIC_RELAXED);
 		__atomic_store_n(&win[i].base, (uint64_t)(uintptr_t)base, __ATOMIC_RELAXED);
+		__atomic_store_n(&win[i].notify, (uint64_t)notify, __ATOMIC_RELAXED);
 		__atomic_store_n(&win[i].word, cour_win_word(cour_win_gen(w) + 1, 0, COUR_WIN_OPEN),
 				 __ATOMIC_RELEASE);
 		*slot = i;
@@ -153,4 +154,17 @@ void cour_shm_window_leave(struct cour_shm_ring *r, uint32_t slot, uint64_t gen)
 						__ATOMIC_RELAXED))
 			return;
 	}
+}
+
+void cour_shm_window_set_notify(struct cour_shm_ring *r, uint32_t slot, bool notify)
+{
+	assert(cour_shm_ring_is_owner(r) && slot < COUR_SHM_WINDOWS);
+	__atomic_store_n(&cour_shm_ring_hdr(r)->window[slot].notify, (uint64_t)notify,
+			 __ATOMIC_RELAXED);
+}
+
+bool cour_shm_window_notify(struct cour_shm_ring *r, uint32_t slot)
+{
+	return slot < COUR_SHM_WINDOWS &&
+	       __atomic_load_n(&cour_shm_ring_hdr(r)->window[slot].notify, __ATOMIC_RELAXED);
 }

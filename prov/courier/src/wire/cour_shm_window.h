@@ -33,10 +33,14 @@
 
 #include "cour_shm_ring.h"
 
-/* Owner: offer [start, start + len) (base: its address here) under key. 0 and the slot, or
- * -FI_EAGAIN when every window is in use (writes there then go the checked way). */
+/* Owner: offer [start, start + len) (base: its address here) under key; notify: producers
+ * must tell us of each write (we count them). 0 and the slot, or -FI_EAGAIN when every window
+ * is in use (writes there then go the checked way). */
 int  cour_shm_window_publish(struct cour_shm_ring *r, uint64_t key, uint64_t start, uint64_t len,
-			     void *base, uint32_t *slot);
+			     void *base, bool notify, uint32_t *slot);
+/* Owner: from now on producers do (not) tell us of their writes. A producer that read the old
+ * value races with the change, as a write racing with fi_mr_bind does. */
+void cour_shm_window_set_notify(struct cour_shm_ring *r, uint32_t slot, bool notify);
 /* Owner: take the window back, waiting for producers inside for up to wait_us. false: some
  * producer stayed inside that long (the window is closed to new ones all the same). */
 bool cour_shm_window_withdraw(struct cour_shm_ring *r, uint32_t slot, uint64_t wait_us);
@@ -47,5 +51,7 @@ bool cour_shm_window_withdraw(struct cour_shm_ring *r, uint32_t slot, uint64_t w
 bool cour_shm_window_enter(struct cour_shm_ring *r, uint64_t key, uint64_t raddr, uint64_t len,
 			   uint64_t *dst, uint32_t *slot, uint64_t *gen);
 void cour_shm_window_leave(struct cour_shm_ring *r, uint32_t slot, uint64_t gen);
+/* Producer, inside: does the owner want a notice of this write? */
+bool cour_shm_window_notify(struct cour_shm_ring *r, uint32_t slot);
 
 #endif /* COUR_SHM_WINDOW_H */
