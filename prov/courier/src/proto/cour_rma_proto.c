@@ -371,7 +371,8 @@ void *cour_rma_write_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 	uint64_t off = hdr->msg.offset, total = hdr->msg.total_len;
 	void *dst;
 
-	if ((hdr->base.flags & COUR_F_CMA) || off == 0 || hdr->msg.msg_id != peer->rma_rx_id ||
+	if ((hdr->base.flags & (COUR_F_CMA | COUR_F_PUSHED)) || off == 0 ||
+	    hdr->msg.msg_id != peer->rma_rx_id ||
 	    peer->rma_rx_err || total > COUR_MAX_MSG_SIZE || off > total || plen > total - off ||
 	    hdr->msg.raddr + off < hdr->msg.raddr ||
 	    !cour_rma_target_allowed(peer->ep, COUR_PKT_WRITE))
