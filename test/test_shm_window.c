@@ -95,8 +95,13 @@ Test(shm_window, bounds_keys_and_generations)
 		cr_assert_eq(cour_shm_window_publish(own, 100 + i, 0, 64, region, true, &s2), 0,
 			     "%d", i);
 	cr_assert_eq(cour_shm_window_publish(own, 200, 0, 64, region, true, &s2), -FI_EAGAIN);
-	cour_shm_ring_close(prod);
+
+	/* windows outlive their owner in a producer's mapping: the producer must see it gone */
+	cr_assert(cour_shm_ring_owner_holds(prod));
+	cr_assert_not(cour_shm_ring_owner_holds(own), "asked of a producer's mapping only");
 	cour_shm_ring_close(own);
+	cr_assert_not(cour_shm_ring_owner_holds(prod), "the owner closed its ring");
+	cour_shm_ring_close(prod);
 }
 
 /* Two producers inside at once; withdraw waits for both to leave, and closes the window to

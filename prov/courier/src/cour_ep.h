@@ -266,6 +266,7 @@ struct cour_peer {
 	uint32_t             shm_pid;
 	uint64_t             shm_nonce;
 	bool                 cma_off;         /* we cannot single-copy with it (kernel said no) */
+	uint64_t             push_held_us;    /* when its ring was last seen held by its owner */
 	bool                 peer_mapped;     /* it mapped our ring (its HELLO said) */
 	bool                 peer_pulls;      /* it can single-copy with us (its HELLO said) */
 	bool                 pinned;          /* messages refer to it (cour_peer_evict_strangers) */

@@ -28,6 +28,7 @@
 #include "wire/cour_shm_window.h"
 
 #define COUR_PUSH_WAIT_US  (10u * 1000 * 1000)   /* an initiator inside this long: close anyway */
+#define COUR_PUSH_HELD_US  1000                  /* how old "the owner holds its ring" may be */
 
 /* ---- target: windows on our regions ---- */
 
@@ -137,6 +138,26 @@ void cour_rma_push_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, si
 
 /* ---- initiator ---- */
 
+/*
+ * Our mapping of a peer's ring outlives the peer: after it exits or execs, its windows still
+ * read OPEN, and its pid (pid_max may be 32768) can come to name another process of ours,
+ * whose memory we would write. So before pushing we want to know that the owner still holds
+ * the ring under the fd it named, asked at most every COUR_PUSH_HELD_US: a pid cannot be
+ * reused that fast (the kernel hands them out in a cycle), which leaves an exec of the target
+ * in the last millisecond, the same window a shared copy's lease has.
+ */
+static bool cour_push_owner_holds(struct cour_peer *peer)
+{
+	uint64_t now = cour_now_us();
+
+	if (now - peer->push_held_us < COUR_PUSH_HELD_US)
+		return true;
+	if (!cour_shm_ring_owner_holds(peer->shm))
+		return false;
+	peer->push_held_us = now;
+	return true;
+}
+
 static bool cour_push_peer_idle(const struct cour_peer *peer)
 {
 	return !peer->ctrlq && !peer->txq && !peer->tx_inflight && !peer->tx_wait &&
@@ -154,7 +175,7 @@ bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe)
 	/* from COUR_SPLIT_MIN on, both processes copying halves at once beats one copier */
 	if (!cour_params.shm_push || txe->msg_len >= COUR_SPLIT_MIN || !peer->via_shm ||
 	    !peer->shm || peer->cma_off || (txe->hdr_flags & COUR_F_CQ_DATA) ||
-	    txe->iov_count != 1 || !cour_push_peer_idle(peer))
+	    txe->iov_count != 1 || !cour_push_peer_idle(peer) || !cour_push_owner_holds(peer))
 		return false;
 	if (!cour_shm_window_enter(peer->shm, txe->tag, txe->raddr, txe->msg_len, &dst, &slot,
 				   &gen))

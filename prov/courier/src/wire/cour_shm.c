@@ -113,6 +113,7 @@ void cour_shm_ep_close(struct cour_ep *ep)
 
 void cour_shm_peer_detach(struct cour_peer *peer)
 {
+	peer->push_held_us = 0;
 	peer->hello_tries = 0;
 	peer->hello_next_us = 0;
 	peer->via_shm = false;

@@ -47,6 +47,11 @@ struct cour_shm_ring {
 	uint64_t             reclaimed;
 	uint64_t             corrupt;
 
+	/* producer: where the owner holds the ring, and which file that was */
+	char                 owner_path[64];
+	dev_t                owner_dev;
+	ino_t                owner_ino;
+
 	/* owner: which grant slots are free (bit set), and the last lease's generation */
 	uint64_t             grant_free;
 	uint64_t             grant_gen;
@@ -354,6 +359,9 @@ int cour_shm_ring_attach(const struct cour_shm_locator *loc, struct cour_shm_rin
 	r->pid = pid;
 	r->fd = -1;
 	r->bytes = (size_t)loc->bytes;
+	snprintf(r->owner_path, sizeof(r->owner_path), "%s", path);
+	r->owner_dev = st.st_dev;
+	r->owner_ino = st.st_ino;
 	*out = r;
 	return 0;
 
@@ -669,6 +677,14 @@ struct cour_shm_hdr *cour_shm_ring_hdr(const struct cour_shm_ring *r)
 bool cour_shm_ring_is_owner(const struct cour_shm_ring *r)
 {
 	return r->owner;
+}
+
+bool cour_shm_ring_owner_holds(const struct cour_shm_ring *r)
+{
+	struct stat st;
+
+	return !r->owner && stat(r->owner_path, &st) == 0 && st.st_dev == r->owner_dev &&
+	       st.st_ino == r->owner_ino;
 }
 
 /* ---- grants ---- */

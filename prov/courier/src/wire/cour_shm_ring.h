@@ -178,6 +178,10 @@ void cour_shm_grant_finish(struct cour_shm_ring *r, uint32_t slot, uint64_t gen,
 /* The owner's header, for cour_shm_window.c (a producer's view of it is untrusted) */
 struct cour_shm_hdr *cour_shm_ring_hdr(const struct cour_shm_ring *r);
 bool cour_shm_ring_is_owner(const struct cour_shm_ring *r);
+/* Producer: does the owner still hold this ring under the fd it named? false once it exited,
+ * exec'd (the memfd is close-on-exec) or closed its endpoint, and for a process that took its
+ * pid since. One stat() of /proc/<pid>/fd/<fd>. */
+bool cour_shm_ring_owner_holds(const struct cour_shm_ring *r);
 
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
