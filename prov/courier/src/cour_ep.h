@@ -415,6 +415,12 @@ void cour_peer_free_all(struct cour_ep *ep);
 void cour_peer_refused(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len);
 /* Operations of ours the peer has not yet taken or answered (0: nothing owed). */
 size_t cour_peer_tx_pending(const struct cour_peer *peer);
+/* cour_peer_tx_pending(peer) == 0, without counting */
+static inline bool cour_peer_tx_idle(const struct cour_peer *peer)
+{
+	return !peer->ctrlq && !peer->txq && !peer->tx_inflight && !peer->tx_wait &&
+	       peer->tx_una == peer->tx_next;
+}
 fi_addr_t cour_peer_fi_addr(struct cour_peer *peer);
 void cour_peer_push(struct cour_peer *peer);          /* build and send what the window allows */
 void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe);

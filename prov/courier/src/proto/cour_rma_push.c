@@ -158,12 +158,6 @@ static bool cour_push_owner_holds(struct cour_peer *peer)
 	return true;
 }
 
-static bool cour_push_peer_idle(const struct cour_peer *peer)
-{
-	return !peer->ctrlq && !peer->txq && !peer->tx_inflight && !peer->tx_wait &&
-	       peer->tx_una == peer->tx_next;
-}
-
 bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe)
 {
 	struct cour_ep *ep = peer->ep;
@@ -175,7 +169,7 @@ bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe)
 	/* from COUR_SPLIT_MIN on, both processes copying halves at once beats one copier */
 	if (!cour_params.shm_push || txe->msg_len >= COUR_SPLIT_MIN || !peer->via_shm ||
 	    !peer->shm || peer->cma_off || (txe->hdr_flags & COUR_F_CQ_DATA) ||
-	    txe->iov_count != 1 || !cour_push_peer_idle(peer) || !cour_push_owner_holds(peer))
+	    txe->iov_count != 1 || !cour_peer_tx_idle(peer) || !cour_push_owner_holds(peer))
 		return false;
 	if (!cour_shm_window_enter(peer->shm, txe->tag, txe->raddr, txe->msg_len, &dst, &slot,
 				   &gen))
