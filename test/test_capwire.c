@@ -10,7 +10,7 @@
 struct capwire capwire;
 
 static void capwire_record(const void *hdr, size_t hdr_len, const struct iovec *iov,
-			   size_t iovcnt, bool now, struct cour_peer *peer)
+			   size_t iovcnt, bool now)
 {
 	struct capwire_pkt *p;
 	size_t off = 0;
@@ -24,8 +24,6 @@ static void capwire_record(const void *hdr, size_t hdr_len, const struct iovec *
 	memcpy(&p->hdr, hdr, hdr_len);
 	p->hdr_len = hdr_len;
 	p->now = now;
-	if (!now)
-		cour_hdr_finish(peer, &p->hdr, hdr_len, iov, iovcnt);
 	for (size_t i = 0; i < iovcnt; i++) {
 		size_t take = iov[i].iov_len;
 		if (take > CAPWIRE_PAYLOAD_MAX - off)
@@ -36,34 +34,34 @@ static void capwire_record(const void *hdr, size_t hdr_len, const struct iovec *
 	p->plen = off;
 }
 
-static int capwire_wire_open(struct cour_ep *ep, const struct cour_addr *want)
+static int capwire_wire_open(struct cour_wire *w, const struct cour_addr *want)
 {
 	return 0;
 }
 
-static void capwire_wire_close(struct cour_ep *ep)
+static void capwire_wire_close(struct cour_wire *w)
 {
 }
 
-static void capwire_wire_queue(struct cour_ep *ep, struct cour_peer *peer,
-			       const struct cour_pkt_hdr *hdr, size_t hdr_len,
+static void capwire_wire_queue(struct cour_wire *w, const struct sockaddr_storage *sa,
+			       socklen_t sa_len, const void *hdr, size_t hdr_len,
 			       const struct iovec *iov, size_t iovcnt)
 {
-	capwire_record(hdr, hdr_len, iov, iovcnt, false, peer);
+	capwire_record(hdr, hdr_len, iov, iovcnt, false);
 }
 
-static int capwire_wire_flush(struct cour_ep *ep)
+static int capwire_wire_flush(struct cour_wire *w)
 {
 	capwire.flushes++;
 	return 0;
 }
 
-static int capwire_wire_poll(struct cour_ep *ep)
+static int capwire_wire_poll(struct cour_wire *w)
 {
 	return 0;
 }
 
-static int capwire_wire_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa,
+static int capwire_wire_send_now(struct cour_wire *w, const struct sockaddr_storage *sa,
 				 socklen_t sa_len, const void *hdr, size_t hdr_len,
 				 const struct iovec *iov, size_t iovcnt)
 {
@@ -71,17 +69,17 @@ static int capwire_wire_send_now(struct cour_ep *ep, const struct sockaddr_stora
 		capwire.refuse_now--;
 		return -FI_EAGAIN;
 	}
-	capwire_record(hdr, hdr_len, iov, iovcnt, true, NULL);
+	capwire_record(hdr, hdr_len, iov, iovcnt, true);
 	return 0;
 }
 
-static void capwire_wire_send_raw(struct cour_ep *ep, const void *sa, socklen_t sa_len,
+static void capwire_wire_send_raw(struct cour_wire *w, const void *sa, socklen_t sa_len,
 				  const char *buf, size_t len)
 {
 	cr_assert_fail("the capture wire has no fault injector");
 }
 
-static uint32_t capwire_wire_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr)
+static uint32_t capwire_wire_peer_mtu(struct cour_wire *w, const struct cour_addr *addr)
 {
 	return CAPWIRE_MTU;
 }
@@ -159,14 +157,14 @@ struct cour_ep *capwire_open(uint64_t caps)
 	ep->info->caps = caps;
 	ep->domain = &capwire.dom;
 	ep->type = FI_EP_RDM;
-	ep->fd = -1;
 	ep->tx_cq = &capwire.tx_cq;
 	ep->rx_cq = &capwire.rx_cq;
 	ep->min_multi_recv = 64;
-	ep->wire = &capwire_ops;
-	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-	cr_assert_eq(cour_addr_from_sockaddr(&ep->addr, &sin, sizeof(sin)), 0);
 	ep->rxbuf_size = 4096;
+	cour_wire_init(&ep->wire, &capwire_ops, &cour_ep_wire_rx, ep, &ep->rxbuf_pool,
+		       ep->rxbuf_size);
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	cr_assert_eq(cour_addr_from_sockaddr(&ep->wire.addr, &sin, sizeof(sin)), 0);
 	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
 	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* as cour_ep_open */
 	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
@@ -216,7 +214,7 @@ struct cour_peer *capwire_peer(struct cour_ep *ep)
 
 	capwire_remote_sa(&sin);
 	cr_assert_eq(cour_addr_from_sockaddr(&a, &sin, sizeof(sin)), 0);
-	a.is_v4 = ep->addr.is_v4;
+	a.is_v4 = ep->wire.addr.is_v4;
 	peer = cour_peer_by_addr_locked(ep, &a, true);
 	cr_assert_not_null(peer);
 	return peer;

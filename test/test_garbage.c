@@ -172,7 +172,7 @@ static struct cour_peer *b_peer(const struct sockaddr_in *sa)
 	struct cour_peer *p;
 
 	cour_addr_from_sockaddr(&addr, sa, sizeof(*sa));
-	addr.is_v4 = b->addr.is_v4;
+	addr.is_v4 = b->wire.addr.is_v4;
 	HASH_FIND(hh, b->peers, &addr, sizeof(addr), p);
 	return p;
 }
@@ -910,7 +910,7 @@ Test(garbage, old_session_packet_does_not_livelock)
 
 	cr_assert_eq(exchange(1, 2000), 0);
 	/* A loses B (as after peer_timeout) and starts a new session; the pair converges */
-	pa = cour_peer_by_addr_locked(ep_a(), &ep_b()->addr, false);
+	pa = cour_peer_by_addr_locked(ep_a(), &ep_b()->wire.addr, false);
 	cr_assert_not_null(pa);
 	old = pa->local_session;
 	cour_lock_acquire(&ep_a()->domain->lock);

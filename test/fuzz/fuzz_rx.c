@@ -139,7 +139,8 @@ static struct {
 	fi_addr_t          fa_a, fa_b;
 	char               name_b[64];
 	size_t             namelen_b;
-	struct cour_wire_ops cap_wire;    /* A's loop wire, with send_raw recording packets */
+	struct cour_wire_ops cap_wire;    /* A's loop wire, with send_raw recording packets:
+					    * the base under A's fault decorator */
 	bool               capturing;
 	uint8_t           *cap[CAP_MAX];
 	size_t             cap_len[CAP_MAX];
@@ -206,8 +207,8 @@ static void alt_addr(unsigned i, struct sockaddr_storage *ss, socklen_t *len)
 
 /* Records A's finished packets (the fault injector, set to change nothing, hands each one to
  * send_raw as a single buffer), then delivers them as the loop wire would. */
-static void cap_send_raw(struct cour_ep *ep, const void *sa, socklen_t sa_len, const char *buf,
-			 size_t len)
+static void cap_send_raw(struct cour_wire *cw, const void *sa, socklen_t sa_len,
+			 const char *buf, size_t len)
 {
 	if (w.capturing && w.ncap < CAP_MAX) {
 		w.cap[w.ncap] = malloc(len);
@@ -216,7 +217,7 @@ static void cap_send_raw(struct cour_ep *ep, const void *sa, socklen_t sa_len, c
 			w.cap_len[w.ncap++] = len;
 		}
 	}
-	cour_loop_wire.send_raw(ep, sa, sa_len, buf, len);
+	cour_loop_wire.send_raw(cw, sa, sa_len, buf, len);
 }
 
 static void ep_open(struct fid_ep **ep, struct fid_cq *cq, const void *name, size_t namelen)
@@ -446,8 +447,8 @@ static void dump_state(const char *why, const struct live *l)
 	fprintf(stderr, "fuzz_rx: %s after %" PRIu64 " inputs\n", why, w.inputs);
 	for (int i = 0; l && i < 8; i++)
 		fprintf(stderr, "  %-10s done %d err %d\n", names[i], l->op[i].done, l->op[i].err);
-	dump_peer("B's view of A", peer_of(b, &a->addr));
-	dump_peer("A's view of B", peer_of(a, &b->addr));
+	dump_peer("B's view of A", peer_of(b, &a->wire.addr));
+	dump_peer("A's view of B", peer_of(a, &b->wire.addr));
 	fprintf(stderr, "  B: unexpected %s/%s rdv %u peers %u; stats bad_hdr %" PRIu64 " stale %"
 		PRIu64 " window %" PRIu64 " dup %" PRIu64 " resets %" PRIu64 " unreachable %" PRIu64
 		"\n", b->unexp_msg ? "msg" : "-", b->unexp_tag ? "tag" : "-",
@@ -615,7 +616,7 @@ static void sweep_abandoned(void)
 static void restart_a(void)
 {
 	struct cour_ep *a = ep_a();
-	struct cour_peer *p = peer_of(a, &ep_b()->addr);
+	struct cour_peer *p = peer_of(a, &ep_b()->wire.addr);
 
 	w.restarts++;
 	cour_lock_acquire(&a->domain->lock);
@@ -695,7 +696,7 @@ static size_t build_pkt(uint8_t *out, const uint8_t *ctl, const uint8_t *body, s
 {
 	struct cour_ep *a = ep_a(), *b = ep_b();
 	struct cour_pkt_hdr *h = (struct cour_pkt_hdr *)out;
-	struct cour_peer *ap = peer_of(a, &b->addr), *bp;
+	struct cour_peer *ap = peer_of(a, &b->wire.addr), *bp;
 	uint32_t w_ = (uint32_t)cour_params.window, seq, amount = ctl[1] & 63;
 	size_t hlen, plen, len;
 	struct cour_addr from;
@@ -707,9 +708,9 @@ static size_t build_pkt(uint8_t *out, const uint8_t *ctl, const uint8_t *body, s
 		*alt = ctl[3] & 3;
 		alt_addr((unsigned)*alt, &ss, &sl);
 		cour_addr_from_sockaddr(&from, &ss, sl);
-		from.is_v4 = b->addr.is_v4;
+		from.is_v4 = b->wire.addr.is_v4;
 	} else {
-		from = a->addr;
+		from = a->wire.addr;
 	}
 	bp = peer_of(b, &from);
 
@@ -826,8 +827,8 @@ static void deliver(int alt, const uint8_t *pkt, size_t len)
 	if (len > b->rxbuf_size)
 		return;
 	if (alt < 0) {
-		ss = a->bound_sa;
-		sl = a->bound_len;
+		ss = a->wire.bound_sa;
+		sl = a->wire.bound_len;
 	} else {
 		alt_addr((unsigned)alt, &ss, &sl);
 	}
@@ -855,7 +856,7 @@ static void loop_raw(const uint8_t *data, size_t len)
 	memcpy(copy, data, len);
 	tag_guard(copy, len);
 	cour_lock_acquire(&a->domain->lock);
-	cour_loop_wire.send_raw(a, &b->bound_sa, b->bound_len, (const char *)copy, len);
+	cour_loop_wire.send_raw(&a->wire, &b->wire.bound_sa, b->wire.bound_len, (const char *)copy, len);
 	cour_lock_release(&a->domain->lock);
 	free(copy);
 }
@@ -1014,9 +1015,9 @@ static void world_open(void)
 	mr_open(&w.mr_a, w.ep_a, w.mem_a, &w.key_a, &w.raddr_a, 0xa);
 	mr_open(&w.mr_b, w.ep_b, w.mem_b, &w.key_b, &w.raddr_b, 0xb);
 	a = ep_a();
-	w.cap_wire = *a->wire;
+	w.cap_wire = *a->wire.base;
 	w.cap_wire.send_raw = cap_send_raw;
-	a->wire = &w.cap_wire;
+	a->wire.base = &w.cap_wire;
 
 	w.stall_recover = getenv("FUZZ_STALL") && !strcmp(getenv("FUZZ_STALL"), "recover");
 	w.strict_mem = getenv("FUZZ_STRICT_MEM") && atoi(getenv("FUZZ_STRICT_MEM"));

@@ -16,29 +16,16 @@
 #ifndef COUR_H
 #define COUR_H
 
-#include <config.h>
+#include "util/cour_util.h"
+#include "util/cour_params.h"
 
-#include <assert.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-#include <time.h>
-
-#include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
-#include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_atomic.h>
-#include <rdma/providers/fi_log.h>
-#include <rdma/providers/fi_prov.h>
 
 #include <uthash.h>
 #include <utlist.h>
@@ -48,14 +35,6 @@
 #define COUR_DOMAIN_NAME  "udp"
 #define COUR_PROV_VERSION FI_VERSION(0, 1)
 #define COUR_FI_VERSION   FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
-
-#define COUR_HIDDEN __attribute__((visibility("hidden")))
-#define COUR_LIKELY(x)   __builtin_expect(!!(x), 1)
-#define COUR_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define COUR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define COUR_CONTAINER_OF(ptr, type, field) ((type *)((char *)(ptr) - offsetof(type, field)))
-#define COUR_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define COUR_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /*
  * The legacy mr_mode values and FI_ORDER_NONE are ABI (applications of API < 1.5 still pass
@@ -72,98 +51,6 @@ _Static_assert(FI_MR_UNSPEC == COUR_MR_UNSPEC && FI_MR_BASIC == COUR_MR_BASIC &&
 	       "legacy mr_mode and FI_ORDER_NONE values");
 #endif
 
-extern struct fi_provider cour_prov;
-
-#define COUR_WARN(subsys, ...) FI_WARN(&cour_prov, subsys, __VA_ARGS__)
-#define COUR_INFO(subsys, ...) FI_INFO(&cour_prov, subsys, __VA_ARGS__)
-#define COUR_DBG(subsys, ...)  FI_LOG(&cour_prov, FI_LOG_DEBUG, subsys, __VA_ARGS__)
-
-/* ---- parameters (FI_COURIER_*), read once at fi_prov_ini; see cour_init.c and the man page ---- */
-struct cour_params {
-	size_t   mtu;              /* max UDP payload per packet, bytes (0: per peer, from the route) */
-	size_t   window;           /* send window, packets per peer */
-	size_t   credits;          /* eager messages a sender may have unconsumed at a receiver */
-	size_t   eager_max;        /* largest message sent eagerly; larger ones use rendezvous */
-	size_t   inject_size;      /* bytes copied at call time by fi_inject and FI_INJECT */
-	size_t   tx_size;          /* transmit queue depth per endpoint */
-	size_t   rx_size;          /* posted receives guaranteed per endpoint (more may be posted) */
-	size_t   unexp_max;        /* unexpected bytes buffered with their credit already back */
-	int      ack_delay_us;     /* how long an ACK may wait for a packet to ride on */
-	int      rto_min_us;       /* retransmit timeout floor */
-	int      rto_max_us;       /* retransmit timeout ceiling (after backoff) */
-	int      peer_timeout_ms;  /* silence after which a peer with pending work is unreachable */
-	int      peer_warn_ms;     /* silence after which that is said once (warning) */
-	int      refused_grace_ms; /* a peer whose host refuses us may be silent this long */
-	int      linger_ms;        /* fi_close of an endpoint waits this long for sends to land */
-	int      manual_thread;    /* a progress thread under FI_PROGRESS_MANUAL too */
-	int      checksum;         /* also checksum payloads (headers are always checked) */
-	int      stats;            /* print per-endpoint statistics at close */
-	size_t   sockbuf;          /* SO_SNDBUF / SO_RCVBUF request, bytes */
-	char    *iface_addr;       /* local address to bind when no node is given */
-	char    *fault;            /* fault injection spec, see wire/cour_fault.c */
-	char    *wire;             /* "udp" (default) or "loop" (one process, for tests) */
-	int      shm;              /* same-host peers through shared memory */
-	int      shm_push;         /* same-host RMA writes copied by the initiator into windows */
-	int      cma_refuse_after; /* tests: single copies past this many fail as refused; -1 */
-	int      lease_hold_ms;    /* tests: an initiator holds a shared RMA's lease this long */
-};
-extern struct cour_params cour_params;
-
-/* ---- time ---- */
-static inline uint64_t cour_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/*
- * Microseconds from then to now, 0 if then is later. A progress pass reads the clock once and
- * hands that reading around (ep->now_us), while packets handled in the pass stamp peers with
- * fresher readings: a plain now - then would wrap to ~2^64 and call a peer heard a microsecond
- * ago silent for ever (it did: spurious FI_EHOSTUNREACH under load).
- */
-static inline uint64_t cour_us_since(uint64_t now, uint64_t then)
-{
-	return now > then ? now - then : 0;
-}
-
-/* ---- the progress lock (see the essay at the top of this file) ---- */
-struct cour_lock {
-	pthread_mutex_t mutex;
-	bool            active;     /* false: a single thread drives everything, no lock needed */
-	pthread_t       owner;      /* for assertions only, valid while held and active */
-	int             held;
-};
-
-static inline void cour_lock_init(struct cour_lock *l, bool active)
-{
-	pthread_mutex_init(&l->mutex, NULL);
-	l->active = active;
-	l->held = 0;
-}
-
-static inline void cour_lock_destroy(struct cour_lock *l)
-{
-	pthread_mutex_destroy(&l->mutex);
-}
-
-static inline void cour_lock_acquire(struct cour_lock *l)
-{
-	if (l->active)
-		pthread_mutex_lock(&l->mutex);
-	l->held++;
-}
-
-static inline void cour_lock_release(struct cour_lock *l)
-{
-	assert(l->held > 0);
-	l->held--;
-	if (l->active)
-		pthread_mutex_unlock(&l->mutex);
-}
-
-#define cour_lock_assert_held(l) assert((l)->held > 0)
 
 /* ---- fabric ---- */
 struct cour_fabric {
@@ -236,11 +123,6 @@ int  cour_domain_query_atomic(struct fid_domain *domain, enum fi_datatype dt, en
  * and copies shared with initiators end (proto/cour_rma_split.c) */
 struct cour_mr;
 void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr);
-
-/* ---- domain helpers used by every object ---- */
-static inline void cour_ref_inc(int *ref) { __atomic_add_fetch(ref, 1, __ATOMIC_RELAXED); }
-static inline int  cour_ref_dec(int *ref) { return __atomic_sub_fetch(ref, 1, __ATOMIC_RELAXED); }
-static inline int  cour_ref_get(int *ref) { return __atomic_load_n(ref, __ATOMIC_RELAXED); }
 
 /* ---- provider entry points (cour_attr.c, cour_fabric.c) ---- */
 int cour_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,

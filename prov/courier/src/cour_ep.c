@@ -197,7 +197,7 @@ static int cour_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 	struct sockaddr_storage ss;
-	size_t len = cour_addr_to_sockaddr(&ep->addr, &ss);
+	size_t len = cour_addr_to_sockaddr(&ep->wire.addr, &ss);
 	size_t have = *addrlen;
 
 	*addrlen = len;
@@ -211,7 +211,7 @@ static int cour_ep_setname(fid_t fid, void *addr, size_t addrlen)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 	struct cour_addr want;
-	int fd = ep->fd, ret;
+	int fd = ep->wire.fd, ret;
 
 	if (ep->enabled) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname after fi_enable\n");
@@ -221,8 +221,8 @@ static int cour_ep_setname(fid_t fid, void *addr, size_t addrlen)
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: not a sockaddr_in/in6\n");
 		return -FI_EINVAL;
 	}
-	ep->wire->close(ep);
-	ret = ep->wire->open(ep, &want);
+	ep->wire.ops->close(&ep->wire);
+	ret = ep->wire.ops->open(&ep->wire, &want);
 	if (ret) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: the old name (fd %d) is gone too\n", fd);
 		return ret;
@@ -350,6 +350,25 @@ static int cour_ep_control(struct fid *fid, int command, void *arg)
 
 /* ---- statistics ---- */
 
+/* The engine's counters with the wire's (and its fault injector's) added in. */
+static void cour_ep_stats_locked(struct cour_ep *ep, struct fi_courier_stats *s)
+{
+	const struct cour_wire_stats *w = &ep->wire.stats;
+	struct cour_fault_counts f;
+
+	*s = ep->stats;
+	s->tx_pkts += w->tx_pkts;
+	s->tx_bytes += w->tx_bytes;
+	s->rx_pkts += w->rx_pkts;
+	s->rx_in_place += w->rx_in_place;
+	s->drop_bad_hdr += w->rx_bad;
+	cour_fault_counts(&ep->wire, &f);
+	s->fault_drops = f.drops;
+	s->fault_dups = f.dups;
+	s->fault_corrupts = f.corrupts;
+	s->fault_reorders = f.reorders;
+}
+
 static int cour_ep_get_stats(struct fid_ep *ep_fid, struct fi_courier_stats *stats)
 {
 	struct cour_ep *ep = cour_ep_of(ep_fid);
@@ -357,8 +376,7 @@ static int cour_ep_get_stats(struct fid_ep *ep_fid, struct fi_courier_stats *sta
 	if (!stats)
 		return -FI_EINVAL;
 	cour_lock_acquire(&ep->domain->lock);
-	*stats = ep->stats;
-	cour_fault_stats(ep, stats);
+	cour_ep_stats_locked(ep, stats);
 	cour_lock_release(&ep->domain->lock);
 	return 0;
 }
@@ -379,10 +397,10 @@ static int cour_ep_ops_open(struct fid *fid, const char *name, uint64_t flags, v
 
 static void cour_ep_print_stats(struct cour_ep *ep)
 {
-	struct fi_courier_stats s = ep->stats;
+	struct fi_courier_stats s;
 	char str[80];
 
-	cour_fault_stats(ep, &s);
+	cour_ep_stats_locked(ep, &s);
 	fprintf(stderr, "courier stats %s: tx_pkts %" PRIu64 " rx_pkts %" PRIu64
 		" tx_bytes %" PRIu64 " rx_bytes %" PRIu64 " tx_msgs %" PRIu64 " rx_msgs %" PRIu64
 		" acks_sent %" PRIu64 " acks_rcvd %" PRIu64 " retrans_timeout %" PRIu64
@@ -394,7 +412,7 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		" fault_reorder %" PRIu64 " rx_in_place %" PRIu64 " peers_evicted %" PRIu64
 		" peer_silences %" PRIu64 " unexp_credit_early %" PRIu64 " linger_waits %" PRIu64
 		" linger_lost %" PRIu64 " peers_refused %" PRIu64 "\n",
-		cour_addr_str(&ep->addr, str, sizeof(str)), s.tx_pkts, s.rx_pkts, s.tx_bytes,
+		cour_addr_str(&ep->wire.addr, str, sizeof(str)), s.tx_pkts, s.rx_pkts, s.tx_bytes,
 		s.rx_bytes, s.tx_msgs, s.rx_msgs, s.acks_sent, s.acks_rcvd, s.retrans_timeout,
 		s.retrans_fast, s.dup_rcvd, s.ooo_rcvd, s.drop_window, s.drop_bad_hdr,
 		s.drop_stale_session, s.drop_no_buf, s.credit_stalls, s.window_stalls,
@@ -461,7 +479,7 @@ static void cour_ep_linger(struct cour_ep *ep)
 		ep->stats.linger_lost += n;
 		COUR_WARN(FI_LOG_EP_CTRL, "endpoint %s closed with %zu operation(s) to %s not "
 			  "delivered after FI_COURIER_LINGER=%d ms: they are lost\n",
-			  cour_addr_str(&ep->addr, me, sizeof(me)), n,
+			  cour_addr_str(&ep->wire.addr, me, sizeof(me)), n,
 			  cour_addr_str(&peer->addr, str, sizeof(str)), cour_params.linger_ms);
 	}
 }
@@ -488,7 +506,7 @@ static int cour_ep_close(struct fid *fid)
 	if (cour_params.stats)
 		cour_ep_print_stats(ep);
 	cour_shm_ep_close(ep);
-	ep->wire->close(ep);
+	ep->wire.ops->close(&ep->wire);
 	if (ep->tx_cq)
 		cour_ref_dec(&ep->tx_cq->refcnt);
 	if (ep->rx_cq)
@@ -509,7 +527,7 @@ static int cour_ep_close(struct fid *fid)
 		cour_ref_dec(&ep->av->refcnt);
 	cour_lock_release(&dom->lock);
 
-	cour_fault_destroy(ep->fault);
+	cour_fault_unwrap(&ep->wire);
 	cour_pool_fini(&ep->txe_pool);
 	cour_pool_fini(&ep->rxe_pool);
 	cour_pool_fini(&ep->rxmsg_pool);
@@ -525,6 +543,7 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 		 void *context)
 {
 	struct cour_domain *dom = COUR_CONTAINER_OF(domain, struct cour_domain, domain_fid);
+	const struct cour_wire_ops *ops;
 	struct cour_addr want;
 	struct cour_ep *ep;
 	int ret;
@@ -557,7 +576,7 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	}
 	ep->domain = dom;
 	ep->type = info->ep_attr->type;
-	ep->fd = -1;
+	ep->wire.fd = -1;
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->min_multi_recv = COUR_MIN_MULTI_RECV_DEFAULT;
@@ -569,19 +588,18 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	cour_pool_init(&ep->inject_pool, COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES),
 		       64, cour_params.tx_size);
 	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 1024);
-	if (cour_params.fault) {
-		ep->fault = cour_fault_create(cour_params.fault);
-		if (!ep->fault) {
-			ret = -FI_EINVAL;
-			goto err_free;
-		}
-	}
-	ep->wire = cour_wire_lookup(cour_params.wire);
-	if (!ep->wire) {
+	ops = cour_wire_lookup(cour_params.wire);
+	if (!ops) {
 		ret = -FI_EINVAL;
 		goto err_free;
 	}
-	ret = ep->wire->open(ep, &want);
+	cour_wire_init(&ep->wire, ops, &cour_ep_wire_rx, ep, &ep->rxbuf_pool, ep->rxbuf_size);
+	if (cour_params.fault) {
+		ret = cour_fault_wrap(&ep->wire, cour_params.fault);
+		if (ret)
+			goto err_free;
+	}
+	ret = ep->wire.ops->open(&ep->wire, &want);
 	if (ret)
 		goto err_free;
 	cour_shm_ep_open(ep);
@@ -601,7 +619,7 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	return 0;
 
 err_free:
-	cour_fault_destroy(ep->fault);
+	cour_fault_unwrap(&ep->wire);
 	cour_pool_fini(&ep->txe_pool);
 	cour_pool_fini(&ep->rxe_pool);
 	cour_pool_fini(&ep->rxmsg_pool);

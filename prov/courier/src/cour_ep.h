@@ -43,8 +43,10 @@
 
 #define COUR_IOV_MAX     8     /* iov_limit advertised (tx and rx) */
 #define COUR_ACK_EVERY   8     /* in-order packets after which an ACK goes out at once */
-#define COUR_TX_BATCH    32    /* packets per sendmmsg */
-#define COUR_RX_BATCH    16    /* packets per recvmmsg */
+#define COUR_RX_BATCH    COUR_WIRE_RX_BATCH
+_Static_assert(COUR_IOV_MAX <= COUR_WIRE_IOV_MAX, "a packet's payload iovecs fit a wire's");
+_Static_assert(COUR_PKT_HDR_LEN <= COUR_WIRE_HDR_MAX, "a packet header fits a wire's");
+_Static_assert(COUR_MAX_PKT == COUR_WIRE_DGRAM_MAX, "the engine's largest packet is the wire's");
 #define COUR_HELLO_TRIES 8     /* HELLOs to a peer that does not answer (wire/cour_shm.c) */
 #define COUR_HELLO_GAP_US 1000 /* before the second; doubling */
 /* cq_flags bit (unused by libfabric) marking a send that reports no success completion,
@@ -315,20 +317,14 @@ struct cour_ep {
 	uint64_t             tx_op_flags, rx_op_flags;
 	size_t               min_multi_recv;
 
-	/* the wire, chosen at open (wire/cour_wire.h) */
-	const struct cour_wire_ops *wire;
-	void                *wire_priv;       /* the wire's own state, if any */
-	int                  fd;              /* readable when packets wait */
-	struct cour_addr     addr;            /* bound address: fi_getname */
-	struct sockaddr_storage bound_sa;
-	socklen_t            bound_len;
-	bool                 tx_blocked;      /* the socket refused packets; retry in progress */
+	/* the wire, chosen at open (wire/cour_wire.h): its fd, bound address and batches */
+	struct cour_wire     wire;
+	bool                 tx_blocked;      /* a ring was full: retry in the next progress */
 	/* same-host peers (wire/cour_shm.c): our receive ring, NULL when shm is off */
 	struct cour_shm_ring *shm_ring;
 	struct cour_shm_locator shm_loc;
 	bool                 rx_borrowed;     /* the packet being handled lives in the ring */
 	bool                 rx_placed;       /* ...its payload is already where it belongs */
-	bool                 rx_direct;       /* big data packets stream in: read them in place */
 	bool                 shm_armed;       /* we asked producers for a doorbell (sleeping) */
 	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
 	uint32_t             udp_gap_us;      /* ...and when it reads it next (cour_progress.c) */
@@ -357,21 +353,7 @@ struct cour_ep {
 	size_t               unexp_early;     /* bytes of unexpected messages whose credit is back */
 	size_t               rxbuf_size;
 
-	/* receive batch: buffers owned by the batch until a packet is held */
-	void                *rx_bufs[COUR_RX_BATCH];
-	struct mmsghdr       rx_msgs[COUR_RX_BATCH];
-	struct iovec         rx_iov[COUR_RX_BATCH];
-	struct sockaddr_storage rx_sa[COUR_RX_BATCH];
-
-	/* transmit batch */
-	struct mmsghdr       tx_msgs[COUR_TX_BATCH];
-	struct iovec         tx_iov[COUR_TX_BATCH][COUR_IOV_MAX + 1];
-	struct cour_pkt_hdr  tx_hdrs[COUR_TX_BATCH];   /* copies: headers are finished per send */
-	struct cour_peer    *tx_peer[COUR_TX_BATCH];
-	uint32_t             tx_count;
-
-	struct cour_fault   *fault;           /* fault injection, NULL unless FI_COURIER_FAULT */
-	struct fi_courier_stats stats;
+	struct fi_courier_stats stats;        /* the engine's; the wire counts its own */
 };
 
 static inline struct cour_ep *cour_ep_of(struct fid_ep *ep_fid)
@@ -430,7 +412,7 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno);
 void cour_peer_activate(struct cour_peer *peer);
 void cour_ep_timers(struct cour_ep *ep, uint64_t now);
 void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
-		       const struct sockaddr_storage *sa, socklen_t sa_len);
+			const struct sockaddr_storage *sa, socklen_t sa_len);
 void cour_peer_credit_return(struct cour_peer *peer);
 /* The acknowledgement fields of any valid packet from the peer (ext: an ACK's SACK bitmap). */
 void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now,
@@ -460,13 +442,6 @@ void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno);
 void cour_msg_ep_close(struct cour_ep *ep);
 
-/* Where the payload of the next datagram belongs (an in-order RDATA or WRITE continuation
- * with a contiguous destination), or NULL: hdr is its header, peeked, len the datagram's. */
-void *cour_ep_rx_direct(struct cour_ep *ep, const struct cour_pkt_hdr *hdr, size_t len,
-			const struct sockaddr_storage *sa, socklen_t sa_len);
-/* cour_ep_rx_packet for a datagram whose payload was read into that place */
-void cour_ep_rx_placed(struct cour_ep *ep, void *hdr, size_t len,
-		       const struct sockaddr_storage *sa, socklen_t sa_len);
 void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
 void *cour_rma_write_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
 
@@ -544,48 +519,45 @@ void cour_send_ctrl(struct cour_peer *peer, uint8_t type, uint32_t msg_id, uint3
 		    uint64_t len);
 
 /* ---- the wire (wire/cour_wire.h): calls through the endpoint's ops table ---- */
+/* Finish a header for sending: current ack/sack/credits and the checksum (proto/cour_peer.c). */
+void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hdr_len,
+		     const struct iovec *iov, size_t iovcnt);
+/* What the endpoint's wire hands up (proto/cour_peer_rx.c). */
+extern const struct cour_wire_rx_ops cour_ep_wire_rx;
+
+/* A sequenced packet to the peer over the wire: hdr (the window slot's copy) is finished in
+ * place, the wire copies it. */
 static inline void cour_wire_queue(struct cour_ep *ep, struct cour_peer *peer,
-				   const struct cour_pkt_hdr *hdr, size_t hdr_len,
+				   struct cour_pkt_hdr *hdr, size_t hdr_len,
 				   const struct iovec *iov, size_t iovcnt)
 {
-	ep->wire->queue(ep, peer, hdr, hdr_len, iov, iovcnt);
+	cour_hdr_finish(peer, hdr, hdr_len, iov, iovcnt);
+	ep->wire.ops->queue(&ep->wire, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt);
 }
 
 static inline int cour_wire_flush(struct cour_ep *ep)
 {
-	return ep->wire->flush(ep);
+	return ep->wire.ops->flush(&ep->wire);
 }
 
 static inline int cour_wire_poll(struct cour_ep *ep)
 {
-	return ep->wire->poll(ep);
+	return ep->wire.ops->poll(&ep->wire);
 }
 
 static inline int cour_wire_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa,
 				     socklen_t sa_len, const void *hdr, size_t hdr_len,
 				     const struct iovec *iov, size_t iovcnt)
 {
-	return ep->wire->send_now(ep, sa, sa_len, hdr, hdr_len, iov, iovcnt);
+	return ep->wire.ops->send_now(&ep->wire, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 }
 
 static inline uint32_t cour_wire_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr)
 {
-	return ep->wire->peer_mtu(ep, addr);
+	return ep->wire.ops->peer_mtu(&ep->wire, addr);
 }
 
-/* ---- wire/cour_wire.c: shared by the wires ---- */
-/* The receive batch's buffers, from rxbuf_pool. */
-int  cour_wire_rxbufs_init(struct cour_ep *ep);
-void cour_wire_rxbufs_fini(struct cour_ep *ep);
-/* One datagram to sa: the header, then the payload iovecs. */
-struct cour_wire_msg {
-	struct msghdr        m;
-	struct iovec         v[COUR_IOV_MAX + 1];
-};
-void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len, const void *hdr,
-		      size_t hdr_len, const struct iovec *iov, size_t iovcnt);
-
-/* ---- wire/cour_shm.c: same-host peers ---- */
+/* ---- proto/cour_shm_peer.c: same-host peers ---- */
 int  cour_shm_ep_open(struct cour_ep *ep);     /* 0 even when shm stays off (logged) */
 void cour_shm_ep_close(struct cour_ep *ep);
 void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags);
@@ -626,17 +598,5 @@ struct cour_txe *cour_ctrl_txe(struct cour_peer *peer, uint8_t type, uint32_t ms
  * slots forget it and it queues anew. */
 void   cour_txe_requeue(struct cour_peer *peer, struct cour_txe *txe);
 void   cour_txe_detach_slots(struct cour_peer *peer, struct cour_txe *txe);
-
-/* ---- wire/cour_fault.c ---- */
-struct cour_fault *cour_fault_create(const char *spec);
-void cour_fault_destroy(struct cour_fault *f);
-bool cour_fault_on_packets(const struct cour_fault *f); /* more than lost HELLOs */
-/* Send one packet through the injector (drop, duplicate, reorder, corrupt). */
-int  cour_fault_sendmsg(struct cour_ep *ep, struct msghdr *msg);
-void cour_fault_stats(struct cour_ep *ep, struct fi_courier_stats *s);
-
-/* Finish a header for sending: current ack/sack/credits and the checksum. */
-void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hdr_len,
-		     const struct iovec *iov, size_t iovcnt);
 
 #endif

@@ -87,8 +87,10 @@ timers:
 	if (ep->active) {
 		if (!now)
 			now = ep->now_us = cour_now_us();
-		if (!ep->next_timer || now >= ep->next_timer || ep->tx_blocked) {
+		if (!ep->next_timer || now >= ep->next_timer || ep->tx_blocked ||
+		    ep->wire.tx_blocked) {
 			ep->tx_blocked = false;
+			ep->wire.tx_blocked = false;
 			cour_ep_timers(ep, now);
 		}
 	}
@@ -144,7 +146,7 @@ int cour_domain_poll_fds_locked(struct cour_domain *dom, struct pollfd *pfds, in
 			if (!cour_shm_arm(ep))
 				dom->shm_ready = true;
 		}
-		pfds[n].fd = ep->fd;
+		pfds[n].fd = ep->wire.fd;
 		pfds[n].events = POLLIN;
 		pfds[n].revents = 0;
 		n++;

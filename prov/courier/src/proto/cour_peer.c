@@ -827,8 +827,8 @@ static void cour_peer_unroutable(struct cour_peer *peer)
 		COUR_WARN(FI_LOG_EP_DATA, "peer %s cannot be reached from this endpoint's address "
 			  "%s: failing its operations with FI_EHOSTUNREACH%s\n",
 			  cour_addr_str(&peer->addr, str, sizeof(str)),
-			  cour_addr_str(&ep->addr, me, sizeof(me)),
-			  cour_addr_is_loopback(&ep->addr) ?
+			  cour_addr_str(&ep->wire.addr, me, sizeof(me)),
+			  cour_addr_is_loopback(&ep->wire.addr) ?
 			  " (an endpoint bound to loopback reaches only this host: set "
 			  "FI_COURIER_IFACE_ADDR to an address, interface or subnet of this host's "
 			  "network, such as eth0 or 10.1.0.0/16)" : " (no route)");
@@ -965,7 +965,7 @@ void cour_peer_refused(struct cour_ep *ep, const struct sockaddr_storage *sa, so
 
 	if (cour_addr_from_sockaddr(&a, sa, sa_len))
 		return;
-	a.is_v4 = ep->addr.is_v4;
+	a.is_v4 = ep->wire.addr.is_v4;
 	peer = cour_peer_by_addr_locked(ep, &a, false);
 	if (!peer)
 		return;
@@ -1011,3 +1011,43 @@ void cour_peer_free_all(struct cour_ep *ep)
 	ep->peer_cache_len = 0;
 	ep->peer_last = NULL;
 }
+void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hdr_len,
+		     const struct iovec *iov, size_t iovcnt)
+{
+	uint32_t crc;
+
+	if (peer) {
+		hdr->base.ack = peer->rx_next;
+		hdr->base.sack = 0;
+		if (peer->rx_held && peer->rxwin) {
+			uint32_t w = (uint32_t)cour_params.window;
+			for (uint32_t i = 0; i < cour_sack_span(w); i++) {
+				uint32_t s = peer->rx_next + 1 + i;
+				if (peer->rxwin[s % w].buf)
+					hdr->base.sack = cour_sack_mark(hdr->base.sack,
+									peer->rx_next, s);
+			}
+		}
+		hdr->base.credits = peer->credits_granted;
+		hdr->base.src_session = peer->local_session;
+		hdr->base.dst_session = peer->remote_session;
+		peer->credits_sent = peer->credits_granted;
+		/* Whatever we send carries the ACK: a pending delayed ACK is no longer needed. */
+		peer->ack_needed = false;
+		peer->rx_since_ack = 0;
+	}
+	/* an ACK's payload (a SACK bitmap) and a HELLO's are always checked (cour_pkt_valid) */
+	bool pcsum = cour_params.checksum ||
+		     (iovcnt && (hdr->base.type == COUR_PKT_ACK || hdr->base.type == COUR_PKT_HELLO));
+
+	hdr->base.version = COUR_WIRE_VERSION;
+	if (pcsum)
+		hdr->base.flags |= COUR_F_PCSUM;
+	hdr->base.crc = 0;
+	crc = cour_crc32c(0, hdr, hdr_len);
+	if (pcsum)
+		for (size_t i = 0; i < iovcnt; i++)
+			crc = cour_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+	hdr->base.crc = crc;
+}
+

@@ -1,7 +1,8 @@
 /*
  * Incoming packets: the checks every one passes (version, type, length, checksum, session),
  * then the receive window (in-order delivery, early packets held, duplicates answered), and
- * the UDP wire's reading in place (cour_ep_rx_direct). The sending side is cour_peer.c's.
+ * what the endpoint's wire calls (cour_ep_wire_rx: every datagram, and the UDP wire's reading
+ * in place). The sending side is cour_peer.c's.
  */
 #include "cour_ep.h"
 #include "proto/cour_rel.h"
@@ -112,8 +113,12 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 		COUR_DROP_BAD(ep, "failed validation (version, type, length or checksum)");
 		return buf;
 	}
-	from.is_v4 = ep->addr.is_v4;
+	from.is_v4 = ep->wire.addr.is_v4;
 	ep->stats.rx_bytes += len;
+	/* big data streams in over the wire: its next poll reads such packets in place */
+	if (len >= COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed &&
+	    (h->type == COUR_PKT_RDATA || h->type == COUR_PKT_WRITE))
+		ep->wire.rx_direct = true;
 	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
 		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
 			cour_msg_handle_dgram(ep, hdr, (char *)buf + COUR_PKT_HDR_LEN,
@@ -242,19 +247,24 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 	return fresh;
 }
 
-void *cour_ep_rx_direct(struct cour_ep *ep, const struct cour_pkt_hdr *hdr, size_t len,
-			const struct sockaddr_storage *sa, socklen_t sa_len)
+/* Where the payload of the datagram whose header the wire peeked belongs: an in-order RDATA
+ * or WRITE continuation with a contiguous destination, or NULL. */
+static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len,
+			       const struct sockaddr_storage *sa, socklen_t sa_len)
 {
-	struct cour_pkt_hdr h = *hdr;
+	struct cour_ep *ep = arg;
+	struct cour_pkt_hdr h;
 	struct cour_peer *peer;
 	struct cour_addr from;
 	size_t plen = len - COUR_PKT_HDR_LEN;
-	uint32_t want = h.base.crc;
+	uint32_t want;
 
+	memcpy(&h, peeked, sizeof(h));
+	want = h.base.crc;
 	/* only what the handler would accept as is: the payload lands before it runs, and a
 	 * pending READ_RESP may need the old bytes (cour_rma_order_guard). A payload under a
-	 * checksum is checked after it landed (the wire drops it if bad), so only into a
-	 * receive that nobody reads before it completes, never into RMA memory */
+	 * checksum is checked after it landed (cour_ep_rx_placed drops it if bad), so only into
+	 * a receive that nobody reads before it completes, never into RMA memory */
 	if (len <= COUR_PKT_HDR_LEN || h.base.version != COUR_WIRE_VERSION ||
 	    (h.base.flags & ~COUR_F_ALL) ||
 	    (h.base.type != COUR_PKT_RDATA &&
@@ -263,10 +273,9 @@ void *cour_ep_rx_direct(struct cour_ep *ep, const struct cour_pkt_hdr *hdr, size
 	h.base.crc = 0;
 	if (!(h.base.flags & COUR_F_PCSUM) && cour_crc32c(0, &h, COUR_PKT_HDR_LEN) != want)
 		return NULL;
-	if (
-	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0)
+	if (cour_addr_from_sockaddr(&from, sa, sa_len) != 0)
 		return NULL;
-	from.is_v4 = ep->addr.is_v4;
+	from.is_v4 = ep->wire.addr.is_v4;
 	peer = cour_peer_by_addr_locked(ep, &from, false);
 	if (!peer || !peer->rxwin || peer->ctrlq || h.base.seq != peer->rx_next ||
 	    h.base.src_session != peer->remote_session ||
@@ -276,11 +285,33 @@ void *cour_ep_rx_direct(struct cour_ep *ep, const struct cour_pkt_hdr *hdr, size
 					     : cour_rma_write_dest(peer, &h, plen);
 }
 
-void cour_ep_rx_placed(struct cour_ep *ep, void *hdr, size_t len,
-		       const struct sockaddr_storage *sa, socklen_t sa_len)
+/* The checksum of a datagram read as header + payload in place (cour_pkt_valid's, split) */
+static bool cour_ep_placed_ok(struct cour_pkt_hdr *hdr, const void *payload, size_t len)
 {
+	uint32_t want = hdr->base.crc, crc;
+
+	hdr->base.crc = 0;
+	crc = cour_crc32c(0, hdr, sizeof(*hdr));
+	if (hdr->base.flags & COUR_F_PCSUM)
+		crc = cour_crc32c(crc, payload, len - sizeof(*hdr));
+	hdr->base.crc = want;
+	return crc == want;
+}
+
+/* cour_ep_rx_packet for a datagram whose payload the wire read where cour_ep_rx_direct said */
+static void cour_ep_rx_placed(void *arg, void *hdr, const void *payload, size_t len,
+			      const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_ep *ep = arg;
 	void *ret;
 
+	if (!cour_ep_placed_ok(hdr, payload, len)) {
+		/* the bytes that landed belong to a receive still in progress: the resent
+		 * packet overwrites them before anyone may read them */
+		COUR_DROP_BAD(ep, "payload read in place failed its checksum");
+		return;
+	}
+	ep->stats.rx_in_place++;
 	ep->rx_placed = true;
 	ret = cour_ep_rx_packet(ep, hdr, len, sa, sa_len);
 	ep->rx_placed = false;
@@ -289,3 +320,27 @@ void cour_ep_rx_placed(struct cour_ep *ep, void *hdr, size_t len,
 	(void)ret;
 }
 
+static void *cour_ep_wire_packet(void *arg, void *buf, size_t len,
+				 const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	return cour_ep_rx_packet(arg, buf, len, sa, sa_len);
+}
+
+static void cour_ep_wire_refused(void *arg, const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	cour_peer_refused(arg, sa, sa_len);
+}
+
+static bool cour_pkt_is_hello(const void *pkt, size_t len)
+{
+	return len >= COUR_BASE_HDR_LEN && ((const struct cour_base_hdr *)pkt)->type == COUR_PKT_HELLO;
+}
+
+const struct cour_wire_rx_ops cour_ep_wire_rx = {
+	.packet = cour_ep_wire_packet,
+	.direct = cour_ep_rx_direct,
+	.placed = cour_ep_rx_placed,
+	.refused = cour_ep_wire_refused,
+	.is_handshake = cour_pkt_is_hello,
+	.hdr_len = COUR_PKT_HDR_LEN,
+};

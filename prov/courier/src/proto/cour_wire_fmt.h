@@ -66,6 +66,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/cour_crc32c.h"
+
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "courier's wire format is little-endian and has no byte swapping yet"
 #endif
@@ -189,8 +191,5 @@ static inline int cour_seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) 
 static inline int cour_seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0; }
 static inline int cour_seq_gt(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
 static inline int cour_seq_ge(uint32_t a, uint32_t b) { return (int32_t)(a - b) >= 0; }
-
-/* crc32c (Castagnoli); hardware-accelerated where the CPU has SSE4.2. */
-uint32_t cour_crc32c(uint32_t crc, const void *buf, size_t len);
 
 #endif

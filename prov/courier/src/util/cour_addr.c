@@ -1,4 +1,4 @@
-#include "cour.h"
+#include "util/cour_util.h"
 #include "util/cour_addr.h"
 
 #include <arpa/inet.h>

@@ -2,7 +2,7 @@
  * crc32c (Castagnoli polynomial, reflected 0x82F63B78). Headers are always checksummed, so this
  * runs on every packet: the SSE4.2 instruction when the CPU has it, a table otherwise.
  */
-#include "proto/cour_wire_fmt.h"
+#include "util/cour_crc32c.h"
 
 #include <stdbool.h>
 #include <string.h>

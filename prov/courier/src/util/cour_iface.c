@@ -5,7 +5,7 @@
  * "fd00::/64"). This file turns those two forms into this host's address; anything else is an
  * address or a host name, left to the caller's resolver.
  */
-#include "cour.h"
+#include "util/cour_util.h"
 #include "util/cour_addr.h"
 
 #include <arpa/inet.h>

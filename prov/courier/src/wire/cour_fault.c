@@ -3,9 +3,16 @@
  * every packet sent through an endpoint may be dropped, sent twice, held back behind the next
  * packet, or sent with one byte flipped. Seeded, so a failing run can be replayed. The
  * corrupted copy is made in a scratch buffer: application memory is never touched.
- * "hello=N" drops the endpoint's first N HELLOs (the same-host handshake, wire/cour_shm.c).
+ * "hello=N" drops the endpoint's first N HELLOs (the same-host handshake, which the engine's
+ * rx->is_handshake recognises).
+ *
+ * A decorator of any wire (cour_wire.h): it takes the wire's sending ops, gathers each packet
+ * into one buffer at once (so a queued payload may change after the call, as on the loop
+ * wire), and puts the survivors out with the base wire's send_raw; receiving, names and MTUs
+ * are the base wire's.
  */
-#include "cour_ep.h"
+#include "util/cour_util.h"
+#include "wire/cour_wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +21,12 @@ struct cour_fault {
 	unsigned drop, dup, reorder, corrupt;   /* percent */
 	unsigned hello;                          /* HELLOs still to drop */
 	uint64_t rng;
-	char     held[COUR_MAX_PKT + 128];       /* a packet held back for reordering */
+	struct cour_wire_ops ops;                /* the base wire's, sending replaced */
+	char     held[COUR_WIRE_DGRAM_MAX + 128]; /* a packet held back for reordering */
 	size_t   held_len;
 	struct sockaddr_storage held_sa;
 	socklen_t held_salen;
-	char     scratch[COUR_MAX_PKT + 128];
+	char     scratch[COUR_WIRE_DGRAM_MAX + 128];
 	uint64_t n_drop, n_dup, n_reorder, n_corrupt;
 };
 
@@ -36,7 +44,7 @@ static bool cour_fault_hit(struct cour_fault *f, unsigned pct)
 	return pct && cour_fault_rand(f) % 100 < pct;
 }
 
-struct cour_fault *cour_fault_create(const char *spec)
+static struct cour_fault *cour_fault_create(const char *spec)
 {
 	struct cour_fault *f = calloc(1, sizeof(*f));
 	char *copy, *tok, *save = NULL;
@@ -82,16 +90,6 @@ bad:
 	return NULL;
 }
 
-void cour_fault_destroy(struct cour_fault *f)
-{
-	free(f);
-}
-
-bool cour_fault_on_packets(const struct cour_fault *f)
-{
-	return f->drop || f->dup || f->reorder || f->corrupt;
-}
-
 static size_t cour_fault_gather(struct msghdr *m, char *dst)
 {
 	size_t len = 0;
@@ -103,23 +101,15 @@ static size_t cour_fault_gather(struct msghdr *m, char *dst)
 	return len;
 }
 
-static void cour_fault_raw(struct cour_ep *ep, const void *sa, socklen_t salen, const char *buf,
-			   size_t len)
+static void cour_fault_sendmsg(struct cour_wire *w, struct msghdr *m)
 {
-	ep->wire->send_raw(ep, sa, salen, buf, len);
-}
-
-int cour_fault_sendmsg(struct cour_ep *ep, struct msghdr *m)
-{
-	struct cour_fault *f = ep->fault;
+	struct cour_fault *f = w->deco;
 	size_t len;
 
 	if (cour_fault_hit(f, f->drop) || (f->hello && m->msg_iovlen &&
-	    m->msg_iov[0].iov_len >= sizeof(struct cour_base_hdr) &&
-	    ((const struct cour_base_hdr *)m->msg_iov[0].iov_base)->type == COUR_PKT_HELLO &&
-	    f->hello--)) {
+	    w->rx->is_handshake(m->msg_iov[0].iov_base, m->msg_iov[0].iov_len) && f->hello--)) {
 		f->n_drop++;
-		return 0;
+		return;
 	}
 	len = cour_fault_gather(m, f->scratch);
 	if (cour_fault_hit(f, f->corrupt) && len) {
@@ -132,26 +122,88 @@ int cour_fault_sendmsg(struct cour_ep *ep, struct msghdr *m)
 		memcpy(&f->held_sa, m->msg_name, m->msg_namelen);
 		f->held_salen = m->msg_namelen;
 		f->n_reorder++;
-		return 0;
+		return;
 	}
-	cour_fault_raw(ep, m->msg_name, m->msg_namelen, f->scratch, len);
+	w->base->send_raw(w, m->msg_name, m->msg_namelen, f->scratch, len);
 	if (cour_fault_hit(f, f->dup)) {
-		cour_fault_raw(ep, m->msg_name, m->msg_namelen, f->scratch, len);
+		w->base->send_raw(w, m->msg_name, m->msg_namelen, f->scratch, len);
 		f->n_dup++;
 	}
 	if (f->held_len) {
-		cour_fault_raw(ep, &f->held_sa, f->held_salen, f->held, f->held_len);
+		w->base->send_raw(w, &f->held_sa, f->held_salen, f->held, f->held_len);
 		f->held_len = 0;
 	}
+}
+
+static void cour_fault_queue(struct cour_wire *w, const struct sockaddr_storage *sa,
+			     socklen_t sa_len, const void *hdr, size_t hdr_len,
+			     const struct iovec *iov, size_t iovcnt)
+{
+	struct cour_wire_msg msg;
+
+	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
+	w->stats.tx_pkts++;
+	for (size_t k = 0; k < iovcnt; k++)
+		w->stats.tx_bytes += iov[k].iov_len;
+	cour_fault_sendmsg(w, &msg.m);
+}
+
+static int cour_fault_flush(struct cour_wire *w)
+{
+	(void)w;            /* every packet left (or was lost) when queued */
 	return 0;
 }
 
-void cour_fault_stats(struct cour_ep *ep, struct fi_courier_stats *s)
+static int cour_fault_send_now(struct cour_wire *w, const struct sockaddr_storage *sa,
+			       socklen_t sa_len, const void *hdr, size_t hdr_len,
+			       const struct iovec *iov, size_t iovcnt)
 {
-	if (!ep->fault)
+	struct cour_wire_msg msg;
+
+	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
+	w->stats.tx_pkts++;
+	cour_fault_sendmsg(w, &msg.m);
+	return 0;
+}
+
+int cour_fault_wrap(struct cour_wire *w, const char *spec)
+{
+	struct cour_fault *f = cour_fault_create(spec);
+
+	if (!f)
+		return -FI_EINVAL;
+	f->ops = *w->base;
+	f->ops.queue = cour_fault_queue;
+	f->ops.flush = cour_fault_flush;
+	f->ops.send_now = cour_fault_send_now;
+	w->deco = f;
+	w->ops = &f->ops;
+	return 0;
+}
+
+void cour_fault_unwrap(struct cour_wire *w)
+{
+	free(w->deco);
+	w->deco = NULL;
+	w->ops = w->base;
+}
+
+bool cour_fault_on_packets(const struct cour_wire *w)
+{
+	const struct cour_fault *f = w->deco;
+
+	return f && (f->drop || f->dup || f->reorder || f->corrupt);
+}
+
+void cour_fault_counts(const struct cour_wire *w, struct cour_fault_counts *c)
+{
+	const struct cour_fault *f = w->deco;
+
+	memset(c, 0, sizeof(*c));
+	if (!f)
 		return;
-	s->fault_drops = ep->fault->n_drop;
-	s->fault_dups = ep->fault->n_dup;
-	s->fault_corrupts = ep->fault->n_corrupt;
-	s->fault_reorders = ep->fault->n_reorder;
+	c->drops = f->n_drop;
+	c->dups = f->n_dup;
+	c->corrupts = f->n_corrupt;
+	c->reorders = f->n_reorder;
 }

@@ -11,7 +11,12 @@
  * Ethernet-like 1472 bytes unless FI_COURIER_MTU says otherwise, so the multi-packet paths
  * run). Each endpoint's fd is an eventfd that is readable while its queue holds packets.
  */
-#include "cour_ep.h"
+#include "util/cour_util.h"
+#include "util/cour_params.h"
+#include "wire/cour_wire.h"
+
+#include <uthash.h>
+#include <utlist.h>
 
 #include <stdlib.h>
 #include <sys/eventfd.h>
@@ -84,34 +89,31 @@ out:
 	pthread_mutex_unlock(&cour_loop_mutex);
 }
 
-static void cour_loop_send_raw(struct cour_ep *ep, const void *sa, socklen_t sa_len,
+static void cour_loop_send_raw(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			       const char *buf, size_t len)
 {
 	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
 
-	cour_loop_deliver(&ep->bound_sa, ep->bound_len, sa, sa_len, &v, 1);
+	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, &v, 1);
 }
 
-/* Header plus payload, through the injector if one is set. */
-static void cour_loop_send(struct cour_ep *ep, const void *sa, socklen_t sa_len,
+/* Header plus payload. */
+static void cour_loop_send(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			   const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt)
 {
-	struct cour_wire_msg w;
+	struct cour_wire_msg msg;
 
-	cour_wire_msghdr(&w, sa, sa_len, hdr, hdr_len, iov, iovcnt);
-	ep->stats.tx_pkts++;
-	if (COUR_UNLIKELY(ep->fault))
-		cour_fault_sendmsg(ep, &w.m);
-	else
-		cour_loop_deliver(&ep->bound_sa, ep->bound_len, sa, sa_len, w.v, iovcnt + 1);
+	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
+	w->stats.tx_pkts++;
+	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, msg.v, iovcnt + 1);
 }
 
-static void cour_loop_close(struct cour_ep *ep)
+static void cour_loop_close(struct cour_wire *w)
 {
-	struct cour_loop_port *port = ep->wire_priv;
+	struct cour_loop_port *port = w->priv;
 	struct cour_loop_pkt *pkt, *tmp;
 
-	cour_wire_rxbufs_fini(ep);
+	cour_wire_rxbufs_fini(w);
 	if (!port)
 		return;
 	pthread_mutex_lock(&cour_loop_mutex);
@@ -123,11 +125,11 @@ static void cour_loop_close(struct cour_ep *ep)
 	}
 	close(port->efd);
 	free(port);
-	ep->wire_priv = NULL;
-	ep->fd = -1;
+	w->priv = NULL;
+	w->fd = -1;
 }
 
-static int cour_loop_open(struct cour_ep *ep, const struct cour_addr *want)
+static int cour_loop_open(struct cour_wire *w, const struct cour_addr *want)
 {
 	struct cour_loop_port *port, *other;
 	char str[80];
@@ -167,56 +169,52 @@ static int cour_loop_open(struct cour_ep *ep, const struct cour_addr *want)
 		return ret;
 	}
 
-	ep->wire_priv = port;
-	ep->fd = port->efd;
-	ep->addr = port->addr;
-	ep->addr.is_v4 = want->is_v4;
-	ep->bound_len = (socklen_t)cour_addr_to_sockaddr(&ep->addr, &ep->bound_sa);
-	if (cour_wire_rxbufs_init(ep)) {
-		cour_loop_close(ep);
+	w->priv = port;
+	w->fd = port->efd;
+	w->addr = port->addr;
+	w->addr.is_v4 = want->is_v4;
+	w->bound_len = (socklen_t)cour_addr_to_sockaddr(&w->addr, &w->bound_sa);
+	if (cour_wire_rxbufs_init(w)) {
+		cour_loop_close(w);
 		return -FI_ENOMEM;
 	}
 	COUR_INFO(FI_LOG_EP_CTRL, "loop wire: endpoint named %s\n",
-		  cour_addr_str(&ep->addr, str, sizeof(str)));
+		  cour_addr_str(&w->addr, str, sizeof(str)));
 	return 0;
 }
 
-static void cour_loop_queue(struct cour_ep *ep, struct cour_peer *peer,
-			    const struct cour_pkt_hdr *hdr, size_t hdr_len,
+static void cour_loop_queue(struct cour_wire *w, const struct sockaddr_storage *sa,
+			    socklen_t sa_len, const void *hdr, size_t hdr_len,
 			    const struct iovec *iov, size_t iovcnt)
 {
-	struct cour_pkt_hdr h;
-
-	memcpy(&h, hdr, hdr_len);
-	cour_hdr_finish(peer, &h, hdr_len, iov, iovcnt);
 	for (size_t k = 0; k < iovcnt; k++)
-		ep->stats.tx_bytes += iov[k].iov_len;
-	cour_loop_send(ep, &peer->sa, peer->sa_len, &h, hdr_len, iov, iovcnt);
+		w->stats.tx_bytes += iov[k].iov_len;
+	cour_loop_send(w, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 }
 
-static int cour_loop_flush(struct cour_ep *ep)
+static int cour_loop_flush(struct cour_wire *w)
 {
-	(void)ep;           /* queue delivered at once: the payload may change after it */
+	(void)w;            /* queue delivered at once: the payload may change after it */
 	return 0;
 }
 
-static int cour_loop_send_now(struct cour_ep *ep, const struct sockaddr_storage *sa,
+static int cour_loop_send_now(struct cour_wire *w, const struct sockaddr_storage *sa,
 			      socklen_t sa_len, const void *hdr, size_t hdr_len,
 			      const struct iovec *iov, size_t iovcnt)
 {
-	cour_loop_send(ep, sa, sa_len, hdr, hdr_len, iov, iovcnt);
+	cour_loop_send(w, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 	return 0;
 }
 
-static int cour_loop_poll(struct cour_ep *ep)
+static int cour_loop_poll(struct cour_wire *w)
 {
-	struct cour_loop_port *port = ep->wire_priv;
+	struct cour_loop_port *port = w->priv;
 	struct cour_loop_pkt *batch = NULL, *pkt, *tmp;
 	uint64_t drain;
 	int n = 0;
 
 	pthread_mutex_lock(&cour_loop_mutex);
-	while (port->queue && n < COUR_RX_BATCH) {
+	while (port->queue && n < COUR_WIRE_RX_BATCH) {
 		pkt = port->queue;
 		DL_DELETE(port->queue, pkt);
 		DL_APPEND(batch, pkt);
@@ -232,13 +230,13 @@ static int cour_loop_poll(struct cour_ep *ep)
 	n = 0;
 	DL_FOREACH_SAFE(batch, pkt, tmp) {
 		DL_DELETE(batch, pkt);
-		ep->stats.rx_pkts++;
-		if (pkt->len > ep->rxbuf_size || !ep->rx_bufs[n]) {
-			COUR_DROP_BAD(ep, "larger than any courier packet");
+		w->stats.rx_pkts++;
+		if (pkt->len > w->rxbuf_size || !w->rx_bufs[n]) {
+			cour_wire_drop(w, "larger than any courier packet");
 		} else {
-			memcpy(ep->rx_bufs[n], pkt->data, pkt->len);
-			ep->rx_bufs[n] = cour_ep_rx_packet(ep, ep->rx_bufs[n], pkt->len,
-							   &pkt->from, pkt->from_len);
+			memcpy(w->rx_bufs[n], pkt->data, pkt->len);
+			w->rx_bufs[n] = w->rx->packet(w->rx_arg, w->rx_bufs[n], pkt->len,
+						      &pkt->from, pkt->from_len);
 		}
 		free(pkt);
 		n++;
@@ -246,9 +244,9 @@ static int cour_loop_poll(struct cour_ep *ep)
 	return n;
 }
 
-static uint32_t cour_loop_peer_mtu(struct cour_ep *ep, const struct cour_addr *addr)
+static uint32_t cour_loop_peer_mtu(struct cour_wire *w, const struct cour_addr *addr)
 {
-	(void)ep;
+	(void)w;
 	(void)addr;
 	return cour_params.mtu ? (uint32_t)cour_params.mtu : COUR_LOOP_MTU;
 }

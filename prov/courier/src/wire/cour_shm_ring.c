@@ -3,7 +3,7 @@
  * cour_shm_ring.h. This file needs nothing of courier but cour.h's logging and clock.
  */
 #define COUR_SHM_RING_TESTING     /* declares the test hooks, which are always built */
-#include "cour.h"
+#include "util/cour_util.h"
 #include "wire/cour_shm_ring.h"
 
 #include <fcntl.h>

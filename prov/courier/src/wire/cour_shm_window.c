@@ -1,7 +1,7 @@
 /*
  * Windows in a ring's header: the lease protocol of cour_shm_window.h.
  */
-#include "cour.h"
+#include "util/cour_util.h"
 #include "wire/cour_shm_window.h"
 
 #include <sched.h>

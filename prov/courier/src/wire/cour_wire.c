@@ -1,7 +1,9 @@
 /*
- * What every wire shares: the lookup by name, and the endpoint's receive batch buffers.
+ * What every wire shares: the lookup by name, the receive batch's buffers, and building one
+ * datagram's msghdr.
  */
-#include "cour_ep.h"
+#include "util/cour_util.h"
+#include "wire/cour_wire.h"
 
 static const struct cour_wire_ops *const cour_wires[] = {
 	&cour_udp_wire,
@@ -12,31 +14,45 @@ const struct cour_wire_ops *cour_wire_lookup(const char *name)
 {
 	if (!name || !*name)
 		return &cour_udp_wire;
-	for (size_t i = 0; i < sizeof(cour_wires) / sizeof(cour_wires[0]); i++)
+	for (size_t i = 0; i < COUR_ARRAY_SIZE(cour_wires); i++)
 		if (!strcmp(cour_wires[i]->name, name))
 			return cour_wires[i];
 	COUR_WARN(FI_LOG_EP_CTRL, "FI_COURIER_WIRE=%s: no such wire (udp, loop)\n", name);
 	return NULL;
 }
 
-int cour_wire_rxbufs_init(struct cour_ep *ep)
+void cour_wire_init(struct cour_wire *w, const struct cour_wire_ops *ops,
+		    const struct cour_wire_rx_ops *rx, void *rx_arg, struct cour_pool *rxbuf_pool,
+		    size_t rxbuf_size)
 {
-	for (int i = 0; i < COUR_RX_BATCH; i++) {
-		ep->rx_bufs[i] = cour_pool_get(&ep->rxbuf_pool);
-		if (!ep->rx_bufs[i]) {
-			cour_wire_rxbufs_fini(ep);
+	memset(w, 0, offsetof(struct cour_wire, rx_bufs));
+	memset(w->rx_bufs, 0, sizeof(w->rx_bufs));
+	w->ops = w->base = ops;
+	w->fd = -1;
+	w->rx = rx;
+	w->rx_arg = rx_arg;
+	w->rxbuf_pool = rxbuf_pool;
+	w->rxbuf_size = rxbuf_size;
+}
+
+int cour_wire_rxbufs_init(struct cour_wire *w)
+{
+	for (int i = 0; i < COUR_WIRE_RX_BATCH; i++) {
+		w->rx_bufs[i] = cour_pool_get(w->rxbuf_pool);
+		if (!w->rx_bufs[i]) {
+			cour_wire_rxbufs_fini(w);
 			return -FI_ENOMEM;
 		}
 	}
 	return 0;
 }
 
-void cour_wire_rxbufs_fini(struct cour_ep *ep)
+void cour_wire_rxbufs_fini(struct cour_wire *w)
 {
-	for (int i = 0; i < COUR_RX_BATCH; i++) {
-		if (ep->rx_bufs[i])
-			cour_pool_put(&ep->rxbuf_pool, ep->rx_bufs[i]);
-		ep->rx_bufs[i] = NULL;
+	for (int i = 0; i < COUR_WIRE_RX_BATCH; i++) {
+		if (w->rx_bufs[i])
+			cour_pool_put(w->rxbuf_pool, w->rx_bufs[i]);
+		w->rx_bufs[i] = NULL;
 	}
 }
 
@@ -52,4 +68,10 @@ void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len,
 	w->m.msg_namelen = sa_len;
 	w->m.msg_iov = w->v;
 	w->m.msg_iovlen = iovcnt + 1;
+}
+
+void cour_wire_drop(struct cour_wire *w, const char *why)
+{
+	w->stats.rx_bad++;
+	COUR_DBG(FI_LOG_EP_DATA, "dropped datagram: %s\n", why);
 }

@@ -1,60 +1,135 @@
 /*
- * The wire interface: what the protocol engine needs from a transport, one ops table per kind
- * of wire, chosen when the endpoint opens (FI_COURIER_WIRE), never tested in the data path.
+ * The wire interface: what the protocol engine needs from a datagram transport, one ops table
+ * per kind of wire, chosen when the endpoint opens (FI_COURIER_WIRE), never tested in the data
+ * path. A wire moves opaque datagrams between socket addresses; it knows nothing of
+ * endpoints, peers, sequence numbers or completions, and includes only util/ and this header.
  *
- *   open      bind the endpoint's name (want may have port 0) and set ep->addr and ep->fd,
- *             the fd that becomes readable when packets wait (the progress thread sleeps on it);
- *   close     undo open; packets still queued are lost, as on any wire;
- *   queue     add one packet to the send batch: the header is copied and finished there
- *             (cour_hdr_finish), the payload iov must stay valid until the next flush;
- *   flush     hand the batch over; packets the wire refuses are lost as far as the engine is
- *             concerned (the retransmit timer recovers them) and ep->tx_blocked is set;
- *   poll      read up to COUR_RX_BATCH packets and give each to cour_ep_rx_packet; returns
- *             the count read;
- *   send_now  one finished, unsequenced packet now (ACK, RESET, datagram): 0 or -FI_EAGAIN;
- *   send_raw  one packet already in a single buffer, for the fault injector;
- *   peer_mtu  largest packet (header included) worth sending to that address; 0 when this
- *             endpoint cannot send there at all (the engine then fails the peer's operations
- *             with FI_EHOSTUNREACH instead of retrying into the peer timeout).
+ * The engine owns a struct cour_wire (embedded in its endpoint) and calls through w->ops:
  *
- * Every wire here is unreliable and unordered as far as the engine knows; the UDP wire is the
- * real one, the loop wire moves packets between endpoints of one process (component tests).
+ *   open      bind the name (want may have port 0): set w->fd (readable when datagrams wait:
+ *             the progress thread sleeps on it), w->addr and w->bound_sa/bound_len;
+ *   close     undo open; datagrams still queued are lost, as on any wire;
+ *   queue     add one datagram to the send batch: the header (finished by the engine,
+ *             checksum included) is copied; the payload iov must stay valid until the next
+ *             flush. A full batch is flushed first;
+ *   flush     hand the batch over; datagrams the wire refuses are lost as far as the engine
+ *             is concerned (its retransmit timer recovers them) and w->tx_blocked is set;
+ *   poll      read up to COUR_WIRE_RX_BATCH datagrams and hand each to w->rx->packet;
+ *             returns the count read;
+ *   send_now  one datagram now (ACK, RESET, HELLO, datagram endpoint): 0 or -FI_EAGAIN;
+ *   send_raw  one datagram already in a single buffer (the fault decorator, test harnesses);
+ *   peer_mtu  largest datagram (header included) worth sending to that address; 0 when this
+ *             wire cannot send there at all (the engine then fails the peer's operations with
+ *             FI_EHOSTUNREACH instead of retrying into the peer timeout).
  *
- * Beside the endpoint's wire, an RDM endpoint on UDP has the shared-memory path
- * (cour_shm.c), chosen per peer once a HELLO proved the peer shares our host. It offers the
- * same operations (cour_shm_send = queue + flush, cour_shm_poll = poll, cour_peer_send_now
- * = send_now) under a stronger contract, which is why it is not one more table here: it is
- * reliable and ordered, and it refuses a packet when the peer's ring is full (-FI_EAGAIN,
- * nothing sent) instead of losing it. The engine relies on both: a packet in the ring counts
- * as acknowledged, and a refused one is resent, in order, before anything after it.
+ * Upward, a wire calls only the receive ops the engine gave it (w->rx, w->rx_arg): each
+ * received datagram, the question of where a big datagram's payload belongs (so the UDP wire
+ * can read it in place), and the evidence that nothing listens at an address. Every wire is
+ * unreliable and unordered as far as the engine knows.
+ *
+ * Fault injection (wire/cour_fault.c) is a decorator: it takes w->ops, keeps the wire itself in
+ * w->base, and drops, duplicates, reorders or corrupts what the engine sends before the base
+ * wire's send_raw puts it out.
+ *
+ * The same-host path is not a wire of this table: the ring (wire/cour_shm_ring.h) is reliable
+ * and ordered and refuses a packet when full, and the engine drives it per peer
+ * (proto/cour_shm_peer.c).
  */
 #ifndef COUR_WIRE_H
 #define COUR_WIRE_H
 
+#include "util/cour_addr.h"
+#include "util/cour_pool.h"
+
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-struct cour_ep;
-struct cour_peer;
-struct cour_addr;
-struct cour_pkt_hdr;
+#define COUR_WIRE_TX_BATCH  32    /* datagrams per sendmmsg */
+#define COUR_WIRE_RX_BATCH  16    /* datagrams per recvmmsg */
+#define COUR_WIRE_IOV_MAX   8     /* payload iovecs per datagram (the header is one more) */
+#define COUR_WIRE_HDR_MAX   96    /* bytes of header a queued datagram may have */
+#define COUR_WIRE_DGRAM_MAX 65000 /* largest datagram sent, header included (under UDP's 65507) */
+/* payload bytes that make a datagram worth reading in place (two system calls, no copy) */
+#define COUR_WIRE_DIRECT_MIN 8192
+
+struct cour_wire;
+
+/* What a wire hands upward; every call is made from inside poll (or, for refused, a send). */
+struct cour_wire_rx_ops {
+	/* One datagram, len bytes in buf, from sa. Returns the buffer to read the next one into:
+	 * buf again, or a fresh one when the engine kept buf (NULL: none could be had). */
+	void *(*packet)(void *arg, void *buf, size_t len, const struct sockaddr_storage *sa,
+			socklen_t sa_len);
+	/* A datagram of len bytes from sa whose first hdr_len bytes are hdr (peeked): where its
+	 * payload (len - hdr_len bytes) belongs, or NULL to read it whole as usual. */
+	void *(*direct)(void *arg, const void *hdr, size_t len, const struct sockaddr_storage *sa,
+			socklen_t sa_len);
+	/* That datagram, len bytes read as hdr (hdr_len bytes, writable) + its payload in place
+	 * (where direct said); unchecked: the engine checks it. */
+	void  (*placed)(void *arg, void *hdr, const void *payload, size_t len,
+			const struct sockaddr_storage *sa, socklen_t sa_len);
+	/* Nothing listens at sa (ICMP port unreachable): evidence the engine may weigh. */
+	void  (*refused)(void *arg, const struct sockaddr_storage *sa, socklen_t sa_len);
+	/* The fault decorator's "hello=N": is this datagram the engine's handshake? */
+	bool  (*is_handshake)(const void *pkt, size_t len);
+	size_t hdr_len;               /* the header direct and placed speak of */
+};
+
+/* Counted by the wire; the endpoint adds them to its statistics. */
+struct cour_wire_stats {
+	uint64_t tx_pkts, tx_bytes;   /* payload bytes, headers not counted */
+	uint64_t rx_pkts, rx_in_place;
+	uint64_t rx_bad;              /* larger than any packet, or otherwise unreadable */
+};
 
 struct cour_wire_ops {
 	const char *name;
-	int      (*open)(struct cour_ep *ep, const struct cour_addr *want);
-	void     (*close)(struct cour_ep *ep);
-	void     (*queue)(struct cour_ep *ep, struct cour_peer *peer,
-			  const struct cour_pkt_hdr *hdr, size_t hdr_len,
-			  const struct iovec *iov, size_t iovcnt);
-	int      (*flush)(struct cour_ep *ep);
-	int      (*poll)(struct cour_ep *ep);
-	int      (*send_now)(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len,
-			     const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt);
-	void     (*send_raw)(struct cour_ep *ep, const void *sa, socklen_t sa_len, const char *buf,
-			     size_t len);
-	uint32_t (*peer_mtu)(struct cour_ep *ep, const struct cour_addr *addr);
+	int      (*open)(struct cour_wire *w, const struct cour_addr *want);
+	void     (*close)(struct cour_wire *w);
+	void     (*queue)(struct cour_wire *w, const struct sockaddr_storage *sa, socklen_t sa_len,
+			  const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt);
+	int      (*flush)(struct cour_wire *w);
+	int      (*poll)(struct cour_wire *w);
+	int      (*send_now)(struct cour_wire *w, const struct sockaddr_storage *sa,
+			     socklen_t sa_len, const void *hdr, size_t hdr_len,
+			     const struct iovec *iov, size_t iovcnt);
+	void     (*send_raw)(struct cour_wire *w, const void *sa, socklen_t sa_len,
+			     const char *buf, size_t len);
+	uint32_t (*peer_mtu)(struct cour_wire *w, const struct cour_addr *addr);
+};
+
+struct cour_wire {
+	const struct cour_wire_ops *ops;      /* what the engine calls: the wire's, or a decorator's */
+	const struct cour_wire_ops *base;     /* the wire itself */
+	void                *priv;            /* the base wire's own state, if any */
+	void                *deco;            /* the decorator's state, if any */
+	int                  fd;              /* readable when datagrams wait; -1: closed */
+	struct cour_addr     addr;            /* bound address: fi_getname */
+	struct sockaddr_storage bound_sa;
+	socklen_t            bound_len;
+	bool                 tx_blocked;      /* the socket refused datagrams: the engine retries */
+	/* the engine's hint, set while it handles a batch: big data datagrams stream in, so the
+	 * next poll peeks each header and asks rx->direct where its payload goes */
+	bool                 rx_direct;
+	const struct cour_wire_rx_ops *rx;
+	void                *rx_arg;
+	struct cour_pool    *rxbuf_pool;      /* the engine's packet buffers (rxbuf_size bytes) */
+	size_t               rxbuf_size;
+	struct cour_wire_stats stats;
+
+	/* receive batch: buffers owned by the batch until the engine keeps one */
+	void                *rx_bufs[COUR_WIRE_RX_BATCH];
+	struct mmsghdr       rx_msgs[COUR_WIRE_RX_BATCH];
+	struct iovec         rx_iov[COUR_WIRE_RX_BATCH];
+	struct sockaddr_storage rx_sa[COUR_WIRE_RX_BATCH];
+	/* transmit batch: header copies (the engine's are rewritten per send) and iovecs */
+	struct mmsghdr       tx_msgs[COUR_WIRE_TX_BATCH];
+	struct iovec         tx_iov[COUR_WIRE_TX_BATCH][COUR_WIRE_IOV_MAX + 1];
+	_Alignas(8) uint8_t  tx_hdrs[COUR_WIRE_TX_BATCH][COUR_WIRE_HDR_MAX];
+	uint32_t             tx_count;
 };
 
 extern const struct cour_wire_ops cour_udp_wire;
@@ -62,5 +137,35 @@ extern const struct cour_wire_ops cour_loop_wire;
 
 /* The wire FI_COURIER_WIRE names, or NULL (logged) if it names none. */
 const struct cour_wire_ops *cour_wire_lookup(const char *name);
+
+/* A closed wire of that kind, receiving into the engine through rx. Then ops->open. */
+void cour_wire_init(struct cour_wire *w, const struct cour_wire_ops *ops,
+		    const struct cour_wire_rx_ops *rx, void *rx_arg, struct cour_pool *rxbuf_pool,
+		    size_t rxbuf_size);
+
+/* ---- wire/cour_wire.c: shared by the wires ---- */
+/* The receive batch's buffers, from the engine's pool. */
+int  cour_wire_rxbufs_init(struct cour_wire *w);
+void cour_wire_rxbufs_fini(struct cour_wire *w);
+/* One datagram to sa: the header, then the payload iovecs. */
+struct cour_wire_msg {
+	struct msghdr        m;
+	struct iovec         v[COUR_WIRE_IOV_MAX + 1];
+};
+void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len, const void *hdr,
+		      size_t hdr_len, const struct iovec *iov, size_t iovcnt);
+/* A datagram the wire could not read (too big): counted, said at debug level. */
+void cour_wire_drop(struct cour_wire *w, const char *why);
+
+/* ---- wire/cour_fault.c: the fault-injecting decorator (FI_COURIER_FAULT) ---- */
+/* Wrap w (opened or not) in an injector for spec; 0, or -FI_EINVAL (logged) for a bad spec. */
+int  cour_fault_wrap(struct cour_wire *w, const char *spec);
+void cour_fault_unwrap(struct cour_wire *w);
+/* Does it touch packets at all (more than lost HELLOs)? false when not wrapped. */
+bool cour_fault_on_packets(const struct cour_wire *w);
+struct cour_fault_counts {
+	uint64_t drops, dups, corrupts, reorders;
+};
+void cour_fault_counts(const struct cour_wire *w, struct cour_fault_counts *c);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * Same-host peers over shared memory: the second wire of an RDM endpoint.
+ * Same-host peers over shared memory: the engine's second path of an RDM endpoint, beside its
+ * wire (the ring itself is wire/cour_shm_ring.c; this file is the handshake and the use of it).
  *
  * Every RDM endpoint on the UDP wire owns a receive ring (cour_shm_ring.c: a memfd, so no name
  * exists anywhere that could outlive the process). Addresses stay plain UDP socket addresses;
@@ -83,9 +84,9 @@ int cour_shm_ep_open(struct cour_ep *ep)
 {
 	int ret;
 
-	if (!cour_params.shm || ep->type != FI_EP_RDM || ep->wire != &cour_udp_wire)
+	if (!cour_params.shm || ep->type != FI_EP_RDM || ep->wire.base != &cour_udp_wire)
 		return 0;
-	if (ep->fault && cour_fault_on_packets(ep->fault)) {
+	if (cour_fault_on_packets(&ep->wire)) {
 		COUR_INFO(FI_LOG_EP_CTRL, "fault injection lives in the UDP wire: shared memory "
 			  "off for this endpoint\n");
 		return 0;
@@ -153,7 +154,7 @@ void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
 	hdr.base.flags = COUR_F_PCSUM;
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, &iov, 1);
 	/* over UDP even when mapped: the peer may have lost our ring (it restarted) */
-	ep->wire->send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, &iov, 1);
+	cour_wire_send_now(ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN, &iov, 1);
 }
 
 /* A HELLO is one unsequenced datagram: a full socket buffer loses it, and the pair would stay
@@ -243,8 +244,8 @@ static void cour_shm_doorbell(struct cour_peer *peer)
 	memset(&hdr.base, 0, sizeof(hdr.base));
 	hdr.base.type = COUR_PKT_ACK;
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
-	if (peer->ep->wire->send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
-				     NULL, 0) == 0)
+	if (cour_wire_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr, COUR_BASE_HDR_LEN,
+			       NULL, 0) == 0)
 		peer->ep->stats.shm_doorbells++;
 }
 
@@ -256,7 +257,7 @@ static int cour_shm_put(struct cour_peer *peer, const void *hdr, size_t hdr_len,
 	bool wake = false;
 	int ret;
 
-	ret = cour_shm_ring_put(peer->shm, &ep->bound_sa, ep->bound_len, hdr, hdr_len, iov,
+	ret = cour_shm_ring_put(peer->shm, &ep->wire.bound_sa, ep->wire.bound_len, hdr, hdr_len, iov,
 				iovcnt, &wake);
 	if (COUR_UNLIKELY(ret))
 		return ret;

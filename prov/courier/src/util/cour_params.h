@@ -1,0 +1,41 @@
+/*
+ * The provider's parameters (FI_COURIER_*), read once at fi_prov_ini (cour_init.c, where each
+ * is defined with its help text; the man page lists them). Every layer reads the fields that
+ * concern it; only cour_init.c writes them.
+ */
+#ifndef COUR_PARAMS_H
+#define COUR_PARAMS_H
+
+#include <stddef.h>
+
+struct cour_params {
+	size_t   mtu;              /* max UDP payload per packet, bytes (0: per peer, from the route) */
+	size_t   window;           /* send window, packets per peer */
+	size_t   credits;          /* eager messages a sender may have unconsumed at a receiver */
+	size_t   eager_max;        /* largest message sent eagerly; larger ones use rendezvous */
+	size_t   inject_size;      /* bytes copied at call time by fi_inject and FI_INJECT */
+	size_t   tx_size;          /* transmit queue depth per endpoint */
+	size_t   rx_size;          /* posted receives guaranteed per endpoint (more may be posted) */
+	size_t   unexp_max;        /* unexpected bytes buffered with their credit already back */
+	int      ack_delay_us;     /* how long an ACK may wait for a packet to ride on */
+	int      rto_min_us;       /* retransmit timeout floor */
+	int      rto_max_us;       /* retransmit timeout ceiling (after backoff) */
+	int      peer_timeout_ms;  /* silence after which a peer with pending work is unreachable */
+	int      peer_warn_ms;     /* silence after which that is said once (warning) */
+	int      refused_grace_ms; /* a peer whose host refuses us may be silent this long */
+	int      linger_ms;        /* fi_close of an endpoint waits this long for sends to land */
+	int      manual_thread;    /* a progress thread under FI_PROGRESS_MANUAL too */
+	int      checksum;         /* also checksum payloads (headers are always checked) */
+	int      stats;            /* print per-endpoint statistics at close */
+	size_t   sockbuf;          /* SO_SNDBUF / SO_RCVBUF request, bytes */
+	char    *iface_addr;       /* local address to bind when no node is given */
+	char    *fault;            /* fault injection spec, see wire/cour_fault.c */
+	char    *wire;             /* "udp" (default) or "loop" (one process, for tests) */
+	int      shm;              /* same-host peers through shared memory */
+	int      shm_push;         /* same-host RMA writes copied by the initiator into windows */
+	int      cma_refuse_after; /* tests: single copies past this many fail as refused; -1 */
+	int      lease_hold_ms;    /* tests: an initiator holds a shared RMA's lease this long */
+};
+extern struct cour_params cour_params;
+
+#endif /* COUR_PARAMS_H */
