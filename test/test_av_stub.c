@@ -25,20 +25,20 @@ int cour_no_ops_set(struct fid *fid, const char *name, uint64_t flags, void *ops
 }
 
 /* cour_mr_close tells the RMA engine a region is going; no engine in these tests */
-void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
+void cour_rma_mr_closing(struct cour_pdom *dom, const struct cour_region *mr)
 {
 	(void)dom;
 	(void)mr;
 }
 
 /* ... and a region ready for remote access would be offered to same-host initiators */
-void cour_rma_push_mr_ready(struct cour_domain *dom, struct cour_mr *mr)
+void cour_rma_push_mr_ready(struct cour_pdom *dom, struct cour_region *mr)
 {
 	(void)dom;
 	(void)mr;
 }
 
-void cour_rma_push_mr_counted(struct cour_domain *dom, const struct cour_mr *mr)
+void cour_rma_push_mr_counted(struct cour_pdom *dom, const struct cour_region *mr)
 {
 	(void)dom;
 	(void)mr;

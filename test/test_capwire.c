@@ -156,34 +156,39 @@ struct cour_ep *capwire_open(uint64_t caps)
 	cr_assert_not_null(ep->info);
 	ep->info->caps = caps;
 	ep->domain = &capwire.dom;
-	ep->type = FI_EP_RDM;
+	capwire.dom.pdom.lock = &capwire.dom.lock;
+	ep->pep.pdom = &capwire.dom.pdom;
+	ep->pep.lock = &capwire.dom.lock;
+	ep->pep.up = &cour_ep_up;
+	ep->pep.caps = caps;
+	ep->pep.type = FI_EP_RDM;
 	ep->tx_cq = &capwire.tx_cq;
 	ep->rx_cq = &capwire.rx_cq;
-	ep->min_multi_recv = 64;
-	ep->rxbuf_size = 4096;
-	cour_wire_init(&ep->wire, &capwire_ops, &cour_ep_wire_rx, ep, &ep->rxbuf_pool,
-		       ep->rxbuf_size);
+	ep->pep.min_multi_recv = 64;
+	ep->pep.rxbuf_size = 4096;
+	cour_wire_init(&ep->pep.wire, &capwire_ops, &cour_ep_wire_rx, &ep->pep, &ep->pep.rxbuf_pool,
+		       ep->pep.rxbuf_size);
 	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-	cr_assert_eq(cour_addr_from_sockaddr(&ep->wire.addr, &sin, sizeof(sin)), 0);
-	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
-	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* as cour_ep_open */
-	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
-	cour_pool_init(&ep->inject_pool, cour_params.inject_size, 64, cour_params.tx_size);
-	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 256);
+	cr_assert_eq(cour_addr_from_sockaddr(&ep->pep.wire.addr, &sin, sizeof(sin)), 0);
+	cour_pool_init(&ep->pep.txe_pool, sizeof(struct cour_txe), 64, 0);
+	cour_pool_init(&ep->pep.rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* as cour_ep_open */
+	cour_pool_init(&ep->pep.rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
+	cour_pool_init(&ep->pep.inject_pool, cour_params.inject_size, 64, cour_params.tx_size);
+	cour_pool_init(&ep->pep.rxbuf_pool, ep->pep.rxbuf_size, COUR_RX_BATCH, 256);
 	return ep;
 }
 
 void capwire_close(struct cour_ep *ep)
 {
-	cour_peer_free_all(ep);
-	cour_msg_ep_close(ep);
-	cr_expect_eq(ep->rxbuf_pool.in_use, 0, "receive buffers leaked: %zu",
-		     ep->rxbuf_pool.in_use);
-	cour_pool_fini(&ep->txe_pool);
-	cour_pool_fini(&ep->rxe_pool);
-	cour_pool_fini(&ep->rxmsg_pool);
-	cour_pool_fini(&ep->inject_pool);
-	cour_pool_fini(&ep->rxbuf_pool);
+	cour_peer_free_all(&ep->pep);
+	cour_msg_ep_close(&ep->pep);
+	cr_expect_eq(ep->pep.rxbuf_pool.in_use, 0, "receive buffers leaked: %zu",
+		     ep->pep.rxbuf_pool.in_use);
+	cour_pool_fini(&ep->pep.txe_pool);
+	cour_pool_fini(&ep->pep.rxe_pool);
+	cour_pool_fini(&ep->pep.rxmsg_pool);
+	cour_pool_fini(&ep->pep.inject_pool);
+	cour_pool_fini(&ep->pep.rxbuf_pool);
 	fi_freeinfo(ep->info);
 	free(ep);
 	capwire_cq_fini(&capwire.tx_cq);
@@ -214,8 +219,8 @@ struct cour_peer *capwire_peer(struct cour_ep *ep)
 
 	capwire_remote_sa(&sin);
 	cr_assert_eq(cour_addr_from_sockaddr(&a, &sin, sizeof(sin)), 0);
-	a.is_v4 = ep->wire.addr.is_v4;
-	peer = cour_peer_by_addr_locked(ep, &a, true);
+	a.is_v4 = ep->pep.wire.addr.is_v4;
+	peer = cour_peer_by_addr_locked(&ep->pep, &a, true);
 	cr_assert_not_null(peer);
 	return peer;
 }
@@ -249,8 +254,8 @@ void capwire_rx_mangled(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 	char *buf;
 	void *back;
 
-	cr_assert_leq(len, ep->rxbuf_size);
-	buf = cour_pool_get(&ep->rxbuf_pool);
+	cr_assert_leq(len, ep->pep.rxbuf_size);
+	buf = cour_pool_get(&ep->pep.rxbuf_pool);
 	cr_assert_not_null(buf, "receive buffer pool exhausted");
 	memcpy(buf, hdr, hlen);
 	if (plen)
@@ -264,10 +269,10 @@ void capwire_rx_mangled(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 		mangle(buf, len);
 	cr_assert_leq(len_delta, len);
 	capwire_remote_sa(&sin);
-	back = cour_ep_rx_packet(ep, buf, len - len_delta, (struct sockaddr_storage *)&sin,
+	back = cour_ep_rx_packet(&ep->pep, buf, len - len_delta, (struct sockaddr_storage *)&sin,
 				 sizeof(sin));
 	cr_assert_not_null(back, "cour_ep_rx_packet must hand a buffer back");
-	cour_pool_put(&ep->rxbuf_pool, back);
+	cour_pool_put(&ep->pep.rxbuf_pool, back);
 }
 
 void capwire_rx(struct cour_ep *ep, const struct cour_pkt_hdr *hdr, const void *payload,
@@ -287,11 +292,11 @@ void capwire_send(struct cour_ep *ep, const void *buf, size_t len, void *context
 		  uint64_t flags)
 {
 	struct cour_peer *peer = capwire_peer(ep);
-	struct cour_txe *txe = cour_pool_get(&ep->txe_pool);
+	struct cour_txe *txe = cour_pool_get(&ep->pep.txe_pool);
 
 	cr_assert_not_null(txe);
 	memset(txe, 0, sizeof(*txe));
-	ep->tx_outstanding++;
+	ep->pep.tx_outstanding++;
 	txe->context = context;
 	txe->op_flags = flags | FI_COMPLETION;
 	txe->cq_flags = FI_SEND | FI_MSG;

@@ -3,7 +3,7 @@
  * the engine is played by calling the *_locked writers directly.
  */
 #include "cour_cq.h"
-#include "cour_errno.h"
+#include "proto/cour_errno.h"
 
 #include <criterion/criterion.h>
 #include <poll.h>

@@ -269,7 +269,7 @@ static void dump_engine(void)
 		if (!ep)
 			continue;
 		print_stats("timed out", i);
-		HASH_ITER(hh, ep->peers, p, tmp) {
+		HASH_ITER(hh, ep->pep.peers, p, tmp) {
 			struct cour_txpkt *h = p->txwin && p->tx_una != p->tx_next ?
 					       &p->txwin[p->tx_una % cour_params.window] : NULL;
 			cr_log_warn("ep%d peer :%u tx_una %u tx_next %u rx_next %u held %u credit "
@@ -409,7 +409,7 @@ static bool tx_idle(int i)
 	struct cour_ep *ep = cour_ep_of(net.t[i].ep);
 	struct cour_peer *p, *tmp;
 
-	HASH_ITER(hh, ep->peers, p, tmp)
+	HASH_ITER(hh, ep->pep.peers, p, tmp)
 		if (p->tx_una != p->tx_next || p->txq || p->ctrlq)
 			return false;
 	return true;
@@ -1148,22 +1148,22 @@ Test(engine_loop, shm_permitted_option_contract)
 	ep = net.t[0].ep;
 	cr_assert_eq(set_shm_permitted(ep, &permitted, sizeof(permitted)), -FI_EOPBADSTATE,
 		     "set after fi_enable");
-	cr_assert_not_null(cour_ep_of(ep)->shm_ring, "refused, yet the ring went");
+	cr_assert_not_null(cour_ep_of(ep)->pep.shm_ring, "refused, yet the ring went");
 	cr_assert_eq(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_COURIER_OPT_SHARED_MEMORY_PERMITTED,
 			       &permitted, &len), -FI_ENOPROTOOPT);
 	ep_close(0);
 
 	cr_assert_eq(fi_endpoint(net.domain, net.info, &net.t[0].ep, NULL), 0);
 	ep = net.t[0].ep;
-	cr_assert_not_null(cour_ep_of(ep)->shm_ring);
+	cr_assert_not_null(cour_ep_of(ep)->pep.shm_ring);
 	cr_assert_eq(set_shm_permitted(ep, &as_int, sizeof(as_int)), -FI_EINVAL,
 		     "an int is not a bool");
-	cr_assert_not_null(cour_ep_of(ep)->shm_ring);
+	cr_assert_not_null(cour_ep_of(ep)->pep.shm_ring);
 	cr_assert_eq(set_shm_permitted(ep, &permitted, sizeof(permitted)), 0);
-	cr_assert_null(cour_ep_of(ep)->shm_ring, "not permitted, yet a ring to offer");
+	cr_assert_null(cour_ep_of(ep)->pep.shm_ring, "not permitted, yet a ring to offer");
 	permitted = true;
 	cr_assert_eq(set_shm_permitted(ep, &permitted, sizeof(permitted)), 0);
-	cr_assert_not_null(cour_ep_of(ep)->shm_ring, "permitted again, but no ring");
+	cr_assert_not_null(cour_ep_of(ep)->pep.shm_ring, "permitted again, but no ring");
 }
 
 /*

@@ -2,7 +2,7 @@
  * Unit tests of event queues (cour_eq.c) through the fi_eq_* API on a hand-built fabric.
  */
 #include "cour_cq.h"
-#include "cour_errno.h"
+#include "proto/cour_errno.h"
 
 #include <criterion/criterion.h>
 #include <poll.h>

@@ -172,8 +172,8 @@ static struct cour_peer *b_peer(const struct sockaddr_in *sa)
 	struct cour_peer *p;
 
 	cour_addr_from_sockaddr(&addr, sa, sizeof(*sa));
-	addr.is_v4 = b->wire.addr.is_v4;
-	HASH_FIND(hh, b->peers, &addr, sizeof(addr), p);
+	addr.is_v4 = b->pep.wire.addr.is_v4;
+	HASH_FIND(hh, b->pep.peers, &addr, sizeof(addr), p);
 	return p;
 }
 
@@ -518,9 +518,9 @@ static void g_inorder_one(const struct cour_peer *p, uint32_t seq, unsigned kind
 	case 3:         /* rendezvous data for a receive of A's, if B has one waiting */
 		h.base.type = COUR_PKT_RDATA;
 		h.msg.rx_id = (uint32_t)rnd();
-		if (b->rdv_by_id) {
-			h.msg.rx_id = b->rdv_by_id->rx_id;
-			h.msg.offset = b->rdv_by_id->received;
+		if (b->pep.rdv_by_id) {
+			h.msg.rx_id = b->pep.rdv_by_id->rx_id;
+			h.msg.offset = b->pep.rdv_by_id->received;
 		}
 		plen = 8;
 		break;
@@ -793,9 +793,9 @@ Test(garbage, flood_during_stream)
 		     b1.peers_unreachable);
 	cr_assert_leq(b1.peers_reset, io.bursts);
 	cr_assert_gt(b1.peers_reset, 0, "G's invalid in-order packets reset nothing");
-	cr_assert_eq(HASH_COUNT(ep_b()->peers), 2, "B has %u peers, want A and G",
-		     HASH_COUNT(ep_b()->peers));
-	cr_assert_eq(HASH_COUNT(ep_a()->peers), 1);
+	cr_assert_eq(HASH_COUNT(ep_b()->pep.peers), 2, "B has %u peers, want A and G",
+		     HASH_COUNT(ep_b()->pep.peers));
+	cr_assert_eq(HASH_COUNT(ep_a()->pep.peers), 1);
 
 	/* every garbage packet that reached B was dropped and counted under its cause; none
 	 * counted where it does not belong (duplicates also come from A's own resends) */
@@ -851,11 +851,11 @@ static void inject_b(const void *pkt, size_t len)
 	memset(&ss, 0, sizeof(ss));
 	memcpy(&ss, &t.a_sa, sizeof(t.a_sa));
 	cour_lock_acquire(&b->domain->lock);
-	buf = cour_pool_get(&b->rxbuf_pool);
+	buf = cour_pool_get(&b->pep.rxbuf_pool);
 	cr_assert_not_null(buf);
 	memcpy(buf, pkt, len);
-	buf = cour_ep_rx_packet(b, buf, len, &ss, sizeof(t.a_sa));
-	cour_pool_put(&b->rxbuf_pool, buf);
+	buf = cour_ep_rx_packet(&b->pep, buf, len, &ss, sizeof(t.a_sa));
+	cour_pool_put(&b->pep.rxbuf_pool, buf);
 	cour_lock_release(&b->domain->lock);
 }
 
@@ -910,7 +910,7 @@ Test(garbage, old_session_packet_does_not_livelock)
 
 	cr_assert_eq(exchange(1, 2000), 0);
 	/* A loses B (as after peer_timeout) and starts a new session; the pair converges */
-	pa = cour_peer_by_addr_locked(ep_a(), &ep_b()->wire.addr, false);
+	pa = cour_peer_by_addr_locked(&ep_a()->pep, &ep_b()->pep.wire.addr, false);
 	cr_assert_not_null(pa);
 	old = pa->local_session;
 	cour_lock_acquire(&ep_a()->domain->lock);
@@ -962,7 +962,7 @@ Test(garbage, credits_bound_unexpected_messages)
 		inject_b(buf, sizeof(buf));
 	}
 	for (int k = 0; k < 2; k++)
-		DL_FOREACH(k ? b->unexp_tag : b->unexp_msg, m)
+		DL_FOREACH(k ? b->pep.unexp_tag : b->pep.unexp_msg, m)
 			if (m->peer == pb) {
 				held++;
 				bytes += m->total_len;

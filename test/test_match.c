@@ -39,7 +39,7 @@ static int post(bool tagged, uint64_t tag, uint64_t ignore, fi_addr_t src, void 
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
 
-	return cour_msg_recv(ep, &iov, 1, src, tag, ignore, ctx, flags, tagged);
+	return cour_msg_recv(&ep->pep, &iov, 1, src, tag, ignore, ctx, flags, tagged);
 }
 
 #define POST_T(tag, ignore, ctx) \
@@ -72,12 +72,12 @@ Test(match, tag_and_ignore_bits)
 	POST_T(0x1234, 0, (void *)1);
 	POST_T(0x1200, 0xff, (void *)2);
 	POST_T(0, ~0ull, (void *)3);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 0x1234, 0)), (void *)1);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 0x12ff, 0)), (void *)2);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 0x1200, 0)), (void *)2);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 0x1300, 0)), (void *)3);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 0x1234 | 1ull << 63, 0)), (void *)3);
-	cr_assert_null(cour_msg_find_rxe(ep, false, 0x1234, 0), "tagged receives only");
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 0x1234, 0)), (void *)1);
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 0x12ff, 0)), (void *)2);
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 0x1200, 0)), (void *)2);
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 0x1300, 0)), (void *)3);
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 0x1234 | 1ull << 63, 0)), (void *)3);
+	cr_assert_null(cour_msg_find_rxe(&ep->pep, false, 0x1234, 0), "tagged receives only");
 }
 
 Test(match, without_a_wildcard_nothing_else_matches)
@@ -87,7 +87,7 @@ Test(match, without_a_wildcard_nothing_else_matches)
 		uint64_t t = 0xf0f0 ^ (1ull << bit);
 		bool ignored = (0x0f0full >> bit) & 1;
 
-		cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, t, 0)), ignored ? (void *)1 : NULL,
+		cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, t, 0)), ignored ? (void *)1 : NULL,
 			     "tag bit %d", bit);
 	}
 }
@@ -97,26 +97,26 @@ Test(match, the_first_posted_receive_wins)
 	POST_T(7, 0, (void *)1);
 	POST_T(7, 0, (void *)2);
 	POST_T(7, 0, (void *)3);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 7, 0)), (void *)1);
-	cr_assert_eq(cour_msg_cancel(ep, (void *)1), 0);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 7, 0)), (void *)2);
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 7, 0)), (void *)1);
+	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)1), 0);
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 7, 0)), (void *)2);
 }
 
 Test(match, untagged_receives_ignore_tags)
 {
 	cr_assert_eq(post(false, 0x55, ~0ull, FI_ADDR_UNSPEC, NULL, 0, (void *)9, 0), 0);
-	cr_assert_eq(ep->rxq_msg->ignore, 0, "ignore is meaningless without FI_TAGGED");
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, false, 0x1234, 0)), (void *)9);
-	cr_assert_null(cour_msg_find_rxe(ep, true, 0x55, 0));
+	cr_assert_eq(ep->pep.rxq_msg->ignore, 0, "ignore is meaningless without FI_TAGGED");
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, false, 0x1234, 0)), (void *)9);
+	cr_assert_null(cour_msg_find_rxe(&ep->pep, true, 0x55, 0));
 }
 
 Test(match, the_source_counts_only_with_directed_receive)
 {
 	POST_T(1, 0, (void *)1);
 	cr_assert_eq(post(true, 1, 0, 3, NULL, 0, (void *)2, 0), 0);
-	cr_assert_eq(ep->rxq_tag->next->src, FI_ADDR_UNSPEC, "no FI_DIRECTED_RECV: any source");
-	cr_assert_eq(cour_msg_cancel(ep, (void *)1), 0);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 1, 4)), (void *)2);
+	cr_assert_eq(ep->pep.rxq_tag->next->src, FI_ADDR_UNSPEC, "no FI_DIRECTED_RECV: any source");
+	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)1), 0);
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 1, 4)), (void *)2);
 }
 
 Test(match, directed_receive_by_capability)
@@ -125,21 +125,21 @@ Test(match, directed_receive_by_capability)
 	open_with(FI_MSG | FI_TAGGED | FI_DIRECTED_RECV);
 	cr_assert_eq(post(true, 1, 0, 3, NULL, 0, (void *)1, 0), 0);
 	POST_T(1, 0, (void *)2);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 1, 3)), (void *)1);
-	cr_assert_eq(ctx_of(cour_msg_find_rxe(ep, true, 1, 4)), (void *)2);
-	cr_assert_eq(cour_msg_cancel(ep, (void *)2), 0);
-	cr_assert_null(cour_msg_find_rxe(ep, true, 1, 4));
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 1, 3)), (void *)1);
+	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 1, 4)), (void *)2);
+	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)2), 0);
+	cr_assert_null(cour_msg_find_rxe(&ep->pep, true, 1, 4));
 	/* a peer outside the AV (no AV here) has no fi_addr: a directed receive waits */
 	arrive(true, 1, "x", 1, 0, 0);
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 0);
-	cr_assert_not_null(ep->unexp_tag);
+	cr_assert_not_null(ep->pep.unexp_tag);
 }
 
 Test(match, directed_receive_by_op_flag)
 {
-	ep->rx_op_flags = FI_DIRECTED_RECV;
+	ep->pep.rx_op_flags = FI_DIRECTED_RECV;
 	cr_assert_eq(post(true, 1, 0, 3, NULL, 0, (void *)1, 0), 0);
-	cr_assert_eq(ep->rxq_tag->src, 3);
+	cr_assert_eq(ep->pep.rxq_tag->src, 3);
 }
 
 /* ---- arrivals ---- */
@@ -162,9 +162,9 @@ Test(match, a_message_completes_the_receive_it_matches)
 	cr_assert_eq(e->src, FI_ADDR_NOTAVAIL);
 	cr_assert_arr_eq(b, "second", 6);
 	cr_assert_eq(a[0], 0);
-	cr_assert_eq(ctx_of(ep->rxq_tag), (void *)1, "the other receive is still posted");
-	cr_assert_null(ep->rxq_tag->next);
-	cr_assert_eq(ep->rxe_pool.in_use, 1);
+	cr_assert_eq(ctx_of(ep->pep.rxq_tag), (void *)1, "the other receive is still posted");
+	cr_assert_null(ep->pep.rxq_tag->next);
+	cr_assert_eq(ep->pep.rxe_pool.in_use, 1);
 }
 
 Test(match, tagged_and_untagged_never_meet)
@@ -174,7 +174,7 @@ Test(match, tagged_and_untagged_never_meet)
 	cr_assert_eq(post(false, 0, 0, FI_ADDR_UNSPEC, b, sizeof(b), (void *)1, 0), 0);
 	arrive(true, 0, "t", 1, 0, 0);
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 0);
-	cr_assert_not_null(ep->unexp_tag);
+	cr_assert_not_null(ep->pep.unexp_tag);
 	arrive(false, 0, "m", 1, 0, 0);
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 1);
 	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 0)->flags, FI_RECV | FI_MSG);
@@ -188,7 +188,7 @@ Test(match, unexpected_messages_are_taken_in_arrival_order)
 	arrive(true, 5, "first", 5, 0, 0);
 	arrive(true, 5, "later", 5, 0, 0);
 	arrive(true, 6, "other", 5, 0, 0);
-	cr_assert_eq(ep->stats.unexpected_msgs, 3);
+	cr_assert_eq(ep->pep.stats.unexpected_msgs, 3);
 	cr_assert_eq(post(true, 7, 0, FI_ADDR_UNSPEC, b, sizeof(b), (void *)7, 0), 0);
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 0, "tag 7 matches none");
 	cr_assert_eq(post(true, 5, 0, FI_ADDR_UNSPEC, b, sizeof(b), (void *)5, 0), 0);
@@ -198,7 +198,7 @@ Test(match, unexpected_messages_are_taken_in_arrival_order)
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 2, "4 ignoring bits 0-1 takes 5 or 6");
 	cr_assert_arr_eq(b, "later", 5);
 	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 1)->tag, 5, "the message's own tag");
-	cr_assert_eq(ctx_of(ep->rxq_tag), (void *)7);
+	cr_assert_eq(ctx_of(ep->pep.rxq_tag), (void *)7);
 }
 
 Test(match, a_short_buffer_truncates)
@@ -252,9 +252,9 @@ Test(match, peek_finds_nothing_then_something_and_leaves_it)
 	cr_assert_eq(e->op_context, (void *)2);
 	cr_assert_eq(e->len, 8);
 	cr_assert_eq(e->tag, 3);
-	cr_assert_not_null(ep->unexp_tag, "a peek receives nothing");
-	cr_assert_null(ep->rxq_tag, "nor stays posted");
-	cr_assert_eq(ep->rxe_pool.in_use, 0);
+	cr_assert_not_null(ep->pep.unexp_tag, "a peek receives nothing");
+	cr_assert_null(ep->pep.rxq_tag, "nor stays posted");
+	cr_assert_eq(ep->pep.rxe_pool.in_use, 0);
 }
 
 Test(match, a_claimed_message_waits_for_its_claim)
@@ -273,7 +273,7 @@ Test(match, a_claimed_message_waits_for_its_claim)
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 2);
 	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 1)->op_context, (void *)0xc1);
 	cr_assert_arr_eq(b, "mine", 4);
-	cr_assert_null(ep->unexp_tag);
+	cr_assert_null(ep->pep.unexp_tag);
 }
 
 /* ---- cancel and arguments ---- */
@@ -285,7 +285,7 @@ Test(match, a_canceled_multi_recv_buffer_says_it_is_released)
 
 	cr_assert_eq(post(false, 0, 0, FI_ADDR_UNSPEC, b, sizeof(b), (void *)0x9, FI_MULTI_RECV),
 		     0);
-	cr_assert_eq(cour_msg_cancel(ep, (void *)0x9), 0);
+	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)0x9), 0);
 	cr_assert_eq(capwire_cq_err_count(&capwire.rx_cq), 1);
 	err = capwire_cq_err(&capwire.rx_cq, 0);
 	cr_assert_eq(err->err, FI_ECANCELED);
@@ -298,10 +298,10 @@ Test(match, cancel_reports_and_forgets)
 
 	POST_T(0x77, 0, (void *)1);
 	cr_assert_eq(post(false, 0, 0, FI_ADDR_UNSPEC, NULL, 0, (void *)2, 0), 0);
-	cr_assert_eq(cour_msg_cancel(ep, (void *)3), -FI_ENOENT);
-	cr_assert_eq(cour_msg_cancel(ep, (void *)1), 0);
-	cr_assert_eq(cour_msg_cancel(ep, (void *)1), -FI_ENOENT, "only once");
-	cr_assert_eq(cour_msg_cancel(ep, (void *)2), 0);
+	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)3), -FI_ENOENT);
+	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)1), 0);
+	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)1), -FI_ENOENT, "only once");
+	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)2), 0);
 	cr_assert_eq(capwire_cq_err_count(&capwire.rx_cq), 2);
 	err = capwire_cq_err(&capwire.rx_cq, 0);
 	cr_assert_eq(err->op_context, (void *)1);
@@ -310,9 +310,9 @@ Test(match, cancel_reports_and_forgets)
 	cr_assert_eq(err->flags, FI_RECV | FI_TAGGED);
 	cr_assert_eq(err->tag, 0x77);
 	cr_assert_eq(capwire_cq_err(&capwire.rx_cq, 1)->flags, FI_RECV | FI_MSG);
-	cr_assert_null(ep->rxq_tag);
-	cr_assert_null(ep->rxq_msg);
-	cr_assert_eq(ep->rxe_pool.in_use, 0);
+	cr_assert_null(ep->pep.rxq_tag);
+	cr_assert_null(ep->pep.rxq_msg);
+	cr_assert_eq(ep->pep.rxe_pool.in_use, 0);
 }
 
 Test(match, bad_arguments_are_refused_and_posting_is_not_capped)
@@ -320,17 +320,17 @@ Test(match, bad_arguments_are_refused_and_posting_is_not_capped)
 	struct iovec iov[COUR_IOV_MAX + 1];
 
 	memset(iov, 0, sizeof(iov));
-	cr_assert_eq(cour_msg_recv(ep, iov, COUR_IOV_MAX + 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0,
+	cr_assert_eq(cour_msg_recv(&ep->pep, iov, COUR_IOV_MAX + 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0,
 				   false), -FI_EINVAL);
-	cr_assert_eq(cour_msg_recv(ep, iov, 2, FI_ADDR_UNSPEC, 0, 0, NULL, FI_MULTI_RECV, false),
+	cr_assert_eq(cour_msg_recv(&ep->pep, iov, 2, FI_ADDR_UNSPEC, 0, 0, NULL, FI_MULTI_RECV, false),
 		     -FI_EINVAL);
-	cr_assert_eq(cour_msg_recv(ep, iov, COUR_IOV_MAX, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_eq(cour_msg_recv(&ep->pep, iov, COUR_IOV_MAX, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
 	/* rx_attr->size is a floor, not a wall: MPI posts thousands (MPICH's threads deadlocked
 	 * on a cap while unexpected messages held the sender's credits) */
 	for (size_t i = 1; i < 4 * cour_params.rx_size; i++)
 		cr_assert_eq(post(false, 0, 0, FI_ADDR_UNSPEC, NULL, 0, NULL, 0), 0, "receive %zu",
 			     i);
-	cr_assert_eq(ep->rxe_pool.in_use, 4 * cour_params.rx_size);
+	cr_assert_eq(ep->pep.rxe_pool.in_use, 4 * cour_params.rx_size);
 }
 
 /*
@@ -478,7 +478,7 @@ Test(match, the_whole_tag_space_against_a_model)
 		} else if (nrx < NRX) {
 			rx[nrx++] = m;
 		} else {
-			cr_assert_eq(cour_msg_cancel(ep, (void *)(uintptr_t)m.id), 0);
+			cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)(uintptr_t)m.id), 0);
 			cr_assert_eq(capwire_cq_err_count(&capwire.rx_cq), seen_err + 1);
 			cr_assert_eq(capwire_cq_err(&capwire.rx_cq, seen_err++)->err, FI_ECANCELED);
 		}
@@ -511,6 +511,6 @@ Test(match, multi_receive_slices_one_buffer)
 		cr_assert_eq(e->flags, FI_RECV | FI_MSG | (i == 2 ? FI_MULTI_RECV : 0));
 		cr_assert_eq(b[50 * i], 'a' + (char)i);
 	}
-	cr_assert_null(ep->rxq_msg);
-	cr_assert_eq(ep->rxe_pool.in_use, 0);
+	cr_assert_null(ep->pep.rxq_msg);
+	cr_assert_eq(ep->pep.rxe_pool.in_use, 0);
 }

@@ -1,11 +1,12 @@
 /*
  * Memory region unit tests: cour_mr.c over a hand-built domain, through the public fi_mr_*
- * inlines, and the target-side check (cour_mr_check_locked) the RMA engine relies on.
+ * inlines, and the target-side check (cour_region_check, proto/cour_region.c) the RMA engine
+ * relies on, over the regions cour_mr.c registers.
  */
 #include "cour_mr.h"
 #include "cour_cq.h"
 #include "cour_ep.h"
-#include "cour_errno.h"
+#include "proto/cour_errno.h"
 
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -27,6 +28,7 @@ static void setup(void)
 {
 	memset(&dom, 0, sizeof(dom));
 	cour_lock_init(&dom.lock, true);
+	dom.pdom.lock = &dom.lock;
 	dom.domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom.domain_fid.mr = &test_mr_ops;
 	memset(&ep_a, 0, sizeof(ep_a));
@@ -35,12 +37,16 @@ static void setup(void)
 	ep_a.ep_fid.fid.fclass = ep_b.ep_fid.fid.fclass = alien.ep_fid.fid.fclass = FI_CLASS_EP;
 	ep_a.domain = ep_b.domain = &dom;
 	alien.domain = &other_dom;
+	ep_a.pep.pdom = ep_b.pep.pdom = &dom.pdom;
+	ep_a.pep.lock = ep_b.pep.lock = &dom.lock;
+	alien.pep.pdom = &other_dom.pdom;
+	alien.pep.lock = &other_dom.lock;
 }
 
 static void teardown(void)
 {
 	cr_expect_eq(dom.refcnt, 0, "regions left open: %d", dom.refcnt);
-	cr_expect_null(dom.mr_by_key, "the key table must be empty after every close");
+	cr_expect_null(dom.pdom.regions, "the key table must be empty after every close");
 	cr_expect_eq(dom.lock.held, 0, "progress lock left held");
 	cr_expect_eq(ep_a.refcnt + ep_b.refcnt + alien.refcnt, 0,
 		     "endpoint references left: %d %d %d", ep_a.refcnt, ep_b.refcnt, alien.refcnt);
@@ -67,7 +73,7 @@ static int check_on(struct cour_ep *ep, uint64_t key, uint64_t addr, size_t len,
 	int ret;
 
 	cour_lock_acquire(&dom.lock);
-	ret = cour_mr_check_locked(ep, key, addr, len, access, ptr, NULL);
+	ret = cour_region_check(&ep->pep, key, addr, len, access, ptr, NULL);
 	cour_lock_release(&dom.lock);
 	return ret;
 }
@@ -420,7 +426,7 @@ Test(mr, counter_binding)
 	cr_expect_null(cmr->cntr);
 	cr_assert_eq(fi_mr_bind(mr, &cntr.cntr_fid.fid, FI_REMOTE_WRITE | FI_REMOTE_READ), 0);
 	cr_expect_eq(cmr->cntr, &cntr);
-	cr_expect_eq(cmr->cntr_flags, FI_REMOTE_WRITE | FI_REMOTE_READ);
+	cr_expect_eq(cmr->reg.counted, FI_REMOTE_WRITE | FI_REMOTE_READ);
 	cr_expect_eq(cntr.refcnt, 1, "the counter cannot close under the region");
 	cr_assert_eq(fi_mr_bind(mr, &cntr.cntr_fid.fid, FI_REMOTE_WRITE), 0, "rebind");
 	cr_expect_eq(cntr.refcnt, 1);

@@ -53,7 +53,7 @@ static size_t unexp_ids(uint32_t *ids, size_t max)
 	struct cour_rxmsg *m;
 	size_t n = 0;
 
-	DL_FOREACH(ep->unexp_msg, m) {
+	DL_FOREACH(ep->pep.unexp_msg, m) {
 		cr_assert_lt(n, max);
 		cr_assert_eq(m->received, m->total_len);
 		ids[n++] = m->msg_id;
@@ -77,7 +77,7 @@ Test(rxwin, an_in_order_packet_is_delivered_and_acknowledged_after_the_delay)
 	struct cour_rxmsg *m;
 
 	rx_frag(0, 5, 5, 0, "hello", 5);
-	m = ep->unexp_msg;
+	m = ep->pep.unexp_msg;
 	cr_assert_not_null(m);
 	cr_assert_eq(m->msg_id, 5);
 	cr_assert_arr_eq(m->ubuf, "hello", 5);
@@ -85,11 +85,11 @@ Test(rxwin, an_in_order_packet_is_delivered_and_acknowledged_after_the_delay)
 	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS);
 	cr_assert_eq(capwire.count, 0, "the ACK waits for a packet to ride on");
 	cr_assert(peer->ack_needed);
-	cr_assert_eq(ep->next_timer, peer->ack_deadline);
+	cr_assert_eq(ep->pep.next_timer, peer->ack_deadline);
 
-	cour_ep_timers(ep, peer->ack_deadline - 1);
+	cour_ep_timers(&ep->pep, peer->ack_deadline - 1);
 	cr_assert_eq(capwire.count, 0);
-	cour_ep_timers(ep, peer->ack_deadline);
+	cour_ep_timers(&ep->pep, peer->ack_deadline);
 	cr_assert_eq(capwire.count, 1);
 	a = last_ack();
 	cr_assert(a->now);
@@ -116,7 +116,7 @@ Test(rxwin, every_eighth_packet_is_acknowledged_at_once)
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.ack, 8);
 	cr_assert_eq(peer->rx_since_ack, 0);
-	cr_assert_eq(ep->stats.acks_sent, 1);
+	cr_assert_eq(ep->pep.stats.acks_sent, 1);
 }
 
 Test(rxwin, early_packets_are_held_sacked_and_delivered_in_order)
@@ -125,7 +125,7 @@ Test(rxwin, early_packets_are_held_sacked_and_delivered_in_order)
 
 	rx_msg(2, 2);
 	cr_assert_eq(peer->rx_held, 1);
-	cr_assert_eq(ep->rxbuf_pool.in_use, 1, "the held packet keeps its buffer");
+	cr_assert_eq(ep->pep.rxbuf_pool.in_use, 1, "the held packet keeps its buffer");
 	cr_assert_eq(last_ack()->hdr.base.ack, 0);
 	cr_assert_eq(last_ack()->hdr.base.sack, 0x2);
 	rx_msg(3, 3);
@@ -141,13 +141,13 @@ Test(rxwin, early_packets_are_held_sacked_and_delivered_in_order)
 	rx_msg(1, 1);
 	cr_assert_eq(peer->rx_next, 4);
 	cr_assert_eq(peer->rx_held, 0);
-	cr_assert_eq(ep->rxbuf_pool.in_use, 0);
+	cr_assert_eq(ep->pep.rxbuf_pool.in_use, 0);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 3, "hole filled: the ACK may wait again");
 	cr_assert(peer->ack_needed);
 	cr_assert_eq(unexp_ids(ids, 8), 4);
 	for (uint32_t i = 0; i < 4; i++)
 		cr_assert_eq(ids[i], i);
-	cr_assert_eq(ep->stats.ooo_rcvd, 2);
+	cr_assert_eq(ep->pep.stats.ooo_rcvd, 2);
 }
 
 Test(rxwin, a_message_reassembles_from_fragments_out_of_order)
@@ -162,10 +162,10 @@ Test(rxwin, a_message_reassembles_from_fragments_out_of_order)
 	cr_assert_not_null(peer->rx_cur, "message in progress");
 	rx_frag(1, 9, sizeof(msg), room, msg + room, room);
 	cr_assert_null(peer->rx_cur);
-	cr_assert_not_null(ep->unexp_msg);
-	cr_assert_eq(ep->unexp_msg->received, sizeof(msg));
-	cr_assert_arr_eq(ep->unexp_msg->ubuf, msg, sizeof(msg));
-	cr_assert_null(ep->unexp_msg->next);
+	cr_assert_not_null(ep->pep.unexp_msg);
+	cr_assert_eq(ep->pep.unexp_msg->received, sizeof(msg));
+	cr_assert_arr_eq(ep->pep.unexp_msg->ubuf, msg, sizeof(msg));
+	cr_assert_null(ep->pep.unexp_msg->next);
 }
 
 Test(rxwin, duplicates_are_dropped_and_reacknowledged)
@@ -174,15 +174,15 @@ Test(rxwin, duplicates_are_dropped_and_reacknowledged)
 
 	rx_msg(0, 0);
 	rx_msg(0, 0);                       /* our ACK was lost: answer at once */
-	cr_assert_eq(ep->stats.dup_rcvd, 1);
+	cr_assert_eq(ep->pep.stats.dup_rcvd, 1);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.ack, 1);
 	rx_msg(2, 2);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
 	rx_msg(2, 2);                       /* a duplicate of a held packet */
-	cr_assert_eq(ep->stats.dup_rcvd, 2);
+	cr_assert_eq(ep->pep.stats.dup_rcvd, 2);
 	cr_assert_eq(peer->rx_held, 1);
-	cr_assert_eq(ep->rxbuf_pool.in_use, 1);
+	cr_assert_eq(ep->pep.rxbuf_pool.in_use, 1);
 	cr_assert_eq(unexp_ids(ids, 4), 1);
 }
 
@@ -192,11 +192,11 @@ Test(rxwin, the_window_ends_w_minus_1_past_the_hole)
 	cr_assert_eq(peer->rx_held, 1);
 	cr_assert_eq(last_ack()->hdr.base.sack, 1u << 14);
 	rx_msg(16, 16);
-	cr_assert_eq(ep->stats.drop_window, 1);
+	cr_assert_eq(ep->pep.stats.drop_window, 1);
 	cr_assert_eq(peer->rx_held, 1);
 	rx_msg(0x80000000u, 1);             /* far ahead, or far behind: never held */
 	cr_assert_eq(peer->rx_held, 1);
-	cr_assert_eq(ep->stats.drop_window + ep->stats.dup_rcvd, 2);
+	cr_assert_eq(ep->pep.stats.drop_window + ep->pep.stats.dup_rcvd, 2);
 }
 
 Test(rxwin, the_sack_describes_only_the_window)
@@ -255,16 +255,16 @@ Test(rxwin, consumed_messages_grant_credits_in_batches)
 		rx_msg(s, s);
 	capwire_clear();
 	/* nothing was ever put on the wire: all of the first grant is owed, ACK at once */
-	cr_assert_eq(cour_msg_recv(ep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.credits, 9);
 	cr_assert_eq(peer->credits_sent, 9);
 	/* then one ACK per credits / 2 = 4 consumed */
 	for (int i = 0; i < 3; i++)
-		cr_assert_eq(cour_msg_recv(ep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+		cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert(peer->ack_needed, "the grant waits for the ACK delay");
-	cr_assert_eq(cour_msg_recv(ep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
 	cr_assert_eq(last_ack()->hdr.base.credits, 13);
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 5);
@@ -288,7 +288,7 @@ Test(rxwin, a_corrupt_header_is_dropped)
 
 	h.msg.total_len = 3;
 	capwire_rx_mangled(ep, &h, "abc", 3, 0, flip_header_bit);
-	cr_assert_eq(ep->stats.drop_bad_hdr, 1);
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, 1);
 	cr_assert_eq(peer->rx_next, 0);
 	cr_assert_eq(peer->remote_session, 0, "nothing of a bad packet is believed");
 }
@@ -299,13 +299,13 @@ Test(rxwin, payload_corruption_is_caught_only_with_payload_checksums)
 
 	h.msg.total_len = 3;
 	capwire_rx_mangled(ep, &h, "abc", 3, 0, flip_payload_bit);
-	cr_assert_eq(ep->stats.drop_bad_hdr, 0, "without FI_COURIER_CHECKSUM only headers");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, 0, "without FI_COURIER_CHECKSUM only headers");
 	cr_assert_eq(peer->rx_next, 1);
 
 	cour_params.checksum = 1;
 	h.base.seq = 1;
 	capwire_rx_mangled(ep, &h, "abc", 3, 0, flip_payload_bit);
-	cr_assert_eq(ep->stats.drop_bad_hdr, 1);
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, 1);
 	cr_assert_eq(peer->rx_next, 1);
 	capwire_rx(ep, &h, "abc", 3);
 	cr_assert_eq(peer->rx_next, 2);
@@ -328,14 +328,14 @@ Test(rxwin, with_checksums_on_a_packet_without_one_is_refused)
 	cour_params.checksum = 1;
 	h.msg.total_len = 3;
 	capwire_rx_mangled(ep, &h, "abc", 3, 0, strip_pcsum);
-	cr_assert_eq(ep->stats.drop_bad_hdr, 1);
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, 1);
 	cr_assert_eq(peer->rx_next, 0);
 	capwire_rx(ep, &h, "abc", 3);
 	cr_assert_eq(peer->rx_next, 1);
 	/* an ACK has no payload to cover */
 	capwire_ack(ep, 0, 0, 8);
-	cr_assert_eq(ep->stats.drop_bad_hdr, 1);
-	cr_assert_eq(ep->stats.acks_rcvd, 1);
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, 1);
+	cr_assert_eq(ep->pep.stats.acks_rcvd, 1);
 }
 
 Test(rxwin, malformed_headers_are_dropped)
@@ -346,23 +346,23 @@ Test(rxwin, malformed_headers_are_dropped)
 	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
 	h.base.version = COUR_WIRE_VERSION + 1;
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "version");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, ++drops, "version");
 	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
 	h.base.flags = COUR_F_ALL + 1;
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "unknown flag");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, ++drops, "unknown flag");
 	h = capwire_hdr(peer, COUR_PKT_TYPE_MAX, 0, 0, 0, 8);
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "unknown type");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, ++drops, "unknown type");
 	h = capwire_hdr(peer, 0, 0, 0, 0, 8);
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "type 0");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, ++drops, "type 0");
 	h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
 	capwire_rx_mangled(ep, &h, NULL, 0, 1, NULL);
-	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "a message header one byte short");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, ++drops, "a message header one byte short");
 	h = capwire_hdr(peer, COUR_PKT_DGRAM, 0, 0, 0, 8);
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.drop_bad_hdr, ++drops, "a datagram on a reliable endpoint");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, ++drops, "a datagram on a reliable endpoint");
 	cr_assert_eq(peer->rx_next, 0);
 	cr_assert_eq(capwire.count, 0, "malformed packets are never answered");
 }
@@ -376,7 +376,7 @@ Test(session, a_packet_for_an_old_session_of_ours_is_answered_with_reset)
 
 	h.base.dst_session = peer->local_session ^ 0x100;
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.drop_stale_session, 1);
+	cr_assert_eq(ep->pep.stats.drop_stale_session, 1);
 	cr_assert_eq(peer->rx_next, 0);
 	cr_assert_eq(capwire_count(COUR_PKT_RESET), 1);
 	r = capwire_nth(COUR_PKT_RESET, 0);
@@ -388,7 +388,7 @@ Test(session, a_packet_for_an_old_session_of_ours_is_answered_with_reset)
 	h = capwire_hdr(peer, COUR_PKT_ACK, 0, 0, 0, 8);
 	h.base.dst_session = peer->local_session ^ 0x100;
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.drop_stale_session, 2);
+	cr_assert_eq(ep->pep.stats.drop_stale_session, 2);
 	cr_assert_eq(capwire_count(COUR_PKT_RESET), 1);
 }
 
@@ -398,7 +398,7 @@ Test(session, a_packet_without_a_session_is_dropped)
 
 	h.base.src_session = 0;
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.drop_stale_session, 1);
+	cr_assert_eq(ep->pep.stats.drop_stale_session, 1);
 	cr_assert_eq(peer->rx_next, 0);
 }
 
@@ -419,12 +419,12 @@ Test(session, a_restarted_peer_fails_what_was_in_flight)
 	h.base.src_session = CAPWIRE_REMOTE_SESS + 1;
 	h.base.dst_session = 0;
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.peers_reset, 1);
+	cr_assert_eq(ep->pep.stats.peers_reset, 1);
 	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS + 1);
 	cr_assert_neq(peer->local_session, old_local, "we start a new session too");
 	cr_assert_eq(peer->tx_una, 0);
 	cr_assert_eq(peer->tx_next, 0);
-	cr_assert_eq(ep->tx_outstanding, 0);
+	cr_assert_eq(ep->pep.tx_outstanding, 0);
 	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 0);
 	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 1);
 	err = capwire_cq_err(&capwire.tx_cq, 0);
@@ -447,7 +447,7 @@ Test(session, a_new_peer_session_that_names_ours_keeps_ours)
 	h.base.src_session = CAPWIRE_REMOTE_SESS + 7;
 	h.base.dst_session = old_local;
 	capwire_rx(ep, &h, NULL, 0);
-	cr_assert_eq(ep->stats.peers_reset, 1);
+	cr_assert_eq(ep->pep.stats.peers_reset, 1);
 	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS + 7);
 	cr_assert_eq(peer->local_session, old_local);
 }
@@ -462,17 +462,17 @@ Test(liveness, a_silent_peer_becomes_unreachable_after_peer_timeout)
 
 	capwire_send(ep, b, sizeof(b), (void *)0xd0, 0);
 	limit = peer->last_ack_us + 10000000ull;
-	cour_ep_timers(ep, limit - 1);
-	cr_assert_eq(ep->stats.peers_unreachable, 0);
-	cr_assert_eq(ep->stats.retrans_timeout, 1, "just a retransmission before the limit");
-	cour_ep_timers(ep, limit + 20000);
-	cr_assert_eq(ep->stats.peers_unreachable, 1);
+	cour_ep_timers(&ep->pep, limit - 1);
+	cr_assert_eq(ep->pep.stats.peers_unreachable, 0);
+	cr_assert_eq(ep->pep.stats.retrans_timeout, 1, "just a retransmission before the limit");
+	cour_ep_timers(&ep->pep, limit + 20000);
+	cr_assert_eq(ep->pep.stats.peers_unreachable, 1);
 	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 1);
 	err = capwire_cq_err(&capwire.tx_cq, 0);
 	cr_assert_eq(err->op_context, (void *)0xd0);
 	cr_assert_eq(err->err, FI_EHOSTUNREACH);
 	cr_assert_eq(err->prov_errno, COUR_E_UNREACHABLE);
-	cr_assert_eq(ep->tx_outstanding, 0);
+	cr_assert_eq(ep->pep.tx_outstanding, 0);
 	cr_assert_eq(peer->tx_next, 0);
 	cr_assert_eq(peer->rto_deadline, 0);
 }
@@ -488,10 +488,10 @@ Test(liveness, a_peer_heard_after_the_pass_clock_is_not_silent)
 	now = peer->rto_deadline;
 	cr_assert_neq(now, 0);
 	peer->last_ack_us = peer->last_heard_us = now + 500;
-	cour_ep_timers(ep, now);
-	cr_assert_eq(ep->stats.peers_unreachable, 0, "a peer heard in this pass was called silent");
+	cour_ep_timers(&ep->pep, now);
+	cr_assert_eq(ep->pep.stats.peers_unreachable, 0, "a peer heard in this pass was called silent");
 	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 0);
-	cr_assert_eq(ep->stats.retrans_timeout, 1, "the retransmit timer still fired");
+	cr_assert_eq(ep->pep.stats.retrans_timeout, 1, "the retransmit timer still fired");
 }
 
 Test(liveness, a_credit_stalled_sender_probes_then_gives_up)
@@ -507,20 +507,20 @@ Test(liveness, a_credit_stalled_sender_probes_then_gives_up)
 	cr_assert(peer->credit_stalled);
 	capwire_clear();
 	t0 = peer->last_heard_us;
-	cour_ep_timers(ep, t0);
+	cour_ep_timers(&ep->pep, t0);
 	cr_assert_eq(peer->probe_deadline, t0 + 100000);
 	cr_assert_eq(capwire.count, 0);
-	cour_ep_timers(ep, t0 + 99999);
+	cour_ep_timers(&ep->pep, t0 + 99999);
 	cr_assert_eq(capwire.count, 0);
-	cour_ep_timers(ep, t0 + 100000);
+	cour_ep_timers(&ep->pep, t0 + 100000);
 	cr_assert_eq(capwire.count, 1);
 	p = capwire_last();
 	cr_assert_eq(p->hdr.base.type, COUR_PKT_ACK);
 	cr_assert(p->hdr.base.flags & COUR_F_PROBE);
 	cr_assert_eq(peer->probe_deadline, t0 + 200000);
 
-	cour_ep_timers(ep, t0 + 10000000ull);
-	cr_assert_eq(ep->stats.peers_unreachable, 1);
+	cour_ep_timers(&ep->pep, t0 + 10000000ull);
+	cr_assert_eq(ep->pep.stats.peers_unreachable, 1);
 	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 1, "the waiting ninth send fails");
 	cr_assert_eq(capwire_cq_err(&capwire.tx_cq, 0)->op_context, (void *)9);
 	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 8);
@@ -540,20 +540,20 @@ Test(liveness, a_peer_quiet_before_we_waited_on_it_is_not_silent)
 	capwire_ack(ep, 8, 0, 8);           /* all acknowledged, no credit back: we wait */
 	cr_assert(peer->credit_stalled);
 	t = peer->last_heard_us + 60000000ull;  /* a minute later we first look */
-	cour_ep_timers(ep, t);
-	cour_ep_timers(ep, t + 100000);
-	cr_assert_eq(ep->stats.peers_unreachable, 0, "declared dead at its first probe");
+	cour_ep_timers(&ep->pep, t);
+	cour_ep_timers(&ep->pep, t + 100000);
+	cr_assert_eq(ep->pep.stats.peers_unreachable, 0, "declared dead at its first probe");
 	cr_assert(capwire_last()->hdr.base.flags & COUR_F_PROBE, "not even asked");
-	cour_ep_timers(ep, t + 1900000);
-	cr_assert_eq(ep->stats.peer_silences, 0);
-	cour_ep_timers(ep, t + 2100000);
-	cr_assert_eq(ep->stats.peer_silences, 1, "2 s of silence is said");
-	cour_ep_timers(ep, t + 5000000);
-	cr_assert_eq(ep->stats.peer_silences, 1, "...once");
-	cour_ep_timers(ep, t + 9900000);
-	cr_assert_eq(ep->stats.peers_unreachable, 0);
-	cour_ep_timers(ep, t + 10100000);
-	cr_assert_eq(ep->stats.peers_unreachable, 1, "silent for the whole timeout");
+	cour_ep_timers(&ep->pep, t + 1900000);
+	cr_assert_eq(ep->pep.stats.peer_silences, 0);
+	cour_ep_timers(&ep->pep, t + 2100000);
+	cr_assert_eq(ep->pep.stats.peer_silences, 1, "2 s of silence is said");
+	cour_ep_timers(&ep->pep, t + 5000000);
+	cr_assert_eq(ep->pep.stats.peer_silences, 1, "...once");
+	cour_ep_timers(&ep->pep, t + 9900000);
+	cr_assert_eq(ep->pep.stats.peers_unreachable, 0);
+	cour_ep_timers(&ep->pep, t + 10100000);
+	cr_assert_eq(ep->pep.stats.peers_unreachable, 1, "silent for the whole timeout");
 	cr_assert_eq(capwire_cq_err_count(&capwire.tx_cq), 1, "the waiting ninth send fails");
 }
 
@@ -566,7 +566,7 @@ Test(liveness, a_probe_is_answered_at_once_without_probe)
 	cr_assert_eq(capwire.count, 1);
 	cr_assert_eq(capwire_last()->hdr.base.type, COUR_PKT_ACK);
 	cr_assert_eq(capwire_last()->hdr.base.flags & COUR_F_PROBE, 0);
-	cr_assert_eq(ep->stats.acks_rcvd, 1);
+	cr_assert_eq(ep->pep.stats.acks_rcvd, 1);
 }
 
 Test(liveness, an_ack_the_wire_refused_goes_out_at_the_next_timer)
@@ -577,9 +577,9 @@ Test(liveness, an_ack_the_wire_refused_goes_out_at_the_next_timer)
 	cr_assert(peer->ack_needed);
 	cr_assert(peer->on_active);
 	/* the retry is a timer the progress loop will not sleep past */
-	cr_assert_neq(ep->next_timer, 0);
-	cr_assert_leq(ep->next_timer, peer->ack_deadline);
-	cour_ep_timers(ep, peer->ack_deadline);
+	cr_assert_neq(ep->pep.next_timer, 0);
+	cr_assert_leq(ep->pep.next_timer, peer->ack_deadline);
+	cour_ep_timers(&ep->pep, peer->ack_deadline);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.sack, 0x1);
 	cr_assert_not(peer->ack_needed);
@@ -592,10 +592,10 @@ Test(liveness, an_idle_peer_leaves_the_active_list)
 	capwire_send(ep, b, sizeof(b), NULL, 0);
 	cr_assert(peer->on_active);
 	capwire_ack(ep, 1, 0, 8);
-	cour_ep_timers(ep, cour_now_us());
+	cour_ep_timers(&ep->pep, cour_now_us());
 	cr_assert_not(peer->on_active);
-	cr_assert_null(ep->active);
-	cr_assert_eq(ep->next_timer, 0);
+	cr_assert_null(ep->pep.active);
+	cr_assert_eq(ep->pep.next_timer, 0);
 }
 
 /* A PROBE (it makes a peer, as from a restarted sender) from 127.0.0.1:port, crc right. */
@@ -617,7 +617,7 @@ static void rx_probe_from(uint16_t port, uint32_t session)
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons(port);
 	sin->sin_addr.s_addr = htonl(0x7f000001);
-	cour_ep_rx_packet(ep, buf, sizeof(buf), &ss, sizeof(*sin));
+	cour_ep_rx_packet(&ep->pep, buf, sizeof(buf), &ss, sizeof(*sin));
 }
 
 Test(session, flood_from_many_addresses_keeps_memory_bounded)
@@ -629,8 +629,8 @@ Test(session, flood_from_many_addresses_keeps_memory_bounded)
 	for (uint32_t i = 0; i < 20000; i++)
 		rx_probe_from((uint16_t)(20000 + i), 0x51000000u + i);
 	/* strangers were freed as they piled up; the cap may double once, not per packet */
-	cr_assert_gt(ep->stats.peers_evicted, 15000, "evicted %" PRIu64, ep->stats.peers_evicted);
-	cr_assert_leq(ep->peer_count, 4096, "%zu peers kept", ep->peer_count);
+	cr_assert_gt(ep->pep.stats.peers_evicted, 15000, "evicted %" PRIu64, ep->pep.stats.peers_evicted);
+	cr_assert_leq(ep->pep.peer_count, 4096, "%zu peers kept", ep->pep.peer_count);
 	/* the genuine peer, its session and its message are untouched */
 	cr_assert_eq(capwire_peer(ep), peer);
 	cr_assert_eq(peer->rx_next, 1);
@@ -645,13 +645,13 @@ Test(session, a_reset_peer_with_waiting_messages_is_kept)
 	/* a message from the peer's old session outlives the reset that zeroes its counters */
 	rx_msg(0, 91);
 	cour_peer_reset(peer, COUR_E_PEER_RESET);
-	cour_ep_timers(ep, cour_now_us());      /* nothing owed: it leaves the active list */
+	cour_ep_timers(&ep->pep, cour_now_us());      /* nothing owed: it leaves the active list */
 	cr_assert(!peer->on_active && peer->rx_next == 0 && peer->tx_next == 0);
 	for (uint32_t i = 0; i < 3000; i++)
 		rx_probe_from((uint16_t)(30000 + i), 0x52000000u + i);
-	cr_assert_gt(ep->stats.peers_evicted, 1000);
+	cr_assert_gt(ep->pep.stats.peers_evicted, 1000);
 	cr_assert_eq(capwire_peer(ep), peer, "the peer its message points to was freed");
-	cr_assert_eq(ep->unexp_msg->peer, peer);
+	cr_assert_eq(ep->pep.unexp_msg->peer, peer);
 }
 
 /* A peer whose ring we mapped while UDP packets were in flight gets no more UDP packets: the

@@ -255,8 +255,8 @@ Test(txwin, a_cumulative_ack_releases_and_completes)
 	e = capwire_cq_entry(&capwire.tx_cq, 0);
 	cr_assert_eq(e->op_context, (void *)0x51);
 	cr_assert_eq(e->flags, FI_SEND | FI_MSG);
-	cr_assert_eq(ep->tx_outstanding, 0);
-	cr_assert_eq(ep->txe_pool.in_use, 0);
+	cr_assert_eq(ep->pep.tx_outstanding, 0);
+	cr_assert_eq(ep->pep.txe_pool.in_use, 0);
 	cr_assert_eq(peer->remote_session, CAPWIRE_REMOTE_SESS);
 }
 
@@ -271,7 +271,7 @@ Test(txwin, acks_outside_the_window_change_nothing)
 	capwire_ack(ep, 1, 0, 8);                  /* an old ACK arriving late */
 	cr_assert_eq(peer->tx_una, 2);
 	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 0);
-	cr_assert_eq(ep->tx_outstanding, 1);
+	cr_assert_eq(ep->pep.tx_outstanding, 1);
 }
 
 Test(txwin, the_window_stops_the_sender_and_acks_reopen_it)
@@ -280,7 +280,7 @@ Test(txwin, the_window_stops_the_sender_and_acks_reopen_it)
 		capwire_send(ep, data, 4000, NULL, 0);   /* 5 packets each: 20 > window 16 */
 	cr_assert_eq(peer->tx_next, 16);
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 16);
-	cr_assert_eq(ep->stats.window_stalls, 1);
+	cr_assert_eq(ep->pep.stats.window_stalls, 1);
 	cr_assert_not_null(peer->txq, "the rest waits its turn");
 
 	capwire_ack(ep, 3, 0, 8);
@@ -291,7 +291,7 @@ Test(txwin, the_window_stops_the_sender_and_acks_reopen_it)
 	capwire_ack(ep, 20, 0, 8);
 	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 4);
 	/* sends complete in order: the last packet of each is acknowledged in order */
-	cr_assert_eq(ep->stats.tx_msgs, 4);
+	cr_assert_eq(ep->pep.stats.tx_msgs, 4);
 }
 
 Test(txwin, sequence_numbers_wrap_in_the_window)
@@ -336,7 +336,7 @@ Test(txwin, an_rtt_sample_from_the_last_acked_packet)
 	cr_assert_lt(peer->srtt_us, 5000 + 1000000, "srtt %lu", (unsigned long)peer->srtt_us);
 	cr_assert_eq(peer->rttvar_us, peer->srtt_us / 2, "first sample");
 	cr_assert_eq(peer->rto_us, COUR_MIN(peer->srtt_us + 4 * (peer->srtt_us / 2), 64000u));
-	cr_assert_eq(ep->stats.rtt_srtt_us, peer->srtt_us);
+	cr_assert_eq(ep->pep.stats.rtt_srtt_us, peer->srtt_us);
 }
 
 Test(txwin, karn_no_sample_from_a_resent_packet)
@@ -346,7 +346,7 @@ Test(txwin, karn_no_sample_from_a_resent_packet)
 	capwire_send(ep, data, 100, NULL, 0);
 	cr_assert_eq(peer->rto_us, 10000, "initial RTO");
 	deadline = peer->rto_deadline;
-	cour_ep_timers(ep, deadline);
+	cour_ep_timers(&ep->pep, deadline);
 	cr_assert_eq(slot(0)->tries, 2);
 	cr_assert_eq(peer->rto_us, 20000);
 	capwire_ack(ep, 1, 0, 8);
@@ -363,12 +363,12 @@ Test(txwin, rto_expiry_resends_the_head_and_backs_off_to_the_ceiling)
 	capwire_send(ep, data, 2000, NULL, 0);
 	capwire_clear();
 	deadline = peer->rto_deadline;
-	cour_ep_timers(ep, deadline - 1);
+	cour_ep_timers(&ep->pep, deadline - 1);
 	cr_assert_eq(capwire.count, 0, "nothing before the deadline");
-	cr_assert_eq(ep->next_timer, deadline);
+	cr_assert_eq(ep->pep.next_timer, deadline);
 	for (size_t k = 0; k < 4; k++) {
 		capwire_clear();
-		cour_ep_timers(ep, deadline);
+		cour_ep_timers(&ep->pep, deadline);
 		cr_assert_eq(capwire.count, 3, "expiry %zu resends every unacked packet", k);
 		for (uint32_t i = 0; i < 3; i++) {
 			cr_assert_eq(capwire.pkts[i].hdr.base.seq, i);
@@ -376,10 +376,10 @@ Test(txwin, rto_expiry_resends_the_head_and_backs_off_to_the_ceiling)
 		}
 		cr_assert_eq(peer->rto_us, rto[k]);
 		cr_assert_eq(peer->rto_deadline, deadline + rto[k]);
-		cr_assert_eq(ep->next_timer, peer->rto_deadline);
+		cr_assert_eq(ep->pep.next_timer, peer->rto_deadline);
 		deadline = peer->rto_deadline;
 	}
-	cr_assert_eq(ep->stats.retrans_timeout, 12);
+	cr_assert_eq(ep->pep.stats.retrans_timeout, 12);
 	cr_assert_eq(slot(0)->tries, 5);
 }
 
@@ -397,11 +397,11 @@ Test(txwin, a_sack_marks_packets_and_fast_retransmit_fills_the_holes)
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 2);
 	cr_assert_eq(capwire_nth(COUR_PKT_EAGER, 0)->hdr.base.seq, 2);
 	cr_assert_eq(capwire_nth(COUR_PKT_EAGER, 1)->hdr.base.seq, 0);
-	cr_assert_eq(ep->stats.retrans_fast, 2);
+	cr_assert_eq(ep->pep.stats.retrans_fast, 2);
 
 	/* the timer later resends only what no SACK covers */
 	capwire_clear();
-	cour_ep_timers(ep, peer->rto_deadline);
+	cour_ep_timers(&ep->pep, peer->rto_deadline);
 	cr_assert_geq(capwire_count(COUR_PKT_EAGER), 2);
 	for (size_t i = 0; i < capwire_count(COUR_PKT_EAGER); i++) {
 		uint32_t seq = capwire_nth(COUR_PKT_EAGER, i)->hdr.base.seq;
@@ -414,22 +414,22 @@ Test(txwin, sacks_released_by_a_cumulative_ack_leave_no_holes_behind)
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);   /* seqs 0..3 */
 	capwire_send(ep, data, 2 * CAPWIRE_ROOM, NULL, 0);   /* seqs 4, 5 */
 	capwire_ack(ep, 0, 0x7, 8);               /* 1..3 SACKed: 0 resent */
-	cr_assert_eq(ep->stats.retrans_fast, 1);
+	cr_assert_eq(ep->pep.stats.retrans_fast, 1);
 	capwire_ack(ep, 4, 0, 8);                 /* 0..3 released, 4 and 5 still out */
 	capwire_clear();
 	/* long after, but before the RTO: 4 and 5 are no holes, nothing above them is SACKed */
-	cour_ep_timers(ep, cour_now_us() + peer->rto_us / 2);
+	cour_ep_timers(&ep->pep, cour_now_us() + peer->rto_us / 2);
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 0);
-	cr_assert_eq(ep->stats.retrans_fast, 1);
+	cr_assert_eq(ep->pep.stats.retrans_fast, 1);
 }
 
 Test(txwin, fast_retransmit_waits_for_three_sacked_above_a_hole)
 {
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);
 	capwire_ack(ep, 0, 0x3, 8);               /* 1 and 2 arrived: maybe 0 is only late */
-	cr_assert_eq(ep->stats.retrans_fast, 0);
+	cr_assert_eq(ep->pep.stats.retrans_fast, 0);
 	capwire_ack(ep, 0, 0x7, 8);               /* and 3: 0 is lost */
-	cr_assert_eq(ep->stats.retrans_fast, 1);
+	cr_assert_eq(ep->pep.stats.retrans_fast, 1);
 	cr_assert_eq(slot(0)->tries, 2);
 }
 
@@ -439,13 +439,13 @@ Test(txwin, a_resent_hole_is_resent_again_only_after_its_copy_could_be_sacked)
 	capwire_send(ep, data, CAPWIRE_ROOM, NULL, 0);
 	peer->srtt_us = 10000000;                  /* 10 s: the next SACK is surely early */
 	capwire_ack(ep, 0, 0x7, 8);
-	cr_assert_eq(ep->stats.retrans_fast, 1, "0 resent below the SACKed 1..3");
+	cr_assert_eq(ep->pep.stats.retrans_fast, 1, "0 resent below the SACKed 1..3");
 	capwire_ack(ep, 0, 0xf, 8);
 	cr_assert(slot(4)->sacked, "the SACK itself is still taken");
-	cr_assert_eq(ep->stats.retrans_fast, 1, "no second resend of 0 within SRTT + 4 RTTVAR");
+	cr_assert_eq(ep->pep.stats.retrans_fast, 1, "no second resend of 0 within SRTT + 4 RTTVAR");
 	slot(0)->sent_us = cour_now_us() - 100000000;         /* its copy is 100 s old */
 	capwire_ack(ep, 0, 0xf, 8);
-	cr_assert_eq(ep->stats.retrans_fast, 2);
+	cr_assert_eq(ep->pep.stats.retrans_fast, 2);
 }
 
 Test(txwin, sack_bits_beyond_what_was_sent_are_ignored)
@@ -465,7 +465,7 @@ Test(txwin, a_sack_for_an_old_ack_is_ignored)
 	capwire_ack(ep, 2, 0, 8);
 	capwire_ack(ep, 1, 0x2, 8);               /* reordered: says 3 arrived, from ack 1 */
 	cr_assert_not(slot(3)->sacked);
-	cr_assert_eq(ep->stats.retrans_fast, 0);
+	cr_assert_eq(ep->pep.stats.retrans_fast, 0);
 }
 
 /* ---- credits ---- */
@@ -477,10 +477,10 @@ Test(txwin, the_ninth_eager_message_waits_for_credit)
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 8);
 	cr_assert_eq(peer->tx_credit_used, 8);
 	cr_assert(peer->credit_stalled);
-	cr_assert_eq(ep->stats.credit_stalls, 1);
+	cr_assert_eq(ep->pep.stats.credit_stalls, 1);
 	capwire_ack(ep, 8, 0, 8);                  /* acknowledged, but no new credit */
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 8);
-	cr_assert_eq(ep->stats.credit_stalls, 1, "a stall is counted once");
+	cr_assert_eq(ep->pep.stats.credit_stalls, 1, "a stall is counted once");
 	capwire_ack(ep, 8, 0, 9);                  /* the receiver consumed one */
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 9);
 	cr_assert_eq(peer->tx_credit_limit, 9);
@@ -528,7 +528,7 @@ Test(txwin, control_packets_need_no_credit)
 	capwire_send(ep, data, 5000, NULL, 0);     /* an RTS needs a credit too: it waits */
 	cr_assert(peer->credit_stalled);
 	/* the peer's own rendezvous meets a posted receive: our CTS goes out regardless */
-	cr_assert_eq(cour_msg_recv(ep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
 	h = capwire_hdr(peer, COUR_PKT_RTS, 0, 0, 0, 8);
 	h.msg.msg_id = 41;
 	h.msg.total_len = 300;

@@ -190,7 +190,7 @@ static struct cour_peer *peer_of(struct cour_ep *ep, const struct cour_addr *add
 {
 	struct cour_peer *p;
 
-	HASH_FIND(hh, ep->peers, addr, sizeof(*addr), p);
+	HASH_FIND(hh, ep->pep.peers, addr, sizeof(*addr), p);
 	return p;
 }
 
@@ -447,14 +447,14 @@ static void dump_state(const char *why, const struct live *l)
 	fprintf(stderr, "fuzz_rx: %s after %" PRIu64 " inputs\n", why, w.inputs);
 	for (int i = 0; l && i < 8; i++)
 		fprintf(stderr, "  %-10s done %d err %d\n", names[i], l->op[i].done, l->op[i].err);
-	dump_peer("B's view of A", peer_of(b, &a->wire.addr));
-	dump_peer("A's view of B", peer_of(a, &b->wire.addr));
+	dump_peer("B's view of A", peer_of(b, &a->pep.wire.addr));
+	dump_peer("A's view of B", peer_of(a, &b->pep.wire.addr));
 	fprintf(stderr, "  B: unexpected %s/%s rdv %u peers %u; stats bad_hdr %" PRIu64 " stale %"
 		PRIu64 " window %" PRIu64 " dup %" PRIu64 " resets %" PRIu64 " unreachable %" PRIu64
-		"\n", b->unexp_msg ? "msg" : "-", b->unexp_tag ? "tag" : "-",
-		HASH_COUNT(b->rdv_by_id), HASH_COUNT(b->peers), b->stats.drop_bad_hdr,
-		b->stats.drop_stale_session, b->stats.drop_window, b->stats.dup_rcvd,
-		b->stats.peers_reset, b->stats.peers_unreachable);
+		"\n", b->pep.unexp_msg ? "msg" : "-", b->pep.unexp_tag ? "tag" : "-",
+		HASH_COUNT(b->pep.rdv_by_id), HASH_COUNT(b->pep.peers), b->pep.stats.drop_bad_hdr,
+		b->pep.stats.drop_stale_session, b->pep.stats.drop_window, b->pep.stats.dup_rcvd,
+		b->pep.stats.peers_reset, b->pep.stats.peers_unreachable);
 }
 
 static ssize_t post_retry(struct fid_ep *ep, int kind, struct live *l, int i, fi_addr_t peer,
@@ -616,7 +616,7 @@ static void sweep_abandoned(void)
 static void restart_a(void)
 {
 	struct cour_ep *a = ep_a();
-	struct cour_peer *p = peer_of(a, &ep_b()->wire.addr);
+	struct cour_peer *p = peer_of(a, &ep_b()->pep.wire.addr);
 
 	w.restarts++;
 	cour_lock_acquire(&a->domain->lock);
@@ -696,7 +696,7 @@ static size_t build_pkt(uint8_t *out, const uint8_t *ctl, const uint8_t *body, s
 {
 	struct cour_ep *a = ep_a(), *b = ep_b();
 	struct cour_pkt_hdr *h = (struct cour_pkt_hdr *)out;
-	struct cour_peer *ap = peer_of(a, &b->wire.addr), *bp;
+	struct cour_peer *ap = peer_of(a, &b->pep.wire.addr), *bp;
 	uint32_t w_ = (uint32_t)cour_params.window, seq, amount = ctl[1] & 63;
 	size_t hlen, plen, len;
 	struct cour_addr from;
@@ -708,9 +708,9 @@ static size_t build_pkt(uint8_t *out, const uint8_t *ctl, const uint8_t *body, s
 		*alt = ctl[3] & 3;
 		alt_addr((unsigned)*alt, &ss, &sl);
 		cour_addr_from_sockaddr(&from, &ss, sl);
-		from.is_v4 = b->wire.addr.is_v4;
+		from.is_v4 = b->pep.wire.addr.is_v4;
 	} else {
-		from = a->wire.addr;
+		from = a->pep.wire.addr;
 	}
 	bp = peer_of(b, &from);
 
@@ -772,14 +772,14 @@ static size_t build_pkt(uint8_t *out, const uint8_t *ctl, const uint8_t *body, s
 		h->msg.offset = bp->rx_cur->received;
 		h->msg.total_len = bp->rx_cur->total_len;
 	}
-	if ((ctl[3] & 0x08) && b->rdv_by_id) {
-		struct cour_rxmsg *m = b->rdv_by_id, *tmp;
+	if ((ctl[3] & 0x08) && b->pep.rdv_by_id) {
+		struct cour_rxmsg *m = b->pep.rdv_by_id, *tmp;
 		unsigned k = ctl[3] >> 5;
-		HASH_ITER(hh, b->rdv_by_id, m, tmp)
+		HASH_ITER(hh, b->pep.rdv_by_id, m, tmp)
 			if (!k--)
 				break;
 		if (!m)
-			m = b->rdv_by_id;
+			m = b->pep.rdv_by_id;
 		h->msg.rx_id = m->rx_id;
 		h->msg.offset = m->received;
 	}
@@ -824,25 +824,25 @@ static void deliver(int alt, const uint8_t *pkt, size_t len)
 	socklen_t sl;
 	void *buf, *back;
 
-	if (len > b->rxbuf_size)
+	if (len > b->pep.rxbuf_size)
 		return;
 	if (alt < 0) {
-		ss = a->wire.bound_sa;
-		sl = a->wire.bound_len;
+		ss = a->pep.wire.bound_sa;
+		sl = a->pep.wire.bound_len;
 	} else {
 		alt_addr((unsigned)alt, &ss, &sl);
 	}
 	cour_lock_acquire(&b->domain->lock);
-	buf = cour_pool_get(&b->rxbuf_pool);
+	buf = cour_pool_get(&b->pep.rxbuf_pool);
 	if (!buf)
-		die("B's receive pool is exhausted (%zu in use)", b->rxbuf_pool.in_use);
+		die("B's receive pool is exhausted (%zu in use)", b->pep.rxbuf_pool.in_use);
 	memcpy(buf, pkt, len);
 	tag_guard(buf, len);
-	b->stats.rx_pkts++;
-	back = cour_ep_rx_packet(b, buf, len, &ss, sl);
+	b->pep.stats.rx_pkts++;
+	back = cour_ep_rx_packet(&b->pep, buf, len, &ss, sl);
 	if (!back)
 		die("cour_ep_rx_packet returned no buffer");
-	cour_pool_put(&b->rxbuf_pool, back);
+	cour_pool_put(&b->pep.rxbuf_pool, back);
 	cour_lock_release(&b->domain->lock);
 }
 
@@ -856,7 +856,7 @@ static void loop_raw(const uint8_t *data, size_t len)
 	memcpy(copy, data, len);
 	tag_guard(copy, len);
 	cour_lock_acquire(&a->domain->lock);
-	cour_loop_wire.send_raw(&a->wire, &b->wire.bound_sa, b->wire.bound_len, (const char *)copy, len);
+	cour_loop_wire.send_raw(&a->pep.wire, &b->pep.wire.bound_sa, b->pep.wire.bound_len, (const char *)copy, len);
 	cour_lock_release(&a->domain->lock);
 	free(copy);
 }
@@ -916,16 +916,16 @@ static void check_memory(void)
 	size_t n = 0, worst = 0;
 	uint64_t bytes = 0;
 
-	HASH_ITER(hh, b->peers, p, tmp) {
+	HASH_ITER(hh, b->pep.peers, p, tmp) {
 		size_t k = 0;
 		for (int t = 0; t < 2; t++)
-			DL_FOREACH(t ? b->unexp_tag : b->unexp_msg, m)
+			DL_FOREACH(t ? b->pep.unexp_tag : b->pep.unexp_msg, m)
 				if (m->peer == p)
 					k++;
 		worst = COUR_MAX(worst, k);
 	}
 	for (int t = 0; t < 2; t++) {
-		DL_FOREACH(t ? b->unexp_tag : b->unexp_msg, m) {
+		DL_FOREACH(t ? b->pep.unexp_tag : b->pep.unexp_msg, m) {
 			n++;
 			if (!m->rts)
 				bytes += m->total_len;
@@ -934,16 +934,16 @@ static void check_memory(void)
 	w.max_unexp = COUR_MAX(w.max_unexp, n);
 	w.max_unexp_peer = COUR_MAX(w.max_unexp_peer, worst);
 	w.max_unexp_bytes = COUR_MAX(w.max_unexp_bytes, bytes);
-	w.max_rdv = COUR_MAX(w.max_rdv, (size_t)HASH_COUNT(b->rdv_by_id));
-	w.max_peers = COUR_MAX(w.max_peers, (size_t)HASH_COUNT(b->peers));
+	w.max_rdv = COUR_MAX(w.max_rdv, (size_t)HASH_COUNT(b->pep.rdv_by_id));
+	w.max_peers = COUR_MAX(w.max_peers, (size_t)HASH_COUNT(b->pep.peers));
 	if (w.strict_mem && worst > cour_params.credits) {
 		dump_state("MEMORY", NULL);
 		die("B holds %zu unexpected messages from one peer, which has %zu credits "
 		    "(%" PRIu64 " bytes announced)", worst, cour_params.credits, bytes);
 	}
-	if (HASH_COUNT(b->peers) > ALT_PORTS + 1)
-		die("B has %u peers from %d addresses", HASH_COUNT(b->peers), ALT_PORTS + 1);
-	if (n > JUNK_MSGS_MAX || bytes > JUNK_BYTES_MAX || HASH_COUNT(b->rdv_by_id) > JUNK_RDV_MAX)
+	if (HASH_COUNT(b->pep.peers) > ALT_PORTS + 1)
+		die("B has %u peers from %d addresses", HASH_COUNT(b->pep.peers), ALT_PORTS + 1);
+	if (n > JUNK_MSGS_MAX || bytes > JUNK_BYTES_MAX || HASH_COUNT(b->pep.rdv_by_id) > JUNK_RDV_MAX)
 		recycle_b("junk bound");
 }
 
@@ -1015,9 +1015,9 @@ static void world_open(void)
 	mr_open(&w.mr_a, w.ep_a, w.mem_a, &w.key_a, &w.raddr_a, 0xa);
 	mr_open(&w.mr_b, w.ep_b, w.mem_b, &w.key_b, &w.raddr_b, 0xb);
 	a = ep_a();
-	w.cap_wire = *a->wire.base;
+	w.cap_wire = *a->pep.wire.base;
 	w.cap_wire.send_raw = cap_send_raw;
-	a->wire.base = &w.cap_wire;
+	a->pep.wire.base = &w.cap_wire;
 
 	w.stall_recover = getenv("FUZZ_STALL") && !strcmp(getenv("FUZZ_STALL"), "recover");
 	w.strict_mem = getenv("FUZZ_STRICT_MEM") && atoi(getenv("FUZZ_STRICT_MEM"));
@@ -1119,9 +1119,9 @@ static void at_exit(void)
 		" no_buf %" PRIu64 ", peer resets %" PRIu64 "; most unexpected %zu (%zu from one "
 		"peer, %" PRIu64 " bytes), rdv %zu, peers %zu\n", w.inputs, w.live_checks,
 		w.live_retries, w.forged, w.stalls, w.livelocks, w.restarts, w.nabandoned, w.recycles,
-		w.bg_done, w.remote_events, b->stats.drop_bad_hdr,
-		b->stats.drop_stale_session, b->stats.drop_window, b->stats.dup_rcvd,
-		b->stats.drop_no_buf, b->stats.peers_reset, w.max_unexp, w.max_unexp_peer,
+		w.bg_done, w.remote_events, b->pep.stats.drop_bad_hdr,
+		b->pep.stats.drop_stale_session, b->pep.stats.drop_window, b->pep.stats.dup_rcvd,
+		b->pep.stats.drop_no_buf, b->pep.stats.peers_reset, w.max_unexp, w.max_unexp_peer,
 		w.max_unexp_bytes, w.max_rdv, w.max_peers);
 }
 

@@ -18,6 +18,7 @@
 
 #include "util/cour_util.h"
 #include "util/cour_params.h"
+#include "proto/cour_pdom.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -73,8 +74,8 @@ struct cour_domain {
 	enum fi_progress    data_progress;
 	uint64_t            mr_mode;
 
-	struct cour_ep     *eps;           /* endpoints to progress, utlist DL via ep->dom_next */
-	struct cour_mr     *mr_by_key;     /* uthash of registered regions (cour_mr.c) */
+	struct cour_pdom    pdom;          /* the engine's half: enabled endpoints (to progress),
+					    * registered regions (proto/cour_engine.h) */
 
 	/* automatic progress: a thread that sleeps on the endpoints' fds and the next timer */
 	pthread_t           progress_thread;
@@ -119,10 +120,6 @@ void cour_domain_kick(struct cour_domain *dom);
 /* cour_atomic.c: fi_query_atomic */
 int  cour_domain_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
 			      struct fi_atomic_attr *attr, uint64_t flags);
-/* proto/cour_rma_proto.c: a region is closing; reads still served from it are copied aside,
- * and copies shared with initiators end (proto/cour_rma_split.c) */
-struct cour_mr;
-void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr);
 
 /* ---- provider entry points (cour_attr.c, cour_fabric.c) ---- */
 int cour_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,

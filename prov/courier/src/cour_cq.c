@@ -14,7 +14,7 @@
  * keeps the syscall off the fast path.
  */
 #include "cour_cq.h"
-#include "cour_errno.h"
+#include "proto/cour_errno.h"
 
 #include <stdio.h>
 #include <stdlib.h>

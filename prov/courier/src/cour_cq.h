@@ -7,17 +7,10 @@
 #define COUR_CQ_H
 
 #include "cour.h"
+#include "proto/cour_engine.h"
 
-/* One completion as the engine reports it; formatted per the CQ's fi_cq_format on read. */
-struct cour_cq_entry {
-	void      *op_context;
-	uint64_t   flags;
-	size_t     len;
-	void      *buf;
-	uint64_t   data;
-	uint64_t   tag;
-	fi_addr_t  src;       /* for fi_cq_readfrom: FI_ADDR_NOTAVAIL when unknown */
-};
+/* struct cour_cq_entry, one completion as the engine reports it, is proto/cour_engine.h's;
+ * formatted per the CQ's fi_cq_format on read. */
 
 /* An error completion waiting in cq->errs. It reaches the head of the CQ once every success
  * written before it (seq of them in the CQ's lifetime) has been read. */

@@ -132,6 +132,7 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 				  cour_params.manual_thread;
 	/* A real mutex only where two threads can meet: see the essay in cour.h. */
 	cour_lock_init(&dom->lock, dom->threading == FI_THREAD_SAFE || dom->progress_thread_on);
+	dom->pdom.lock = &dom->lock;
 	dom->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (dom->wake_fd < 0) {
 		COUR_WARN(FI_LOG_DOMAIN, "eventfd: %s\n", strerror(errno));

@@ -21,10 +21,12 @@ static struct fi_ops cour_ep_fi_ops;
 extern struct fi_ops_rma cour_no_rma_ops, cour_rma_ops;
 extern struct fi_ops_atomic cour_no_atomic_ops, cour_atomic_ops;
 
-/* ---- completions of sends ---- */
+/* ---- what the engine reports (struct cour_up_ops) ---- */
 
-void cour_ep_report_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err, int prov_errno)
+static void cour_ep_tx_done(struct cour_pep *pep, const struct cour_txe *txe, int err,
+			    int prov_errno)
 {
+	struct cour_ep *ep = cour_ep_of_pep(pep);
 	struct cour_cq_entry e = {
 		.op_context = txe->context,
 		.flags = txe->cq_flags & ~COUR_CQF_NOCOMP,
@@ -51,20 +53,80 @@ void cour_ep_report_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err,
 		cour_cq_write_locked(ep->tx_cq, &e);
 	if (cntr)
 		cour_cntr_inc_locked(cntr);
-	ep->stats.tx_msgs++;
 }
 
-void cour_ep_complete_tx_locked(struct cour_ep *ep, struct cour_txe *txe, int err, int prov_errno)
+static void cour_ep_rx_done(struct cour_pep *pep, const struct cour_cq_entry *e,
+			    uint64_t op_flags, int err, int prov_errno, size_t olen)
 {
-	if (!cour_txe_internal(txe)) {
-		cour_ep_report_tx_locked(ep, txe, err, prov_errno);
-		ep->tx_outstanding--;
+	struct cour_ep *ep = cour_ep_of_pep(pep);
+
+	if (err) {
+		if (ep->rx_cq)
+			cour_cq_write_err_locked(ep->rx_cq, e, err, prov_errno, olen);
+		if (ep->recv_cntr)
+			cour_cntr_inc_err_locked(ep->recv_cntr);
+		return;
 	}
-	free(txe->snap);
-	if (txe->inject_buf)
-		cour_pool_put(&ep->inject_pool, txe->inject_buf);
-	cour_pool_put(&ep->txe_pool, txe);
+	if (ep->rx_cq && (!ep->rx_selective || (op_flags & FI_COMPLETION)))
+		cour_cq_write_locked(ep->rx_cq, e);
+	if (ep->recv_cntr)
+		cour_cntr_inc_locked(ep->recv_cntr);
 }
+
+/* The endpoint's remote counters and the region's counter each move once for one event,
+ * even when one counter is bound for both FI_REMOTE_READ and FI_REMOTE_WRITE. */
+static void cour_ep_target_done(struct cour_pep *pep, struct cour_region *r, uint64_t events,
+				const struct cour_cq_entry *cq_data)
+{
+	struct cour_ep *ep = cour_ep_of_pep(pep);
+	struct cour_cntr *w = (events & FI_REMOTE_WRITE) ? ep->rmt_write_cntr : NULL;
+	struct cour_cntr *rd = (events & FI_REMOTE_READ) ? ep->rmt_read_cntr : NULL;
+
+	if (w)
+		cour_cntr_inc_locked(w);
+	if (rd && rd != w)
+		cour_cntr_inc_locked(rd);
+	if (r && (r->counted & events))
+		cour_cntr_inc_locked(cour_mr_of_region(r)->cntr);
+	if (cq_data && ep->rx_cq)
+		cour_cq_write_locked(ep->rx_cq, cq_data);
+}
+
+static const struct cour_addr *cour_ep_av_lookup(struct cour_pep *pep, fi_addr_t fi_addr)
+{
+	struct cour_ep *ep = cour_ep_of_pep(pep);
+
+	return ep->av ? cour_av_lookup_locked(ep->av, fi_addr) : NULL;
+}
+
+static fi_addr_t cour_ep_av_reverse(struct cour_pep *pep, const struct cour_addr *addr)
+{
+	struct cour_ep *ep = cour_ep_of_pep(pep);
+
+	return ep->av ? cour_av_reverse_locked(ep->av, addr) : FI_ADDR_NOTAVAIL;
+}
+
+static bool cour_ep_av_same(struct cour_pep *pep, fi_addr_t a, fi_addr_t b)
+{
+	struct cour_ep *ep = cour_ep_of_pep(pep);
+
+	return ep->av && cour_av_same_locked(ep->av, a, b);
+}
+
+static void cour_ep_domain_progress(struct cour_pep *pep)
+{
+	cour_domain_progress_locked(cour_ep_of_pep(pep)->domain);
+}
+
+const struct cour_up_ops cour_ep_up = {
+	.tx_done = cour_ep_tx_done,
+	.rx_done = cour_ep_rx_done,
+	.target_done = cour_ep_target_done,
+	.av_lookup = cour_ep_av_lookup,
+	.av_reverse = cour_ep_av_reverse,
+	.av_same = cour_ep_av_same,
+	.progress = cour_ep_domain_progress,
+};
 
 /* ---- binding ---- */
 
@@ -110,7 +172,7 @@ static int cour_ep_bind_cntr(struct cour_ep *ep, struct cour_cntr *cntr, uint64_
 		COUR_WARN(FI_LOG_EP_CTRL, "unsupported counter bind flags %#" PRIx64 "\n", flags);
 		return -FI_EBADFLAGS;
 	}
-	if (ep->type == FI_EP_DGRAM && (flags & ~(FI_SEND | FI_RECV))) {
+	if (ep->pep.type == FI_EP_DGRAM && (flags & ~(FI_SEND | FI_RECV))) {
 		COUR_WARN(FI_LOG_EP_CTRL, "datagram endpoints have no RMA counters\n");
 		return -FI_EBADFLAGS;
 	}
@@ -123,6 +185,8 @@ static int cour_ep_bind_cntr(struct cour_ep *ep, struct cour_cntr *cntr, uint64_
 		*slot = cntr;
 		cour_ref_inc(&cntr->refcnt);
 	}
+	ep->pep.target_events = (ep->rmt_write_cntr ? FI_REMOTE_WRITE : 0) |
+				(ep->rmt_read_cntr ? FI_REMOTE_READ : 0);
 	return 0;
 }
 
@@ -131,7 +195,7 @@ static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 	int ret = 0;
 
-	if (ep->enabled) {
+	if (ep->pep.enabled) {
 		COUR_WARN(FI_LOG_EP_CTRL, "bind after fi_enable\n");
 		return -FI_EOPBADSTATE;
 	}
@@ -151,6 +215,7 @@ static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			break;
 		}
 		ep->av = COUR_CONTAINER_OF(bfid, struct cour_av, av_fid.fid);
+		ep->pep.av_gen = &ep->av->generation;
 		cour_ref_inc(&ep->av->refcnt);
 		break;
 	case FI_CLASS_EQ:
@@ -170,7 +235,7 @@ static int cour_ep_enable(struct cour_ep *ep)
 	struct cour_domain *dom = ep->domain;
 	uint64_t caps = ep->info->caps;
 
-	if (ep->enabled)
+	if (ep->pep.enabled)
 		return 0;
 	if (!ep->av) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound\n");
@@ -185,9 +250,9 @@ static int cour_ep_enable(struct cour_ep *ep)
 		return -FI_ENOCQ;
 	}
 	cour_lock_acquire(&dom->lock);
-	DL_APPEND2(dom->eps, ep, dom_prev, dom_next);
-	ep->enabled = true;
-	cour_rma_push_offer_all(ep);
+	DL_APPEND2(dom->pdom.peps, &ep->pep, pdom_prev, pdom_next);
+	ep->pep.enabled = true;
+	cour_rma_push_offer_all(&ep->pep);
 	cour_lock_release(&dom->lock);
 	cour_domain_kick(dom);
 	return 0;
@@ -197,7 +262,7 @@ static int cour_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 	struct sockaddr_storage ss;
-	size_t len = cour_addr_to_sockaddr(&ep->wire.addr, &ss);
+	size_t len = cour_addr_to_sockaddr(&ep->pep.wire.addr, &ss);
 	size_t have = *addrlen;
 
 	*addrlen = len;
@@ -211,9 +276,9 @@ static int cour_ep_setname(fid_t fid, void *addr, size_t addrlen)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 	struct cour_addr want;
-	int fd = ep->wire.fd, ret;
+	int fd = ep->pep.wire.fd, ret;
 
-	if (ep->enabled) {
+	if (ep->pep.enabled) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname after fi_enable\n");
 		return -FI_EOPBADSTATE;
 	}
@@ -221,8 +286,8 @@ static int cour_ep_setname(fid_t fid, void *addr, size_t addrlen)
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: not a sockaddr_in/in6\n");
 		return -FI_EINVAL;
 	}
-	ep->wire.ops->close(&ep->wire);
-	ret = ep->wire.ops->open(&ep->wire, &want);
+	ep->pep.wire.ops->close(&ep->pep.wire);
+	ret = ep->pep.wire.ops->open(&ep->pep.wire, &want);
 	if (ret) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: the old name (fd %d) is gone too\n", fd);
 		return ret;
@@ -239,7 +304,7 @@ static int cour_ep_getopt(fid_t fid, int level, int optname, void *optval, size_
 		return -FI_ENOPROTOOPT;
 	switch (optname) {
 	case FI_OPT_MIN_MULTI_RECV:
-		v = ep->min_multi_recv;
+		v = ep->pep.min_multi_recv;
 		break;
 	case FI_OPT_TX_SIZE:
 		v = cour_params.tx_size;
@@ -277,16 +342,16 @@ static int cour_ep_set_shm_permitted(struct cour_ep *ep, const void *optval, siz
 		COUR_WARN(FI_LOG_EP_CTRL, "FI_OPT_SHARED_MEMORY_PERMITTED takes a bool\n");
 		return -FI_EINVAL;
 	}
-	if (ep->enabled) {
+	if (ep->pep.enabled) {
 		COUR_WARN(FI_LOG_EP_CTRL, "FI_OPT_SHARED_MEMORY_PERMITTED: set it before fi_enable\n");
 		return -FI_EOPBADSTATE;
 	}
 	memcpy(&permitted, optval, sizeof(permitted));
 	if (!permitted) {
-		cour_shm_ep_close(ep);
+		cour_shm_ep_close(&ep->pep);
 		COUR_INFO(FI_LOG_EP_CTRL, "shared memory not permitted: same-host peers use UDP\n");
-	} else if (!ep->shm_ring) {
-		cour_shm_ep_open(ep);
+	} else if (!ep->pep.shm_ring) {
+		cour_shm_ep_open(&ep->pep);
 	}
 	return 0;
 }
@@ -305,7 +370,7 @@ static int cour_ep_setopt(fid_t fid, int level, int optname, const void *optval,
 		COUR_WARN(FI_LOG_EP_CTRL, "FI_OPT_MIN_MULTI_RECV takes a size_t\n");
 		return -FI_EINVAL;
 	}
-	memcpy(&ep->min_multi_recv, optval, sizeof(size_t));
+	memcpy(&ep->pep.min_multi_recv, optval, sizeof(size_t));
 	return 0;
 }
 
@@ -315,7 +380,7 @@ static ssize_t cour_ep_cancel(fid_t fid, void *context)
 	int ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	ret = cour_msg_cancel(ep, context);
+	ret = cour_msg_cancel(&ep->pep, context);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }
@@ -333,15 +398,15 @@ static int cour_ep_control(struct fid *fid, int command, void *arg)
 			return -FI_EINVAL;
 		if ((*flags & FI_TRANSMIT) && (*flags & FI_RECV))
 			return -FI_EINVAL;
-		*flags = (*flags & FI_RECV) ? ep->rx_op_flags : ep->tx_op_flags;
+		*flags = (*flags & FI_RECV) ? ep->pep.rx_op_flags : ep->pep.tx_op_flags;
 		return 0;
 	case FI_SETOPSFLAG:
 		if (!flags)
 			return -FI_EINVAL;
 		if (*flags & FI_RECV)
-			ep->rx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
+			ep->pep.rx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
 		else
-			ep->tx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
+			ep->pep.tx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
 		return 0;
 	default:
 		return -FI_ENOSYS;
@@ -353,16 +418,16 @@ static int cour_ep_control(struct fid *fid, int command, void *arg)
 /* The engine's counters with the wire's (and its fault injector's) added in. */
 static void cour_ep_stats_locked(struct cour_ep *ep, struct fi_courier_stats *s)
 {
-	const struct cour_wire_stats *w = &ep->wire.stats;
+	const struct cour_wire_stats *w = &ep->pep.wire.stats;
 	struct cour_fault_counts f;
 
-	*s = ep->stats;
+	*s = ep->pep.stats;
 	s->tx_pkts += w->tx_pkts;
 	s->tx_bytes += w->tx_bytes;
 	s->rx_pkts += w->rx_pkts;
 	s->rx_in_place += w->rx_in_place;
 	s->drop_bad_hdr += w->rx_bad;
-	cour_fault_counts(&ep->wire, &f);
+	cour_fault_counts(&ep->pep.wire, &f);
 	s->fault_drops = f.drops;
 	s->fault_dups = f.dups;
 	s->fault_corrupts = f.corrupts;
@@ -412,7 +477,7 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		" fault_reorder %" PRIu64 " rx_in_place %" PRIu64 " peers_evicted %" PRIu64
 		" peer_silences %" PRIu64 " unexp_credit_early %" PRIu64 " linger_waits %" PRIu64
 		" linger_lost %" PRIu64 " peers_refused %" PRIu64 "\n",
-		cour_addr_str(&ep->wire.addr, str, sizeof(str)), s.tx_pkts, s.rx_pkts, s.tx_bytes,
+		cour_addr_str(&ep->pep.wire.addr, str, sizeof(str)), s.tx_pkts, s.rx_pkts, s.tx_bytes,
 		s.rx_bytes, s.tx_msgs, s.rx_msgs, s.acks_sent, s.acks_rcvd, s.retrans_timeout,
 		s.retrans_fast, s.dup_rcvd, s.ooo_rcvd, s.drop_window, s.drop_bad_hdr,
 		s.drop_stale_session, s.drop_no_buf, s.credit_stalls, s.window_stalls,
@@ -420,7 +485,7 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		s.fault_drops, s.fault_dups, s.fault_corrupts, s.fault_reorders, s.rx_in_place,
 		s.peers_evicted, s.peer_silences, s.unexp_credit_early, s.linger_waits,
 		s.linger_lost, s.peers_refused);
-	if (ep->shm_ring)
+	if (ep->pep.shm_ring)
 		fprintf(stderr, "courier stats %s: shm_peers %" PRIu64 " shm_tx_pkts %" PRIu64
 			" shm_rx_pkts %" PRIu64 " shm_ring_full %" PRIu64 " shm_doorbells %" PRIu64
 			" shm_single_copy_bytes %" PRIu64 " shm_copy_fallbacks %" PRIu64
@@ -428,7 +493,7 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 			" shm_grants_revoked %" PRIu64 " shm_rma_pushed %" PRIu64
 			" shm_push_notices %" PRIu64 "\n", str, s.shm_peers, s.shm_tx_pkts,
 			s.shm_rx_pkts, s.shm_ring_full, s.shm_doorbells, s.shm_single_copy_bytes,
-			s.shm_copy_fallbacks, cour_shm_ring_reclaimed(ep->shm_ring),
+			s.shm_copy_fallbacks, cour_shm_ring_reclaimed(ep->pep.shm_ring),
 			s.shm_rma_split, s.shm_grants_revoked, s.shm_rma_pushed,
 			s.shm_push_notices);
 }
@@ -445,7 +510,7 @@ static bool cour_ep_tx_pending(const struct cour_ep *ep)
 {
 	struct cour_peer *peer, *tmp;
 
-	HASH_ITER(hh, ep->peers, peer, tmp)
+	HASH_ITER(hh, ep->pep.peers, peer, tmp)
 		if (cour_peer_tx_pending(peer))
 			return true;
 	return false;
@@ -460,7 +525,7 @@ static void cour_ep_linger(struct cour_ep *ep)
 
 	if (!cour_ep_tx_pending(ep))
 		return;
-	ep->stats.linger_waits++;
+	ep->pep.stats.linger_waits++;
 	for (;;) {
 		if (cour_now_us() >= deadline)
 			break;
@@ -471,15 +536,15 @@ static void cour_ep_linger(struct cour_ep *ep)
 		cour_domain_wait(dom, -1, 10);
 		cour_lock_acquire(&dom->lock);
 	}
-	HASH_ITER(hh, ep->peers, peer, tmp) {
+	HASH_ITER(hh, ep->pep.peers, peer, tmp) {
 		size_t n = cour_peer_tx_pending(peer);
 
 		if (!n)
 			continue;
-		ep->stats.linger_lost += n;
+		ep->pep.stats.linger_lost += n;
 		COUR_WARN(FI_LOG_EP_CTRL, "endpoint %s closed with %zu operation(s) to %s not "
 			  "delivered after FI_COURIER_LINGER=%d ms: they are lost\n",
-			  cour_addr_str(&ep->wire.addr, me, sizeof(me)), n,
+			  cour_addr_str(&ep->pep.wire.addr, me, sizeof(me)), n,
 			  cour_addr_str(&peer->addr, str, sizeof(str)), cour_params.linger_ms);
 	}
 }
@@ -496,17 +561,17 @@ static int cour_ep_close(struct fid *fid)
 		return -FI_EBUSY;
 	}
 	cour_lock_acquire(&dom->lock);
-	if (ep->enabled) {
+	if (ep->pep.enabled) {
 		cour_ep_linger(ep);
-		DL_DELETE2(dom->eps, ep, dom_prev, dom_next);
+		DL_DELETE2(dom->pdom.peps, &ep->pep, pdom_prev, pdom_next);
 	}
-	ep->enabled = false;
-	cour_peer_free_all(ep);
-	cour_msg_ep_close(ep);
+	ep->pep.enabled = false;
+	cour_peer_free_all(&ep->pep);
+	cour_msg_ep_close(&ep->pep);
 	if (cour_params.stats)
 		cour_ep_print_stats(ep);
-	cour_shm_ep_close(ep);
-	ep->wire.ops->close(&ep->wire);
+	cour_shm_ep_close(&ep->pep);
+	ep->pep.wire.ops->close(&ep->pep.wire);
 	if (ep->tx_cq)
 		cour_ref_dec(&ep->tx_cq->refcnt);
 	if (ep->rx_cq)
@@ -527,12 +592,12 @@ static int cour_ep_close(struct fid *fid)
 		cour_ref_dec(&ep->av->refcnt);
 	cour_lock_release(&dom->lock);
 
-	cour_fault_unwrap(&ep->wire);
-	cour_pool_fini(&ep->txe_pool);
-	cour_pool_fini(&ep->rxe_pool);
-	cour_pool_fini(&ep->rxmsg_pool);
-	cour_pool_fini(&ep->inject_pool);
-	cour_pool_fini(&ep->rxbuf_pool);
+	cour_fault_unwrap(&ep->pep.wire);
+	cour_pool_fini(&ep->pep.txe_pool);
+	cour_pool_fini(&ep->pep.rxe_pool);
+	cour_pool_fini(&ep->pep.rxmsg_pool);
+	cour_pool_fini(&ep->pep.inject_pool);
+	cour_pool_fini(&ep->pep.rxbuf_pool);
 	fi_freeinfo(ep->info);
 	cour_ref_dec(&dom->refcnt);
 	free(ep);
@@ -575,34 +640,39 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 		return -FI_ENOMEM;
 	}
 	ep->domain = dom;
-	ep->type = info->ep_attr->type;
-	ep->wire.fd = -1;
-	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
-	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
-	ep->min_multi_recv = COUR_MIN_MULTI_RECV_DEFAULT;
-	ep->rxbuf_size = COUR_MAX_PKT + 64;
-	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
-	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* size is a floor */
-	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
+	ep->pep.pdom = &dom->pdom;
+	ep->pep.lock = &dom->lock;
+	ep->pep.up = &cour_ep_up;
+	ep->pep.type = info->ep_attr->type;
+	ep->pep.caps = info->caps;
+	ep->pep.tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->pep.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->pep.min_multi_recv = COUR_MIN_MULTI_RECV_DEFAULT;
+	ep->pep.rxbuf_size = COUR_MAX_PKT + 64;
+	cour_pool_init(&ep->pep.txe_pool, sizeof(struct cour_txe), 64, 0);
+	cour_pool_init(&ep->pep.rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* size is a floor */
+	cour_pool_init(&ep->pep.rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
 	/* inject copies, and the operands of atomics (with their compare values) */
-	cour_pool_init(&ep->inject_pool, COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES),
-		       64, cour_params.tx_size);
-	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 1024);
+	cour_pool_init(&ep->pep.inject_pool,
+		       COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES), 64,
+		       cour_params.tx_size);
+	cour_pool_init(&ep->pep.rxbuf_pool, ep->pep.rxbuf_size, COUR_RX_BATCH, 1024);
 	ops = cour_wire_lookup(cour_params.wire);
 	if (!ops) {
 		ret = -FI_EINVAL;
 		goto err_free;
 	}
-	cour_wire_init(&ep->wire, ops, &cour_ep_wire_rx, ep, &ep->rxbuf_pool, ep->rxbuf_size);
+	cour_wire_init(&ep->pep.wire, ops, &cour_ep_wire_rx, &ep->pep, &ep->pep.rxbuf_pool,
+		       ep->pep.rxbuf_size);
 	if (cour_params.fault) {
-		ret = cour_fault_wrap(&ep->wire, cour_params.fault);
+		ret = cour_fault_wrap(&ep->pep.wire, cour_params.fault);
 		if (ret)
 			goto err_free;
 	}
-	ret = ep->wire.ops->open(&ep->wire, &want);
+	ret = ep->pep.wire.ops->open(&ep->pep.wire, &want);
 	if (ret)
 		goto err_free;
-	cour_shm_ep_open(ep);
+	cour_shm_ep_open(&ep->pep);
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;
@@ -612,19 +682,19 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	ep->ep_fid.msg = &cour_msg_ops;   /* the generic path tells RDM from DGRAM */
 	ep->ep_fid.tagged = &cour_tagged_ops;
 	/* one-sided operations need the reliable engine */
-	ep->ep_fid.rma = ep->type == FI_EP_RDM ? &cour_rma_ops : &cour_no_rma_ops;
-	ep->ep_fid.atomic = ep->type == FI_EP_RDM ? &cour_atomic_ops : &cour_no_atomic_ops;
+	ep->ep_fid.rma = ep->pep.type == FI_EP_RDM ? &cour_rma_ops : &cour_no_rma_ops;
+	ep->ep_fid.atomic = ep->pep.type == FI_EP_RDM ? &cour_atomic_ops : &cour_no_atomic_ops;
 	cour_ref_inc(&dom->refcnt);
 	*ep_fid = &ep->ep_fid;
 	return 0;
 
 err_free:
-	cour_fault_unwrap(&ep->wire);
-	cour_pool_fini(&ep->txe_pool);
-	cour_pool_fini(&ep->rxe_pool);
-	cour_pool_fini(&ep->rxmsg_pool);
-	cour_pool_fini(&ep->inject_pool);
-	cour_pool_fini(&ep->rxbuf_pool);
+	cour_fault_unwrap(&ep->pep.wire);
+	cour_pool_fini(&ep->pep.txe_pool);
+	cour_pool_fini(&ep->pep.rxe_pool);
+	cour_pool_fini(&ep->pep.rxmsg_pool);
+	cour_pool_fini(&ep->pep.inject_pool);
+	cour_pool_fini(&ep->pep.rxbuf_pool);
 	fi_freeinfo(ep->info);
 	free(ep);
 	return ret;
@@ -647,15 +717,15 @@ static ssize_t cour_ep_rx_size_left(struct fid_ep *ep_fid)
 	struct cour_ep *ep = cour_ep_of(ep_fid);
 
 	/* rx_attr->size is a floor: past it receives are still taken while memory lasts */
-	return ep->rxe_pool.in_use < cour_params.rx_size ?
-	       (ssize_t)(cour_params.rx_size - ep->rxe_pool.in_use) : 1;
+	return ep->pep.rxe_pool.in_use < cour_params.rx_size ?
+	       (ssize_t)(cour_params.rx_size - ep->pep.rxe_pool.in_use) : 1;
 }
 
 static ssize_t cour_ep_tx_size_left(struct fid_ep *ep_fid)
 {
 	struct cour_ep *ep = cour_ep_of(ep_fid);
 
-	return (ssize_t)(cour_params.tx_size - ep->tx_outstanding);
+	return (ssize_t)(cour_params.tx_size - ep->pep.tx_outstanding);
 }
 
 static int cour_no_connect(struct fid_ep *ep, const void *addr, const void *param, size_t len)

@@ -26,7 +26,7 @@
 #include "cour_mr.h"
 #include "cour_cq.h"
 #include "cour_ep.h"
-#include "cour_errno.h"
+#include "proto/cour_errno.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -114,37 +114,6 @@ static uint64_t cour_mr_next_prov_key(void)
 	return (uint64_t)l << 32 | r;
 }
 
-/* ---- the target-side check ---- */
-
-int cour_mr_check_locked(struct cour_ep *ep, uint64_t key, uint64_t addr, size_t len,
-			 uint64_t access, void **ptr, struct cour_mr **mr_out)
-{
-	struct cour_domain *dom = ep->domain;
-	struct cour_mr *mr;
-	uint64_t start, off;
-
-	cour_lock_assert_held(&dom->lock);
-	HASH_FIND(hh, dom->mr_by_key, &key, sizeof(uint64_t), mr);
-	/* mr->ep is set only under FI_MR_ENDPOINT: to other endpoints the region does not exist */
-	if (!mr || !mr->enabled || (mr->ep && mr->ep != ep))
-		return COUR_E_BAD_KEY;
-	if ((mr->access & access) != access)
-		return COUR_E_ACCESS;
-	start = (cour_mr_mode(dom) & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->base : mr->offset;
-	/* [addr, addr + len) within [start, start + mr->len), without ever computing an end
-	 * that could wrap. */
-	if (addr < start)
-		return COUR_E_BOUNDS;
-	off = addr - start;
-	if (len > mr->len || off > mr->len - len)
-		return COUR_E_BOUNDS;
-	if (ptr)
-		*ptr = (char *)mr->base + off;
-	if (mr_out)
-		*mr_out = mr;
-	return COUR_E_OK;
-}
-
 /* ---- registration ---- */
 
 static int cour_mr_create(struct fid *fid, const struct iovec *iov, size_t count,
@@ -154,7 +123,7 @@ static int cour_mr_create(struct fid *fid, const struct iovec *iov, size_t count
 	struct cour_domain *dom = COUR_CONTAINER_OF(fid, struct cour_domain, domain_fid.fid);
 	uint64_t mode = cour_mr_mode(dom);
 	bool prov_key = (mode & FI_MR_PROV_KEY) || requested_key == FI_KEY_NOTAVAIL;
-	struct cour_mr *mr, *other;
+	struct cour_mr *mr;
 	bool key_ok = false;
 	int tries;
 
@@ -183,13 +152,14 @@ static int cour_mr_create(struct fid *fid, const struct iovec *iov, size_t count
 		return -FI_ENOMEM;
 	}
 	mr->domain = dom;
-	mr->access = access;
+	mr->reg.access = access;
 	mr->flags = flags;
-	mr->base = iov->iov_base;
-	mr->len = iov->iov_len;
+	mr->reg.base = iov->iov_base;
+	mr->reg.len = iov->iov_len;
 	mr->offset = offset;
-	mr->enabled = !(mode & FI_MR_ENDPOINT) &&
-		      !((mode & FI_MR_RMA_EVENT) && (flags & FI_RMA_EVENT));
+	mr->reg.start = (mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)iov->iov_base : offset;
+	mr->reg.enabled = !(mode & FI_MR_ENDPOINT) &&
+			  !((mode & FI_MR_RMA_EVENT) && (flags & FI_RMA_EVENT));
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
 	mr->mr_fid.fid.context = context;
 	mr->mr_fid.fid.ops = &cour_mr_fi_ops;
@@ -197,11 +167,10 @@ static int cour_mr_create(struct fid *fid, const struct iovec *iov, size_t count
 
 	cour_lock_acquire(&dom->lock);
 	for (tries = 0; tries < COUR_MR_KEY_TRIES && !key_ok; tries++) {
-		mr->key = prov_key ? cour_mr_next_prov_key() : requested_key;
-		if (mr->key == FI_KEY_NOTAVAIL)
+		mr->reg.key = prov_key ? cour_mr_next_prov_key() : requested_key;
+		if (mr->reg.key == FI_KEY_NOTAVAIL)
 			continue;    /* fi_mr_key's "no key" value: never hand it out */
-		HASH_FIND(hh, dom->mr_by_key, &mr->key, sizeof(uint64_t), other);
-		key_ok = !other;
+		key_ok = cour_region_add(&dom->pdom, &mr->reg) == 0;
 		if (!prov_key)
 			break;
 	}
@@ -215,12 +184,11 @@ static int cour_mr_create(struct fid *fid, const struct iovec *iov, size_t count
 		free(mr);
 		return -FI_ENOKEY;
 	}
-	HASH_ADD(hh, dom->mr_by_key, key, sizeof(uint64_t), mr);
-	if (mr->enabled)
-		cour_rma_push_mr_ready(dom, mr);
+	if (mr->reg.enabled)
+		cour_rma_push_mr_ready(&dom->pdom, &mr->reg);
 	cour_lock_release(&dom->lock);
 
-	mr->mr_fid.key = mr->key;
+	mr->mr_fid.key = mr->reg.key;
 	cour_ref_inc(&dom->refcnt);
 	*mr_fid = &mr->mr_fid;
 	return 0;
@@ -275,18 +243,19 @@ static int cour_mr_bind_ep_locked(struct cour_mr *mr, struct cour_ep *ep, uint64
 	}
 	if (ep->domain != mr->domain) {
 		COUR_WARN(FI_LOG_MR, "region 0x%" PRIx64 ": fi_mr_bind to an endpoint of another "
-			  "domain\n", mr->key);
+			  "domain\n", mr->reg.key);
 		return -FI_EINVAL;
 	}
 	if (!(cour_mr_mode(mr->domain) & FI_MR_ENDPOINT))
 		return 0;
 	if (mr->ep) {
 		COUR_WARN(FI_LOG_MR, "FI_MR_ENDPOINT: region 0x%" PRIx64 " is already bound to %s "
-			  "endpoint\n", mr->key, mr->ep == ep ? "this" : "another");
+			  "endpoint\n", mr->reg.key, mr->ep == ep ? "this" : "another");
 		return -FI_EINVAL;
 	}
 	cour_ref_inc(&ep->refcnt);
 	mr->ep = ep;
+	mr->reg.only = &ep->pep;
 	return 0;
 }
 
@@ -305,7 +274,7 @@ static int cour_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	cour_lock_acquire(&dom->lock);
 	if (mr->sealed) {
 		COUR_WARN(FI_LOG_MR, "fi_mr_bind after fi_mr_enable (key 0x%" PRIx64 ")\n",
-			  mr->key);
+			  mr->reg.key);
 		ret = -FI_EINVAL;
 		goto unlock;
 	}
@@ -327,8 +296,8 @@ static int cour_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		if (mr->cntr)
 			cour_ref_dec(&mr->cntr->refcnt);
 		mr->cntr = cntr;
-		mr->cntr_flags = flags;
-		cour_rma_push_mr_counted(dom, mr);   /* initiators: tell us of each write */
+		mr->reg.counted = flags;
+		cour_rma_push_mr_counted(&dom->pdom, &mr->reg); /* initiators: tell us of writes */
 		break;
 	case FI_CLASS_EP:
 		ret = cour_mr_bind_ep_locked(mr, COUR_CONTAINER_OF(bfid, struct cour_ep, ep_fid.fid),
@@ -349,12 +318,12 @@ static int cour_mr_enable_locked(struct cour_mr *mr)
 {
 	if ((cour_mr_mode(mr->domain) & FI_MR_ENDPOINT) && !mr->ep) {
 		COUR_WARN(FI_LOG_MR, "FI_MR_ENDPOINT: region 0x%" PRIx64 " enabled before being "
-			  "bound to an endpoint\n", mr->key);
+			  "bound to an endpoint\n", mr->reg.key);
 		return -FI_EINVAL;
 	}
-	mr->enabled = true;
+	mr->reg.enabled = true;
 	mr->sealed = true;
-	cour_rma_push_mr_ready(mr->domain, mr);
+	cour_rma_push_mr_ready(&mr->domain->pdom, &mr->reg);
 	return 0;
 }
 
@@ -382,10 +351,10 @@ static int cour_mr_close(struct fid *fid)
 	struct cour_domain *dom = mr->domain;
 
 	cour_lock_acquire(&dom->lock);
-	HASH_DEL(dom->mr_by_key, mr);
+	cour_region_del(&dom->pdom, &mr->reg);
 	/* from here every access with the key is refused; reads already being answered from
 	 * the region must not touch it again */
-	cour_rma_mr_closing(dom, mr);
+	cour_rma_mr_closing(&dom->pdom, &mr->reg);
 	if (mr->ep)
 		cour_ref_dec(&mr->ep->refcnt);
 	cour_lock_release(&dom->lock);

@@ -4,7 +4,7 @@
  */
 #include "cour_ep.h"
 
-#define COUR_TX_FLAGS(ep, extra) ((ep)->tx_op_flags | (extra))
+#define COUR_TX_FLAGS(ep, extra) ((ep)->pep.tx_op_flags | (extra))
 
 static inline ssize_t cour_send_common(struct fid_ep *ep_fid, const struct iovec *iov,
 				       size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
@@ -14,7 +14,7 @@ static inline ssize_t cour_send_common(struct fid_ep *ep_fid, const struct iovec
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	ret = cour_msg_send(ep, iov, count, dest, tag, data, context, flags, cq_flags);
+	ret = cour_msg_send(&ep->pep, iov, count, dest, tag, data, context, flags, cq_flags);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }
@@ -27,7 +27,7 @@ static inline ssize_t cour_recv_common(struct fid_ep *ep_fid, const struct iovec
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	ret = cour_msg_recv(ep, iov, count, src, tag, ignore, context, flags, tagged);
+	ret = cour_msg_recv(&ep->pep, iov, count, src, tag, ignore, context, flags, tagged);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }
@@ -40,13 +40,13 @@ static ssize_t cour_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, f
 			 void *context)
 {
 	return cour_recv_common(ep, COUR_IOV1(buf, len), 1, src, 0, 0, context,
-				cour_ep_of(ep)->rx_op_flags, false);
+				cour_ep_of(ep)->pep.rx_op_flags, false);
 }
 
 static ssize_t cour_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			  fi_addr_t src, void *context)
 {
-	return cour_recv_common(ep, iov, count, src, 0, 0, context, cour_ep_of(ep)->rx_op_flags,
+	return cour_recv_common(ep, iov, count, src, 0, 0, context, cour_ep_of(ep)->pep.rx_op_flags,
 				false);
 }
 
@@ -118,7 +118,7 @@ static ssize_t cour_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, 
 			  uint64_t tag, uint64_t ignore, void *context)
 {
 	return cour_recv_common(ep, COUR_IOV1(buf, len), 1, src, tag, ignore, context,
-				cour_ep_of(ep)->rx_op_flags, true);
+				cour_ep_of(ep)->pep.rx_op_flags, true);
 }
 
 static ssize_t cour_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc,
@@ -126,7 +126,7 @@ static ssize_t cour_trecvv(struct fid_ep *ep, const struct iovec *iov, void **de
 			   void *context)
 {
 	return cour_recv_common(ep, iov, count, src, tag, ignore, context,
-				cour_ep_of(ep)->rx_op_flags, true);
+				cour_ep_of(ep)->pep.rx_op_flags, true);
 }
 
 static ssize_t cour_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)

@@ -29,7 +29,7 @@
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #define COUR_TICKS_GAP 8192
-static inline uint64_t cour_ep_clock_refresh(struct cour_ep *ep, bool force)
+static inline uint64_t cour_ep_clock_refresh(struct cour_pep *ep, bool force)
 {
 	uint64_t t = __rdtsc();
 
@@ -40,13 +40,13 @@ static inline uint64_t cour_ep_clock_refresh(struct cour_ep *ep, bool force)
 	return ep->now_us;
 }
 #else
-static inline uint64_t cour_ep_clock_refresh(struct cour_ep *ep, bool force)
+static inline uint64_t cour_ep_clock_refresh(struct cour_pep *ep, bool force)
 {
 	return ep->now_us = cour_now_us();
 }
 #endif
 
-static void cour_ep_progress(struct cour_ep *ep)
+static void cour_ep_progress(struct cour_pep *ep)
 {
 	int n, rounds = 0;
 	uint64_t now;
@@ -98,25 +98,25 @@ timers:
 
 void cour_domain_progress_locked(struct cour_domain *dom)
 {
-	struct cour_ep *ep;
+	struct cour_pep *ep;
 
 	cour_lock_assert_held(&dom->lock);
 	if (!dom->thread_running || !pthread_equal(pthread_self(), dom->progress_thread))
 		__atomic_store_n(&dom->app_polls, dom->app_polls + 1, __ATOMIC_RELAXED);
-	DL_FOREACH2(dom->eps, ep, dom_next)
+	DL_FOREACH2(dom->pdom.peps, ep, pdom_next)
 		cour_ep_progress(ep);
 }
 
 int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 {
-	struct cour_ep *ep;
+	struct cour_pep *ep;
 	int64_t best = -1;
 
 	if (dom->shm_ready) {
 		dom->shm_ready = false;
 		return 0;        /* packets wait in a ring: no sleep */
 	}
-	DL_FOREACH2(dom->eps, ep, dom_next) {
+	DL_FOREACH2(dom->pdom.peps, ep, pdom_next) {
 		uint64_t g = cour_rma_split_deadline(ep);
 
 		if (g && (best < 0 || (int64_t)(g > now ? g - now : 0) < best))
@@ -134,10 +134,10 @@ int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 
 int cour_domain_poll_fds_locked(struct cour_domain *dom, struct pollfd *pfds, int max)
 {
-	struct cour_ep *ep;
+	struct cour_pep *ep;
 	int n = 0;
 
-	DL_FOREACH2(dom->eps, ep, dom_next) {
+	DL_FOREACH2(dom->pdom.peps, ep, pdom_next) {
 		if (n == max)
 			break;
 		/* a same-host peer that finds the ring armed rings our socket */

@@ -30,7 +30,7 @@
  * Path 2 reads with a cmpxchg16b, which stores (the value it found), so even FI_ATOMIC_READ of
  * a 16-byte element needs writable memory: the caller must not run it on a read-only mapping.
  */
-#include "cour.h"
+#include "util/cour_util.h"
 #include "proto/cour_atomic_ops.h"
 
 #include <complex.h>

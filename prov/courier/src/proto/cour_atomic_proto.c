@@ -8,8 +8,7 @@
  * rx_id packs what the target needs to decode the payload:
  *   bits 0..7 op, 8..15 datatype, 16..17 kind (enum cour_atomic_kind), 18..31 element count.
  */
-#include "cour_ep.h"
-#include "cour_mr.h"
+#include "proto/cour_engine.h"
 #include "proto/cour_atomic_ops.h"
 
 #define COUR_ATOMIC_ID(op, dt, kind, count) \
@@ -33,7 +32,7 @@ static char *cour_ioc_gather(char *dst, const struct fi_ioc *ioc, size_t n, size
 	return dst;
 }
 
-int cour_atomic_post(struct cour_ep *ep, const struct cour_atomic_args *a)
+int cour_atomic_post(struct cour_pep *ep, const struct cour_atomic_args *a)
 {
 	size_t size = cour_atomic_dt_size(a->dt), count = cour_ioc_count(a->iov, a->count);
 	bool has_operand = a->op != FI_ATOMIC_READ;
@@ -117,7 +116,7 @@ int cour_atomic_post(struct cour_ep *ep, const struct cour_atomic_args *a)
 /* Answer with the old values (fetch, compare) or nothing. */
 static void cour_atomic_answer(struct cour_peer *peer, uint32_t id, const void *res, size_t len)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct cour_txe *txe;
 
 	if (!len) {
@@ -148,7 +147,7 @@ static void cour_atomic_answer(struct cour_peer *peer, uint32_t id, const void *
 void cour_atomic_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			const char *payload, size_t plen)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	uint32_t id = hdr->msg.rx_id;
 	enum fi_op op = (enum fi_op)(id & 0xff);
 	enum fi_datatype dt = (enum fi_datatype)((id >> 8) & 0xff);
@@ -158,7 +157,7 @@ void cour_atomic_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 	uint64_t access = kind == COUR_ATOMIC_BASE ? FI_REMOTE_WRITE :
 			  op == FI_ATOMIC_READ ? FI_REMOTE_READ : FI_REMOTE_READ | FI_REMOTE_WRITE;
 	uint64_t result[COUR_ATOMIC_MAX_BYTES / sizeof(uint64_t)];
-	struct cour_mr *mr = NULL;
+	struct cour_region *mr = NULL;
 	void *target;
 	int rc;
 
@@ -167,7 +166,7 @@ void cour_atomic_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 		COUR_DROP_BAD(ep, "ATOMIC with a bad op, datatype, count or length");
 		return;
 	}
-	rc = cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, bytes, access, &target,
+	rc = cour_region_check(ep, hdr->msg.tag, hdr->msg.raddr, bytes, access, &target,
 				  &mr);
 	if (rc) {
 		char str[80];
@@ -193,15 +192,16 @@ void cour_atomic_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 	 * FI_REMOTE_WRITE counter bound to its heap for swaps and compare-swaps. */
 	uint64_t events = (op != FI_ATOMIC_READ ? FI_REMOTE_WRITE : 0) |
 			  (kind != COUR_ATOMIC_BASE ? FI_REMOTE_READ : 0);
-	cour_rma_target_event(ep, mr, events);
-	if ((hdr->base.flags & COUR_F_CQ_DATA) && ep->rx_cq) {
+	if (hdr->base.flags & COUR_F_CQ_DATA) {
 		struct cour_cq_entry e = {
 			.flags = FI_ATOMIC | events | FI_REMOTE_CQ_DATA,
 			.len = bytes,
 			.data = hdr->msg.data,
 			.src = cour_peer_fi_addr(peer),
 		};
-		cour_cq_write_locked(ep->rx_cq, &e);
+		cour_rma_target_event(ep, mr, events, &e);
+	} else {
+		cour_rma_target_event(ep, mr, events, NULL);
 	}
 	cour_atomic_answer(peer, hdr->msg.msg_id, result, kind == COUR_ATOMIC_BASE ? 0 : bytes);
 }

@@ -16,7 +16,7 @@
  * COUR_E_CMA_REFUSED, which makes the initiator send it again as packets. The application
  * never sees the difference.
  */
-#include "cour_ep.h"
+#include "proto/cour_engine.h"
 
 #include <sys/uio.h>
 
@@ -50,7 +50,7 @@ static bool cour_cma_test_refuses(void)
 static int cour_cma_move(struct cour_peer *peer, bool pull, const struct iovec *local,
 			 size_t nlocal, uint64_t raddr, size_t len)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct iovec remote = { .iov_base = (void *)(uintptr_t)raddr, .iov_len = len };
 	size_t done = 0;
 	char str[80];

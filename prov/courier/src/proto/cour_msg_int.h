@@ -5,9 +5,9 @@
 #ifndef COUR_MSG_INT_H
 #define COUR_MSG_INT_H
 
-#include "cour_ep.h"
+#include "proto/cour_engine.h"
 
-void cour_msg_report_rx(struct cour_ep *ep, struct cour_rxe *rxe, uint64_t flags, size_t len,
+void cour_msg_report_rx(struct cour_pep *ep, struct cour_rxe *rxe, uint64_t flags, size_t len,
 			size_t olen, void *buf, uint64_t tag, uint64_t data, fi_addr_t src,
 			int err, int prov_errno);
 /*
@@ -17,35 +17,35 @@ void cour_msg_report_rx(struct cour_ep *ep, struct cour_rxe *rxe, uint64_t flags
  * the application may post with any: Open MPI inserts the remote group again in
  * MPI_Intercomm_create and receives from it by the new fi_addr_t.
  */
-static inline bool cour_msg_src_match(struct cour_ep *ep, fi_addr_t want, fi_addr_t src)
+static inline bool cour_msg_src_match(struct cour_pep *ep, fi_addr_t want, fi_addr_t src)
 {
 	if (want == FI_ADDR_UNSPEC || want == src)
 		return true;
-	return ep->av && src != FI_ADDR_NOTAVAIL && cour_av_same_locked(ep->av, want, src);
+	return src != FI_ADDR_NOTAVAIL && ep->up->av_same(ep, want, src);
 }
-struct cour_rxe *cour_msg_find_rxe(struct cour_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
-struct cour_rxe **cour_rxq(struct cour_ep *ep, bool tagged);
+struct cour_rxe *cour_msg_find_rxe(struct cour_pep *ep, bool tagged, uint64_t tag, fi_addr_t src);
+struct cour_rxe **cour_rxq(struct cour_pep *ep, bool tagged);
 /* m was unexpected (already off its queue): give it rxe and finish what can be finished. */
 /* true: rxe is retired (consumed, or a full multi-receive): it may be gone, do not touch it */
-bool cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe);
+bool cour_msg_bind_unexp(struct cour_pep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe);
 /* a datagram, described by m on the caller's stack, into rxe */
-void cour_msg_bind_dgram(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe,
+void cour_msg_bind_dgram(struct cour_pep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe,
 			 const char *payload, fi_addr_t src);
 /* a matched message that will never finish: its receive completes with err */
-void cour_msg_fail_matched(struct cour_ep *ep, struct cour_rxmsg *m, int err, int prov_errno);
+void cour_msg_fail_matched(struct cour_pep *ep, struct cour_rxmsg *m, int err, int prov_errno);
 /* drop an unexpected message; consumed: the application discarded it (credit goes back,
  * and a rendezvous sender is told to send nothing) rather than its session dying */
-void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed);
+void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed);
 
 /* Rendezvous receives waiting for RDATA, found by rx_id; each peer counts its own so that its
  * timers know to watch it for liveness. */
-static inline void cour_rdv_add(struct cour_ep *ep, struct cour_rxmsg *m)
+static inline void cour_rdv_add(struct cour_pep *ep, struct cour_rxmsg *m)
 {
 	HASH_ADD(hh, ep->rdv_by_id, rx_id, sizeof(m->rx_id), m);
 	m->peer->rx_rdv_pending++;
 }
 
-static inline void cour_rdv_del(struct cour_ep *ep, struct cour_rxmsg *m)
+static inline void cour_rdv_del(struct cour_pep *ep, struct cour_rxmsg *m)
 {
 	HASH_DEL(ep->rdv_by_id, m);
 	m->peer->rx_rdv_pending--;

@@ -3,7 +3,7 @@
  * FI_DISCARD and FI_MULTI_RECV), cancel, datagram endpoints, and cleanup when a peer's session
  * or the endpoint ends. Called with the progress lock held.
  */
-#include "cour_ep.h"
+#include "proto/cour_engine.h"
 #include "proto/cour_msg_int.h"
 
 #include <stdlib.h>
@@ -19,11 +19,11 @@ static size_t cour_iov_len(const struct iovec *iov, size_t count)
 
 /* ---- send ---- */
 
-static int cour_dgram_send(struct cour_ep *ep, const struct iovec *iov, size_t count,
+static int cour_dgram_send(struct cour_pep *ep, const struct iovec *iov, size_t count,
 			   size_t len, fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
 			   uint64_t flags, uint64_t cq_flags)
 {
-	const struct cour_addr *addr = ep->av ? cour_av_lookup_locked(ep->av, dest) : NULL;
+	const struct cour_addr *addr = ep->up->av_lookup(ep, dest);
 	struct sockaddr_storage ss;
 	struct cour_pkt_hdr hdr;
 	socklen_t sl;
@@ -55,11 +55,12 @@ static int cour_dgram_send(struct cour_ep *ep, const struct iovec *iov, size_t c
 	struct cour_txe tmp = {
 		.context = context, .op_flags = flags, .cq_flags = cq_flags, .msg_len = len,
 	};
-	cour_ep_report_tx_locked(ep, &tmp, 0, 0);
+	ep->up->tx_done(ep, &tmp, 0, 0);
+	ep->stats.tx_msgs++;
 	return 0;
 }
 
-int cour_txe_get(struct cour_ep *ep, fi_addr_t dest, const char *what, struct cour_peer **peer,
+int cour_txe_get(struct cour_pep *ep, fi_addr_t dest, const char *what, struct cour_peer **peer,
 		 struct cour_txe **txe)
 {
 	*peer = cour_peer_get_locked(ep, dest);
@@ -73,7 +74,7 @@ int cour_txe_get(struct cour_ep *ep, fi_addr_t dest, const char *what, struct co
 	return COUR_LIKELY(*txe != NULL) ? 0 : -FI_EAGAIN;
 }
 
-int cour_txe_set_data(struct cour_ep *ep, struct cour_txe *txe, const struct iovec *iov,
+int cour_txe_set_data(struct cour_pep *ep, struct cour_txe *txe, const struct iovec *iov,
 		      size_t count, size_t len, bool inject)
 {
 	if (inject) {
@@ -96,7 +97,7 @@ int cour_txe_set_data(struct cour_ep *ep, struct cour_txe *txe, const struct iov
 	return 0;
 }
 
-int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
+int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
 		  uint64_t tag, uint64_t data, void *context, uint64_t flags, uint64_t cq_flags)
 {
 	size_t len = cour_iov_len(iov, count);
@@ -169,7 +170,7 @@ int cour_msg_send(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 
 /* ---- receive ---- */
 
-static bool cour_unexp_match(struct cour_ep *ep, struct cour_rxmsg *m, bool tagged,
+static bool cour_unexp_match(struct cour_pep *ep, struct cour_rxmsg *m, bool tagged,
 			     uint64_t tag, uint64_t ignore, fi_addr_t src)
 {
 	if (m->claimed)
@@ -179,7 +180,7 @@ static bool cour_unexp_match(struct cour_ep *ep, struct cour_rxmsg *m, bool tagg
 	return cour_msg_src_match(ep, src, cour_peer_fi_addr(m->peer));
 }
 
-static struct cour_rxmsg *cour_find_unexp(struct cour_ep *ep, bool tagged, uint64_t tag,
+static struct cour_rxmsg *cour_find_unexp(struct cour_pep *ep, bool tagged, uint64_t tag,
 					  uint64_t ignore, fi_addr_t src)
 {
 	struct cour_rxmsg *m;
@@ -190,13 +191,13 @@ static struct cour_rxmsg *cour_find_unexp(struct cour_ep *ep, bool tagged, uint6
 	return NULL;
 }
 
-static struct cour_rxmsg **cour_unexpq(struct cour_ep *ep, bool tagged)
+static struct cour_rxmsg **cour_unexpq(struct cour_pep *ep, bool tagged)
 {
 	return tagged ? &ep->unexp_tag : &ep->unexp_msg;
 }
 
 /* FI_PEEK (with FI_CLAIM or FI_DISCARD): report what waits, without receiving it. */
-static int cour_msg_peek(struct cour_ep *ep, struct cour_rxe *rxe, fi_addr_t src)
+static int cour_msg_peek(struct cour_pep *ep, struct cour_rxe *rxe, fi_addr_t src)
 {
 	struct cour_rxmsg *m = cour_find_unexp(ep, true, rxe->tag, rxe->ignore, src);
 	uint64_t flags = FI_RECV | FI_TAGGED;
@@ -220,7 +221,7 @@ static int cour_msg_peek(struct cour_ep *ep, struct cour_rxe *rxe, fi_addr_t src
 	return 0;
 }
 
-int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_addr_t src,
+int cour_msg_recv(struct cour_pep *ep, const struct iovec *iov, size_t count, fi_addr_t src,
 		  uint64_t tag, uint64_t ignore, void *context, uint64_t flags, bool tagged)
 {
 	struct cour_rxe *rxe;
@@ -236,7 +237,7 @@ int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 		COUR_WARN(FI_LOG_EP_DATA, "FI_MULTI_RECV needs exactly one iov, got %zu\n", count);
 		return -FI_EINVAL;
 	}
-	if (!(ep->info->caps & FI_DIRECTED_RECV) && !(ep->rx_op_flags & FI_DIRECTED_RECV))
+	if (!(ep->caps & FI_DIRECTED_RECV) && !(ep->rx_op_flags & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	rxe = cour_pool_get(&ep->rxe_pool);
 	if (COUR_UNLIKELY(!rxe)) {
@@ -260,7 +261,7 @@ int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	if (tagged && (flags & FI_PEEK)) {
 		/* a message whose send completed may still wait in our socket or ring: take in
 		 * what has arrived before answering that nothing has */
-		cour_domain_progress_locked(ep->domain);
+		ep->up->progress(ep);
 		ret = cour_msg_peek(ep, rxe, src);
 		cour_pool_put(&ep->rxe_pool, rxe);
 		return ret;
@@ -303,7 +304,7 @@ int cour_msg_recv(struct cour_ep *ep, const struct iovec *iov, size_t count, fi_
 	return 0;
 }
 
-int cour_msg_cancel(struct cour_ep *ep, void *context)
+int cour_msg_cancel(struct cour_pep *ep, void *context)
 {
 	struct cour_rxe *rxe;
 
@@ -331,11 +332,11 @@ int cour_msg_cancel(struct cour_ep *ep, void *context)
 
 /* ---- datagram endpoints ---- */
 
-void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
+void cour_msg_handle_dgram(struct cour_pep *ep, const struct cour_pkt_hdr *hdr,
 			   const char *payload, size_t plen, const struct cour_addr *from)
 {
 	bool tagged = hdr->base.flags & COUR_F_TAGGED;
-	fi_addr_t src = ep->av ? cour_av_reverse_locked(ep->av, from) : FI_ADDR_NOTAVAIL;
+	fi_addr_t src = ep->up->av_reverse(ep, from);
 	struct cour_rxmsg m;
 	struct cour_rxe *rxe;
 
@@ -361,7 +362,7 @@ void cour_msg_handle_dgram(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 
 void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct cour_rxmsg *m, *tmp;
 	int err = cour_errno_fi(prov_errno) == FI_EHOSTUNREACH ? FI_EHOSTUNREACH :
 		  prov_errno == COUR_E_EP_CLOSED ? FI_ECANCELED : FI_ECONNRESET;
@@ -391,7 +392,7 @@ void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
 	}
 }
 
-void cour_msg_ep_close(struct cour_ep *ep)
+void cour_msg_ep_close(struct cour_pep *ep)
 {
 	struct cour_rxmsg *m, *mtmp;
 	struct cour_rxe *rxe, *rtmp;

@@ -10,19 +10,14 @@
  * Packets reach cour_msg_handle in sequence order per peer, so an eager message's fragments
  * arrive in order and back to back: one reassembly in progress per peer (peer->rx_cur).
  */
-#include "cour_ep.h"
+#include "proto/cour_engine.h"
 #include "proto/cour_msg_int.h"
 
 #include <stdlib.h>
 
 /* ---- completions ---- */
 
-static bool cour_rx_wants_completion(struct cour_ep *ep, uint64_t op_flags)
-{
-	return !ep->rx_selective || (op_flags & FI_COMPLETION);
-}
-
-void cour_msg_report_rx(struct cour_ep *ep, struct cour_rxe *rxe, uint64_t flags, size_t len,
+void cour_msg_report_rx(struct cour_pep *ep, struct cour_rxe *rxe, uint64_t flags, size_t len,
 			size_t olen, void *buf, uint64_t tag, uint64_t data, fi_addr_t src,
 			int err, int prov_errno)
 {
@@ -37,32 +32,26 @@ void cour_msg_report_rx(struct cour_ep *ep, struct cour_rxe *rxe, uint64_t flags
 	};
 
 	if (err || olen) {
-		if (ep->rx_cq)
-			cour_cq_write_err_locked(ep->rx_cq, &e, err ? err : FI_ETRUNC,
-						 err ? prov_errno : COUR_E_TRUNC, olen);
-		if (ep->recv_cntr)
-			cour_cntr_inc_err_locked(ep->recv_cntr);
+		ep->up->rx_done(ep, &e, rxe->op_flags | flags, err ? err : FI_ETRUNC,
+				err ? prov_errno : COUR_E_TRUNC, olen);
 		return;
 	}
-	if (ep->rx_cq && cour_rx_wants_completion(ep, rxe->op_flags | flags))
-		cour_cq_write_locked(ep->rx_cq, &e);
-	if (ep->recv_cntr)
-		cour_cntr_inc_locked(ep->recv_cntr);
+	ep->up->rx_done(ep, &e, rxe->op_flags | flags, 0, 0, 0);
 	ep->stats.rx_msgs++;
 }
 
-static void cour_rxe_free(struct cour_ep *ep, struct cour_rxe *rxe)
+static void cour_rxe_free(struct cour_pep *ep, struct cour_rxe *rxe)
 {
 	cour_pool_put(&ep->rxe_pool, rxe);
 }
 
-struct cour_rxe **cour_rxq(struct cour_ep *ep, bool tagged)
+struct cour_rxe **cour_rxq(struct cour_pep *ep, bool tagged)
 {
 	return tagged ? &ep->rxq_tag : &ep->rxq_msg;
 }
 
 /* A matched message is complete (or failed): report it, release its receive. */
-static void cour_rxmsg_finish(struct cour_ep *ep, struct cour_rxmsg *m, int err, int prov_errno)
+static void cour_rxmsg_finish(struct cour_pep *ep, struct cour_rxmsg *m, int err, int prov_errno)
 {
 	struct cour_rxe *rxe = m->rxe;
 	bool tagged = m->hdr_flags & COUR_F_TAGGED;
@@ -147,7 +136,7 @@ static size_t cour_unexp_cost(const struct cour_rxmsg *m)
  */
 static void cour_unexp_credit_early(struct cour_peer *peer, struct cour_rxmsg *m)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	size_t cost = cour_unexp_cost(m);
 
 	if (m->nomem || ep->unexp_early + cost > cour_params.unexp_max)
@@ -159,7 +148,7 @@ static void cour_unexp_credit_early(struct cour_peer *peer, struct cour_rxmsg *m
 }
 
 /* m leaves the unexpected queue (received or discarded): its early credit is settled. */
-static void cour_unexp_settle(struct cour_ep *ep, struct cour_rxmsg *m)
+static void cour_unexp_settle(struct cour_pep *ep, struct cour_rxmsg *m)
 {
 	if (m->credit_early)
 		ep->unexp_early -= cour_unexp_cost(m);
@@ -167,7 +156,7 @@ static void cour_unexp_settle(struct cour_ep *ep, struct cour_rxmsg *m)
 
 /* ---- matching ---- */
 
-static bool cour_match(struct cour_ep *ep, const struct cour_rxe *rxe, bool tagged, uint64_t tag,
+static bool cour_match(struct cour_pep *ep, const struct cour_rxe *rxe, bool tagged, uint64_t tag,
 		       fi_addr_t src)
 {
 	if (tagged && ((rxe->tag ^ tag) & ~rxe->ignore))
@@ -175,7 +164,7 @@ static bool cour_match(struct cour_ep *ep, const struct cour_rxe *rxe, bool tagg
 	return cour_msg_src_match(ep, rxe->src, src);
 }
 
-struct cour_rxe *cour_msg_find_rxe(struct cour_ep *ep, bool tagged, uint64_t tag, fi_addr_t src)
+struct cour_rxe *cour_msg_find_rxe(struct cour_pep *ep, bool tagged, uint64_t tag, fi_addr_t src)
 {
 	struct cour_rxe *rxe;
 
@@ -222,7 +211,7 @@ static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, si
 static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 			      const struct iovec *iov, size_t n)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct cour_txe *txe;
 	struct iovec first;
 	int rc;
@@ -287,7 +276,7 @@ static bool cour_rx_cma_pull(struct cour_peer *peer, struct cour_rxmsg *m)
 
 /* Give message m the receive rxe: reserve its space and move any data already here. A
  * rendezvous message is cleared to send; an eager one completes in cour_rx_eager_data. */
-static bool cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
+static bool cour_bind(struct cour_pep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
 {
 	struct cour_peer *peer = m->peer;
 	bool retired = true;
@@ -332,7 +321,7 @@ static bool cour_bind(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe 
 /* An eager message that has all its bytes and a receive: report it and consume the credit. */
 static void cour_rx_eager_done(struct cour_peer *peer, struct cour_rxmsg *m)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 
 	if (m->hdr_flags & COUR_F_DC)
 		cour_send_ctrl(peer, COUR_PKT_DONE, m->msg_id, 0, 0);
@@ -369,7 +358,7 @@ static void cour_rx_eager_data(struct cour_peer *peer, struct cour_rxmsg *m,
 	/* else: unexpected and complete, it waits in its queue for a receive */
 }
 
-bool cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
+bool cour_msg_bind_unexp(struct cour_pep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe)
 {
 	bool rts = m->rts, retired;
 
@@ -380,7 +369,7 @@ bool cour_msg_bind_unexp(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_r
 	return retired;
 }
 
-void cour_msg_bind_dgram(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe,
+void cour_msg_bind_dgram(struct cour_pep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe,
 			 const char *payload, fi_addr_t src)
 {
 	m->dgram_src = src;
@@ -389,7 +378,7 @@ void cour_msg_bind_dgram(struct cour_ep *ep, struct cour_rxmsg *m, struct cour_r
 	cour_rxmsg_finish(ep, m, 0, 0);
 }
 
-void cour_msg_fail_matched(struct cour_ep *ep, struct cour_rxmsg *m, int err, int prov_errno)
+void cour_msg_fail_matched(struct cour_pep *ep, struct cour_rxmsg *m, int err, int prov_errno)
 {
 	if (m->rxe)
 		cour_rxmsg_finish(ep, m, err, prov_errno);
@@ -397,7 +386,7 @@ void cour_msg_fail_matched(struct cour_ep *ep, struct cour_rxmsg *m, int err, in
 	cour_pool_put(&ep->rxmsg_pool, m);
 }
 
-void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed)
+void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
 {
 	struct cour_peer *peer = m->peer;
 
@@ -432,7 +421,7 @@ void cour_msg_discard(struct cour_ep *ep, struct cour_rxmsg *m, bool consumed)
 static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			    const char *payload, size_t plen)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	bool tagged = hdr->base.flags & COUR_F_TAGGED;
 	bool rts = hdr->base.type == COUR_PKT_RTS;
 	struct cour_rxmsg *m;
@@ -576,7 +565,7 @@ static void cour_handle_cts(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		cour_txe_detach_slots(peer, txe);
 		DL_DELETE(*txe->list, txe);
 		txe->list = NULL;
-		cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
+		cour_txe_complete(peer->ep, txe, 0, 0);
 		return;
 	}
 	txe->hdr_flags &= (uint16_t)~COUR_F_CMA;  /* RDATA's offset is an offset again */
@@ -612,7 +601,7 @@ void cour_txe_requeue(struct cour_peer *peer, struct cour_txe *txe)
  * receive: the UDP wire then reads it straight there (cour_ep_rx_direct). */
 void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct cour_rxmsg *m;
 	uint32_t id = hdr->msg.rx_id;
 	uint64_t off;
@@ -636,7 +625,7 @@ void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			      const char *payload, size_t plen)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct cour_rxmsg *m;
 	uint32_t id = hdr->msg.rx_id;
 
@@ -751,7 +740,7 @@ static void cour_handle_done(struct cour_peer *peer, const struct cour_pkt_hdr *
 			if (txe->list == &peer->tx_wait) {
 				DL_DELETE(peer->tx_wait, txe);
 				txe->list = NULL;
-				cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
+				cour_txe_complete(peer->ep, txe, 0, 0);
 			} else if (txe->list == &peer->tx_inflight) {
 				cour_txe_check_done(peer, txe);
 			}
@@ -767,7 +756,7 @@ static void cour_handle_done(struct cour_peer *peer, const struct cour_pkt_hdr *
 		return;     /* completes when its packets are acknowledged, see below */
 	DL_DELETE(peer->tx_wait, txe);
 	txe->list = NULL;
-	cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
+	cour_txe_complete(peer->ep, txe, 0, 0);
 }
 
 void cour_msg_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,

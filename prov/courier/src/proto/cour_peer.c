@@ -3,7 +3,7 @@
  * processing, retransmission, liveness, resets. Incoming packets are cour_peer_rx.c's. The
  * design essay is in cour_ep.h above struct cour_peer.
  */
-#include "cour_ep.h"
+#include "proto/cour_engine.h"
 #include "proto/cour_rel.h"
 
 #include <stdlib.h>
@@ -56,7 +56,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->sack_valid = false;
 }
 
-static void cour_peer_free(struct cour_ep *ep, struct cour_peer *peer)
+static void cour_peer_free(struct cour_pep *ep, struct cour_peer *peer)
 {
 	HASH_DEL(ep->peers, peer);
 	if (peer->on_active)
@@ -78,7 +78,7 @@ static void cour_peer_free(struct cour_ep *ep, struct cour_peer *peer)
  * made rx_next move. If too few go, the cap doubles, so the scan stays rare.
  */
 #define COUR_PEER_CAP_MIN 1024
-static void cour_peer_evict_strangers(struct cour_ep *ep)
+static void cour_peer_evict_strangers(struct cour_pep *ep)
 {
 	struct cour_peer *peer, *tmp;
 	struct cour_rxmsg *m, *mtmp;
@@ -114,7 +114,7 @@ static void cour_peer_evict_strangers(struct cour_ep *ep)
 		  "next look at %zu\n", freed, ep->peer_count, ep->peer_cap);
 }
 
-struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour_addr *addr,
+struct cour_peer *cour_peer_by_addr_locked(struct cour_pep *ep, const struct cour_addr *addr,
 					    bool create)
 {
 	struct cour_peer *peer = ep->peer_last;
@@ -153,21 +153,21 @@ struct cour_peer *cour_peer_by_addr_locked(struct cour_ep *ep, const struct cour
 
 /* The peer of fi_addr: a per-endpoint array caches the AV lookup and the hash lookup, and is
  * dropped whenever the AV removes anything (generation). */
-struct cour_peer *cour_peer_get_locked(struct cour_ep *ep, fi_addr_t fi_addr)
+struct cour_peer *cour_peer_get_locked(struct cour_pep *ep, fi_addr_t fi_addr)
 {
 	const struct cour_addr *addr;
 	struct cour_peer *peer;
 
-	if (COUR_UNLIKELY(!ep->av))
+	if (COUR_UNLIKELY(!ep->av_gen))
 		return NULL;
-	if (COUR_UNLIKELY(ep->peer_cache_gen != ep->av->generation)) {
+	if (COUR_UNLIKELY(ep->peer_cache_gen != *ep->av_gen)) {
 		memset(ep->peer_by_fiaddr, 0, ep->peer_cache_len * sizeof(*ep->peer_by_fiaddr));
-		ep->peer_cache_gen = ep->av->generation;
+		ep->peer_cache_gen = *ep->av_gen;
 	}
 	if (COUR_LIKELY(fi_addr < ep->peer_cache_len && ep->peer_by_fiaddr[fi_addr]))
 		return ep->peer_by_fiaddr[fi_addr];
 
-	addr = cour_av_lookup_locked(ep->av, fi_addr);
+	addr = ep->up->av_lookup(ep, fi_addr);
 	if (!addr)
 		return NULL;
 	peer = cour_peer_by_addr_locked(ep, addr, true);
@@ -189,13 +189,13 @@ struct cour_peer *cour_peer_get_locked(struct cour_ep *ep, fi_addr_t fi_addr)
 
 fi_addr_t cour_peer_fi_addr(struct cour_peer *peer)
 {
-	struct cour_av *av = peer->ep->av;
+	struct cour_pep *ep = peer->ep;
 
-	if (!av)
+	if (!ep->av_gen)
 		return FI_ADDR_NOTAVAIL;
-	if (peer->av_gen != av->generation || peer->fi_addr == FI_ADDR_NOTAVAIL) {
-		peer->fi_addr = cour_av_reverse_locked(av, &peer->addr);
-		peer->av_gen = av->generation;
+	if (peer->av_gen != *ep->av_gen || peer->fi_addr == FI_ADDR_NOTAVAIL) {
+		peer->fi_addr = ep->up->av_reverse(ep, &peer->addr);
+		peer->av_gen = *ep->av_gen;
 	}
 	return peer->fi_addr;
 }
@@ -275,14 +275,14 @@ void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe)
 			return;
 		}
 		cour_txe_move(txe, NULL);
-		cour_ep_complete_tx_locked(peer->ep, txe, txe->resp_err ? cour_errno_fi(txe->resp_err) : 0,
+		cour_txe_complete(peer->ep, txe, txe->resp_err ? cour_errno_fi(txe->resp_err) : 0,
 					   txe->resp_err);
 		return;
 	default:
 		break;
 	}
 	cour_txe_move(txe, NULL);
-	cour_ep_complete_tx_locked(peer->ep, txe, 0, 0);
+	cour_txe_complete(peer->ep, txe, 0, 0);
 }
 
 static void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t now)
@@ -421,7 +421,7 @@ static bool cour_peer_window_open(struct cour_peer *peer)
 
 void cour_peer_push(struct cour_peer *peer)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	uint64_t now;
 
 	if (!peer->ctrlq && !peer->txq)
@@ -680,7 +680,7 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 	cour_peer_activate(peer);
 }
 
-void cour_send_reset(struct cour_ep *ep, struct cour_peer *peer, uint32_t their_session)
+void cour_send_reset(struct cour_pep *ep, struct cour_peer *peer, uint32_t their_session)
 {
 	struct cour_pkt_hdr hdr;
 
@@ -719,14 +719,14 @@ static void cour_peer_fail_list(struct cour_peer *peer, struct cour_txe **list, 
 
 	DL_FOREACH_SAFE(*list, txe, tmp) {
 		cour_txe_move(txe, NULL);
-		cour_ep_complete_tx_locked(peer->ep, txe, err, prov_errno);
+		cour_txe_complete(peer->ep, txe, err, prov_errno);
 	}
 }
 
 /* Everything in flight with the peer dies with its session; the next packet starts a new one. */
 void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	uint32_t w = (uint32_t)cour_params.window;
 
 	if (peer->txwin)
@@ -819,7 +819,7 @@ static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
  * with the reason said once. */
 static void cour_peer_unroutable(struct cour_peer *peer)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	char str[80], me[80];
 
 	if (peer->unroutable == 1) {
@@ -876,7 +876,7 @@ static bool cour_peer_needs_probe(const struct cour_peer *peer)
 }
 
 /* Timers of every active peer: delayed ACKs, retransmission, unreachable peers. */
-void cour_ep_timers(struct cour_ep *ep, uint64_t now)
+void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 {
 	struct cour_peer *peer, *tmp;
 	uint64_t next = 0;
@@ -958,7 +958,7 @@ void cour_ep_timers(struct cour_ep *ep, uint64_t now)
  * unreachable. Weighed in the timers (cour_peer_dead_by_evidence): a peer heard since, or
  * still within a short grace (a restart in progress on the same port), is not dead.
  */
-void cour_peer_refused(struct cour_ep *ep, const struct sockaddr_storage *sa, socklen_t sa_len)
+void cour_peer_refused(struct cour_pep *ep, const struct sockaddr_storage *sa, socklen_t sa_len)
 {
 	struct cour_addr a;
 	struct cour_peer *peer;
@@ -994,7 +994,7 @@ size_t cour_peer_tx_pending(const struct cour_peer *peer)
 	return n ? n : peer->tx_una != peer->tx_next;
 }
 
-void cour_peer_free_all(struct cour_ep *ep)
+void cour_peer_free_all(struct cour_pep *ep)
 {
 	struct cour_peer *peer, *tmp;
 
@@ -1011,6 +1011,20 @@ void cour_peer_free_all(struct cour_ep *ep)
 	ep->peer_cache_len = 0;
 	ep->peer_last = NULL;
 }
+void cour_txe_complete(struct cour_pep *ep, struct cour_txe *txe, int err, int prov_errno)
+{
+	if (!cour_txe_internal(txe)) {
+		ep->up->tx_done(ep, txe, err, prov_errno);
+		if (!err)
+			ep->stats.tx_msgs++;
+		ep->tx_outstanding--;
+	}
+	free(txe->snap);
+	if (txe->inject_buf)
+		cour_pool_put(&ep->inject_pool, txe->inject_buf);
+	cour_pool_put(&ep->txe_pool, txe);
+}
+
 void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hdr_len,
 		     const struct iovec *iov, size_t iovcnt)
 {

@@ -4,13 +4,13 @@
  * what the endpoint's wire calls (cour_ep_wire_rx: every datagram, and the UDP wire's reading
  * in place). The sending side is cour_peer.c's.
  */
-#include "cour_ep.h"
+#include "proto/cour_engine.h"
 #include "proto/cour_rel.h"
 
 #include <stdlib.h>
 
 /* Checks that every byte the header claims is really there, and that it is intact. */
-static bool cour_pkt_valid(struct cour_ep *ep, void *buf, size_t len)
+static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 {
 	struct cour_base_hdr *h = buf;
 	uint32_t crc, want;
@@ -72,7 +72,7 @@ static bool cour_peer_deliver(struct cour_peer *peer, char *buf, size_t len)
 /* In-order delivery of seq, then of every held packet it unblocks. */
 static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	uint32_t w = (uint32_t)cour_params.window;
 
 	/* rx_next moves first: whatever the handler sends (a CTS, a DONE) must already
@@ -97,7 +97,7 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 	}
 }
 
-void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
+void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			const struct sockaddr_storage *sa, socklen_t sa_len)
 {
 	struct cour_pkt_hdr *hdr = buf;
@@ -252,7 +252,7 @@ void *cour_ep_rx_packet(struct cour_ep *ep, void *buf, size_t len,
 static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len,
 			       const struct sockaddr_storage *sa, socklen_t sa_len)
 {
-	struct cour_ep *ep = arg;
+	struct cour_pep *ep = arg;
 	struct cour_pkt_hdr h;
 	struct cour_peer *peer;
 	struct cour_addr from;
@@ -302,7 +302,7 @@ static bool cour_ep_placed_ok(struct cour_pkt_hdr *hdr, const void *payload, siz
 static void cour_ep_rx_placed(void *arg, void *hdr, const void *payload, size_t len,
 			      const struct sockaddr_storage *sa, socklen_t sa_len)
 {
-	struct cour_ep *ep = arg;
+	struct cour_pep *ep = arg;
 	void *ret;
 
 	if (!cour_ep_placed_ok(hdr, payload, len)) {

@@ -18,8 +18,7 @@
  * changed by a later write before the read's data left. cour_rma_order_guard copies such
  * reads aside first. Closing a region does the same for reads still served from it.
  */
-#include "cour_ep.h"
-#include "cour_mr.h"
+#include "proto/cour_engine.h"
 
 #include <stdlib.h>
 
@@ -51,7 +50,7 @@ struct cour_txe *cour_rma_find_op(struct cour_peer *peer, uint32_t id)
 
 /* ---- initiator ---- */
 
-int cour_rma_post(struct cour_ep *ep, uint8_t type, const struct iovec *iov, size_t count,
+int cour_rma_post(struct cour_pep *ep, uint8_t type, const struct iovec *iov, size_t count,
 		  fi_addr_t dest, uint64_t raddr, uint64_t key, uint64_t data, void *context,
 		  uint64_t flags, uint64_t cq_flags)
 {
@@ -121,7 +120,7 @@ static void cour_rma_answered(struct cour_peer *peer, struct cour_txe *txe, int 
 	if (txe->list == &peer->tx_wait) {
 		DL_DELETE(peer->tx_wait, txe);
 		txe->list = NULL;
-		cour_ep_complete_tx_locked(peer->ep, txe, cour_errno_fi(prov_errno), prov_errno);
+		cour_txe_complete(peer->ep, txe, cour_errno_fi(prov_errno), prov_errno);
 	} else if (txe->list == &peer->tx_inflight) {
 		cour_txe_check_done(peer, txe);
 	}
@@ -202,20 +201,13 @@ static void cour_rma_resp(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 
 /* ---- target ---- */
 
-/* One target event: the endpoint's remote counters and the region's counter each move once
- * for it, even when one counter is bound for both FI_REMOTE_READ and FI_REMOTE_WRITE. */
-void cour_rma_target_event(struct cour_ep *ep, struct cour_mr *mr, uint64_t events)
+/* One target event: the object layer moves the endpoint's remote counters and the region's
+ * counter once each for it, and writes the remote CQ data completion if there is one. */
+void cour_rma_target_event(struct cour_pep *ep, struct cour_region *mr, uint64_t events,
+			   const struct cour_cq_entry *cq_data)
 {
-	struct cour_cntr *w = (events & FI_REMOTE_WRITE) ? ep->rmt_write_cntr : NULL;
-	struct cour_cntr *r = (events & FI_REMOTE_READ) ? ep->rmt_read_cntr : NULL;
-
 	ep->stats.rma_served++;
-	if (w)
-		cour_cntr_inc_locked(w);
-	if (r && r != w)
-		cour_cntr_inc_locked(r);
-	if (mr && mr->cntr && (mr->cntr_flags & events))
-		cour_cntr_inc_locked(mr->cntr);
+	ep->up->target_done(ep, mr, events, cq_data);
 }
 
 /* An answer with no payload: success, or the prov_errno of the check that failed. */
@@ -236,34 +228,36 @@ static void cour_rma_refuse(struct cour_peer *peer, const struct cour_pkt_hdr *h
 	cour_rma_answer(peer, hdr->msg.msg_id, rc);
 }
 
-static bool cour_rma_target_allowed(const struct cour_ep *ep, uint8_t type);
+static bool cour_rma_target_allowed(const struct cour_pep *ep, uint8_t type);
 
 void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
-			    uint16_t hdr_flags, uint64_t total, uint64_t data, struct cour_mr *mr,
+			    uint16_t hdr_flags, uint64_t total, uint64_t data, struct cour_region *mr,
 			    int prov_errno)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 
 	if (prov_errno) {
 		cour_rma_answer(peer, msg_id, prov_errno);
 		return;
 	}
-	cour_rma_target_event(ep, mr, type == COUR_PKT_WRITE ? FI_REMOTE_WRITE : FI_REMOTE_READ);
-	if (type == COUR_PKT_WRITE && (hdr_flags & COUR_F_CQ_DATA) && ep->rx_cq) {
+	if (type == COUR_PKT_WRITE && (hdr_flags & COUR_F_CQ_DATA)) {
 		struct cour_cq_entry e = {
 			.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
 			.len = total,
 			.data = data,
 			.src = cour_peer_fi_addr(peer),
 		};
-		cour_cq_write_locked(ep->rx_cq, &e);
+		cour_rma_target_event(ep, mr, FI_REMOTE_WRITE, &e);
+	} else {
+		cour_rma_target_event(ep, mr, type == COUR_PKT_WRITE ? FI_REMOTE_WRITE :
+					      FI_REMOTE_READ, NULL);
 	}
 	cour_rma_answer(peer, msg_id, 0);
 }
 
 /* The write's last byte has landed: remote CQ data, counters, the answer. */
 static void cour_rma_write_done(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
-				struct cour_mr *mr)
+				struct cour_region *mr)
 {
 	cour_rma_target_finish(peer, COUR_PKT_WRITE, hdr->msg.msg_id, hdr->base.flags,
 			       hdr->msg.total_len, hdr->msg.data, mr, 0);
@@ -274,7 +268,7 @@ static void cour_rma_write_cma(struct cour_peer *peer, const struct cour_pkt_hdr
 			       size_t plen)
 {
 	uint64_t total = hdr->msg.total_len;
-	struct cour_mr *mr = NULL;
+	struct cour_region *mr = NULL;
 	struct iovec l;
 	void *dst;
 	int rc;
@@ -285,7 +279,7 @@ static void cour_rma_write_cma(struct cour_peer *peer, const struct cour_pkt_hdr
 	}
 	peer->rma_rx_id = hdr->msg.msg_id;
 	peer->rma_rx_err = 0;
-	rc = cour_mr_check_locked(peer->ep, hdr->msg.tag, hdr->msg.raddr, total,
+	rc = cour_region_check(peer->ep, hdr->msg.tag, hdr->msg.raddr, total,
 				  FI_REMOTE_WRITE, &dst, &mr);
 	if (rc) {
 		cour_rma_refuse(peer, hdr, rc);
@@ -312,9 +306,9 @@ static void cour_rma_write_cma(struct cour_peer *peer, const struct cour_pkt_hdr
 static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			   const char *payload, size_t plen)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	uint64_t off = hdr->msg.offset, total = hdr->msg.total_len;
-	struct cour_mr *mr = NULL;
+	struct cour_region *mr = NULL;
 	void *dst;
 	int rc;
 
@@ -341,13 +335,13 @@ static void cour_rma_write(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	}
 	/* the whole write is checked before its first byte lands, so a refused write leaves
 	 * the region untouched; every packet is checked again, as the region may close */
-	rc = off == 0 ? cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, total,
+	rc = off == 0 ? cour_region_check(ep, hdr->msg.tag, hdr->msg.raddr, total,
 					     FI_REMOTE_WRITE, &dst, NULL) : 0;
 	if (!rc && off == 0)
 		cour_rma_split_guard(peer, dst, (char *)dst + total,
 				     hdr->base.flags & COUR_F_CQ_DATA);
 	if (!rc)
-		rc = cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr + off, plen,
+		rc = cour_region_check(ep, hdr->msg.tag, hdr->msg.raddr + off, plen,
 					  FI_REMOTE_WRITE, &dst, &mr);
 	if (!rc && hdr->msg.raddr + off < hdr->msg.raddr)
 		rc = COUR_E_BOUNDS;  /* the address wrapped */
@@ -377,7 +371,7 @@ void *cour_rma_write_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 	    hdr->msg.raddr + off < hdr->msg.raddr ||
 	    !cour_rma_target_allowed(peer->ep, COUR_PKT_WRITE))
 		return NULL;
-	if (cour_mr_check_locked(peer->ep, hdr->msg.tag, hdr->msg.raddr + off, plen,
+	if (cour_region_check(peer->ep, hdr->msg.tag, hdr->msg.raddr + off, plen,
 				 FI_REMOTE_WRITE, &dst, NULL))
 		return NULL;
 	return dst;
@@ -385,9 +379,9 @@ void *cour_rma_write_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 
 static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr *hdr)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	uint64_t len = hdr->msg.total_len;
-	struct cour_mr *mr = NULL;
+	struct cour_region *mr = NULL;
 	struct cour_txe *txe;
 	void *src = NULL;
 	int rc;
@@ -396,7 +390,7 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 		COUR_DROP_BAD(ep, "READ_REQ longer than max_msg_size");
 		return;
 	}
-	rc = cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, len, FI_REMOTE_READ,
+	rc = cour_region_check(ep, hdr->msg.tag, hdr->msg.raddr, len, FI_REMOTE_READ,
 				  &src, &mr);
 	if (rc) {
 		cour_rma_refuse(peer, hdr, rc);
@@ -410,7 +404,7 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 		/* straight into the initiator's buffer, now: no later write can reach it first */
 		struct iovec l = { .iov_base = src, .iov_len = len };
 		if (cour_cma_push(peer, &l, 1, hdr->msg.offset, len) == 0) {
-			cour_rma_target_event(ep, mr, FI_REMOTE_READ);
+			cour_rma_target_event(ep, mr, FI_REMOTE_READ, NULL);
 			cour_rma_answer(peer, hdr->msg.msg_id, 0);
 			return;
 		}
@@ -429,14 +423,14 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 	txe->iov_count = 1;
 	txe->total_len = len;
 	txe->msg_len = len;
-	cour_rma_target_event(ep, mr, FI_REMOTE_READ);
+	cour_rma_target_event(ep, mr, FI_REMOTE_READ, NULL);
 	cour_peer_enqueue(peer, txe);
 }
 
 /* An endpoint is a target only for what its capabilities say (fi_getinfo(3)). */
-static bool cour_rma_target_allowed(const struct cour_ep *ep, uint8_t type)
+static bool cour_rma_target_allowed(const struct cour_pep *ep, uint8_t type)
 {
-	uint64_t caps = ep->info->caps;
+	uint64_t caps = ep->caps;
 
 	switch (type) {
 	case COUR_PKT_WRITE:
@@ -488,7 +482,7 @@ void cour_rma_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 /* ---- keeping reads consistent ---- */
 
 /* Copy what a read serves aside: from now on it sends from the copy. false if out of memory. */
-static bool cour_rma_snapshot(struct cour_ep *ep, struct cour_txe *txe)
+static bool cour_rma_snapshot(struct cour_pep *ep, struct cour_txe *txe)
 {
 	void *copy;
 
@@ -516,7 +510,7 @@ void cour_rma_order_guard(struct cour_peer *peer)
 				  "the read may see the newer data\n");
 }
 
-static void cour_rma_closing_list(struct cour_ep *ep, struct cour_txe *list, const char *lo,
+static void cour_rma_closing_list(struct cour_pep *ep, struct cour_txe *list, const char *lo,
 				  const char *hi)
 {
 	struct cour_txe *txe;
@@ -530,16 +524,16 @@ static void cour_rma_closing_list(struct cour_ep *ep, struct cour_txe *list, con
 	}
 }
 
-void cour_rma_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
+void cour_rma_mr_closing(struct cour_pdom *pdom, const struct cour_region *mr)
 {
 	const char *lo = mr->base, *hi = lo + mr->len;
 	struct cour_peer *peer, *tmp;
-	struct cour_ep *ep;
+	struct cour_pep *ep;
 
-	cour_lock_assert_held(&dom->lock);
-	cour_rma_push_mr_closing(dom, mr);     /* initiators write into it no more */
-	cour_rma_split_mr_closing(dom, mr);
-	DL_FOREACH2(dom->eps, ep, dom_next) {
+	cour_lock_assert_held(pdom->lock);
+	cour_rma_push_mr_closing(pdom, mr);     /* initiators write into it no more */
+	cour_rma_split_mr_closing(pdom, mr);
+	DL_FOREACH2(pdom->peps, ep, pdom_next) {
 		HASH_ITER(hh, ep->peers, peer, tmp) {
 			cour_rma_closing_list(ep, peer->ctrlq, lo, hi);
 			cour_rma_closing_list(ep, peer->tx_inflight, lo, hi);

@@ -23,8 +23,7 @@
  * range. A region that closes, or an endpoint, takes its windows back first, waiting out
  * initiators inside (one system call each).
  */
-#include "cour_ep.h"
-#include "cour_mr.h"
+#include "proto/cour_engine.h"
 #include "wire/cour_shm_window.h"
 
 #define COUR_PUSH_WAIT_US  (10u * 1000 * 1000)   /* an initiator inside this long: close anyway */
@@ -32,67 +31,64 @@
 
 /* ---- target: windows on our regions ---- */
 
-static bool cour_push_offers(const struct cour_ep *ep, const struct cour_mr *mr)
+static bool cour_push_offers(const struct cour_pep *ep, const struct cour_region *mr)
 {
 	return cour_params.shm_push && ep->shm_ring && ep->enabled && mr->enabled && mr->len &&
-	       (mr->access & FI_REMOTE_WRITE) && (!mr->ep || mr->ep == ep);
+	       (mr->access & FI_REMOTE_WRITE) && (!mr->only || mr->only == ep);
 }
 
 /* Does the target count remote writes into mr (a notice of each pushed write)? */
-static bool cour_push_counted(const struct cour_ep *ep, const struct cour_mr *mr)
+static bool cour_push_counted(const struct cour_pep *ep, const struct cour_region *mr)
 {
-	return ep->rmt_write_cntr || (mr->cntr && (mr->cntr_flags & FI_REMOTE_WRITE));
+	return (ep->target_events | mr->counted) & FI_REMOTE_WRITE;
 }
 
-void cour_rma_push_offer(struct cour_ep *ep, struct cour_mr *mr)
+void cour_rma_push_offer(struct cour_pep *ep, struct cour_region *mr)
 {
-	uint64_t start;
 	uint32_t slot;
 
-	cour_lock_assert_held(&ep->domain->lock);
+	cour_lock_assert_held(ep->lock);
 	if (!cour_push_offers(ep, mr))
 		return;
 	for (uint32_t i = 0; i < COUR_SHM_WINDOWS; i++)
 		if (ep->win_mr[i] == mr)
 			return;
-	start = (cour_mr_mode(ep->domain) & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)mr->base
-							      : mr->offset;
 	/* all windows taken: writes to this region go the checked way, no harm done */
-	if (cour_shm_window_publish(ep->shm_ring, mr->key, start, mr->len, mr->base,
+	if (cour_shm_window_publish(ep->shm_ring, mr->key, mr->start, mr->len, mr->base,
 				    cour_push_counted(ep, mr), &slot))
 		return;
 	ep->win_mr[slot] = mr;
 }
 
-void cour_rma_push_offer_all(struct cour_ep *ep)
+void cour_rma_push_offer_all(struct cour_pep *ep)
 {
-	struct cour_mr *mr, *tmp;
+	struct cour_region *mr, *tmp;
 
-	HASH_ITER(hh, ep->domain->mr_by_key, mr, tmp)
+	HASH_ITER(hh, ep->pdom->regions, mr, tmp)
 		cour_rma_push_offer(ep, mr);
 }
 
-void cour_rma_push_mr_ready(struct cour_domain *dom, struct cour_mr *mr)
+void cour_rma_push_mr_ready(struct cour_pdom *pdom, struct cour_region *mr)
 {
-	struct cour_ep *ep;
+	struct cour_pep *ep;
 
-	DL_FOREACH2(dom->eps, ep, dom_next)
+	DL_FOREACH2(pdom->peps, ep, pdom_next)
 		cour_rma_push_offer(ep, mr);
 }
 
 /* A counter was bound to mr after its windows went up */
-void cour_rma_push_mr_counted(struct cour_domain *dom, const struct cour_mr *mr)
+void cour_rma_push_mr_counted(struct cour_pdom *pdom, const struct cour_region *mr)
 {
-	struct cour_ep *ep;
+	struct cour_pep *ep;
 
-	DL_FOREACH2(dom->eps, ep, dom_next)
+	DL_FOREACH2(pdom->peps, ep, pdom_next)
 		for (uint32_t i = 0; i < COUR_SHM_WINDOWS; i++)
 			if (ep->win_mr[i] == mr)
 				cour_shm_window_set_notify(ep->shm_ring, i,
 							   cour_push_counted(ep, mr));
 }
 
-static void cour_push_withdraw(struct cour_ep *ep, uint32_t slot)
+static void cour_push_withdraw(struct cour_pep *ep, uint32_t slot)
 {
 	if (!cour_shm_window_withdraw(ep->shm_ring, slot, COUR_PUSH_WAIT_US))
 		COUR_WARN(FI_LOG_MR, "region 0x%" PRIx64 ": a same-host initiator was still "
@@ -101,17 +97,17 @@ static void cour_push_withdraw(struct cour_ep *ep, uint32_t slot)
 	ep->win_mr[slot] = NULL;
 }
 
-void cour_rma_push_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
+void cour_rma_push_mr_closing(struct cour_pdom *pdom, const struct cour_region *mr)
 {
-	struct cour_ep *ep;
+	struct cour_pep *ep;
 
-	DL_FOREACH2(dom->eps, ep, dom_next)
+	DL_FOREACH2(pdom->peps, ep, pdom_next)
 		for (uint32_t i = 0; i < COUR_SHM_WINDOWS; i++)
 			if (ep->win_mr[i] == mr)
 				cour_push_withdraw(ep, i);
 }
 
-void cour_rma_push_ep_close(struct cour_ep *ep)
+void cour_rma_push_ep_close(struct cour_pep *ep)
 {
 	for (uint32_t i = 0; i < COUR_SHM_WINDOWS; i++)
 		if (ep->win_mr[i])
@@ -121,19 +117,19 @@ void cour_rma_push_ep_close(struct cour_ep *ep)
 /* WRITE|CMA|PUSHED: the initiator wrote through our window; count the write's events. */
 void cour_rma_push_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen)
 {
-	struct cour_ep *ep = peer->ep;
-	struct cour_mr *mr = NULL;
+	struct cour_pep *ep = peer->ep;
+	struct cour_region *mr = NULL;
 
 	if (plen || !(hdr->base.flags & COUR_F_CMA) || !peer->shm) {
 		COUR_DROP_BAD(ep, "PUSHED notice with a payload, or from a peer off our host");
 		return;
 	}
 	/* a region closed since: its window was withdrawn after the copy, nothing to raise */
-	if (cour_mr_check_locked(ep, hdr->msg.tag, hdr->msg.raddr, hdr->msg.total_len,
+	if (cour_region_check(ep, hdr->msg.tag, hdr->msg.raddr, hdr->msg.total_len,
 				 FI_REMOTE_WRITE, NULL, &mr))
 		return;
 	ep->stats.shm_push_notices++;
-	cour_rma_target_event(ep, mr, FI_REMOTE_WRITE);
+	cour_rma_target_event(ep, mr, FI_REMOTE_WRITE, NULL);
 }
 
 /* ---- initiator ---- */
@@ -160,7 +156,7 @@ static bool cour_push_owner_holds(struct cour_peer *peer)
 
 bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct cour_txe *n = NULL;
 	uint64_t dst, gen;
 	uint32_t slot;
@@ -199,6 +195,6 @@ bool cour_rma_push_try(struct cour_peer *peer, struct cour_txe *txe)
 		cour_peer_enqueue(peer, n);
 	}
 	ep->stats.shm_rma_pushed++;
-	cour_ep_complete_tx_locked(ep, txe, 0, 0);
+	cour_txe_complete(ep, txe, 0, 0);
 	return true;
 }

@@ -28,8 +28,7 @@
  * An initiator that does not answer (manual progress, not polling) holds nothing up for long:
  * after COUR_GRANT_WAIT_US the target takes the lease back and copies the rest itself.
  */
-#include "cour_ep.h"
-#include "cour_mr.h"
+#include "proto/cour_engine.h"
 #include "wire/cour_shm_ring.h"
 
 #include <sched.h>
@@ -60,7 +59,7 @@ static int cour_split_errno(int rc)
 /* Take the lease back, or wait out the initiator's copy: REVOKED, DONE or FAILED. */
 static enum cour_shm_grant_state cour_split_revoke(struct cour_grant *g)
 {
-	struct cour_ep *ep = g->peer->ep;
+	struct cour_pep *ep = g->peer->ep;
 	uint64_t start = 0, checked = 0, now;
 	enum cour_shm_grant_state st;
 	char str[80];
@@ -95,7 +94,7 @@ static enum cour_shm_grant_state cour_split_revoke(struct cour_grant *g)
 
 static void cour_split_free(struct cour_grant *g)
 {
-	struct cour_ep *ep = g->peer->ep;
+	struct cour_pep *ep = g->peer->ep;
 
 	cour_shm_grant_close(ep->shm_ring, g->slot);
 	DL_DELETE(ep->grants, g);
@@ -106,7 +105,7 @@ static void cour_split_free(struct cour_grant *g)
 /* End g: the lease ends, the initiator's part is done by someone, the operation is answered. */
 static void cour_split_settle(struct cour_grant *g)
 {
-	struct cour_ep *ep = g->peer->ep;
+	struct cour_pep *ep = g->peer->ep;
 	int err = 0;
 
 	if (cour_split_revoke(g) != COUR_GRANT_DONE) {
@@ -121,9 +120,9 @@ static void cour_split_settle(struct cour_grant *g)
 /* ---- target ---- */
 
 bool cour_rma_split_try(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, char *dst,
-			struct cour_mr *mr)
+			struct cour_region *mr)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	uint64_t total = hdr->msg.total_len;
 	struct cour_grant *g;
 	struct cour_txe *txe;
@@ -211,26 +210,26 @@ void cour_rma_split_guard_slow(struct cour_peer *peer, const char *lo, const cha
 	}
 }
 
-void cour_rma_split_expire(struct cour_ep *ep, uint64_t now)
+void cour_rma_split_expire(struct cour_pep *ep, uint64_t now)
 {
 	while (ep->grants && cour_us_since(now, ep->grants->opened_us) >= COUR_GRANT_WAIT_US &&
 	       ep->grants->opened_us <= now)
 		cour_split_settle(ep->grants);
 }
 
-uint64_t cour_rma_split_deadline(const struct cour_ep *ep)
+uint64_t cour_rma_split_deadline(const struct cour_pep *ep)
 {
 	return ep->grants ? ep->grants->opened_us + COUR_GRANT_WAIT_US : 0;
 }
 
-void cour_rma_split_mr_closing(struct cour_domain *dom, const struct cour_mr *mr)
+void cour_rma_split_mr_closing(struct cour_pdom *pdom, const struct cour_region *mr)
 {
 	struct cour_grant *g;
-	struct cour_ep *ep;
+	struct cour_pep *ep;
 
 	/* the operations were admitted before the close: they complete, from memory that is
 	 * still there until we return */
-	DL_FOREACH2(dom->eps, ep, dom_next) {
+	DL_FOREACH2(pdom->peps, ep, pdom_next) {
 again:
 		DL_FOREACH(ep->grants, g)
 			if (g->mr == mr) {

@@ -20,7 +20,7 @@
  * UDP, the doorbell, to the consumer's socket, which is what sleepers poll. A polling consumer
  * never arms, so the latency path has no system call.
  */
-#include "cour_ep.h"
+#include "proto/cour_engine.h"
 #include "wire/cour_shm_ring.h"
 
 #include <fcntl.h>
@@ -80,7 +80,7 @@ static bool cour_shm_same_host(const uint8_t *host)
 	       memcmp(host, cour_host_id, sizeof(cour_host_id)) == 0;
 }
 
-int cour_shm_ep_open(struct cour_ep *ep)
+int cour_shm_ep_open(struct cour_pep *ep)
 {
 	int ret;
 
@@ -102,7 +102,7 @@ int cour_shm_ep_open(struct cour_ep *ep)
 	return 0;
 }
 
-void cour_shm_ep_close(struct cour_ep *ep)
+void cour_shm_ep_close(struct cour_pep *ep)
 {
 	if (!ep->shm_ring)
 		return;
@@ -133,7 +133,7 @@ void cour_shm_peer_detach(struct cour_peer *peer)
 
 void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct cour_shm_hello hello;
 	struct cour_pkt_hdr hdr;
 	struct iovec iov = { .iov_base = &hello, .iov_len = sizeof(hello) };
@@ -187,7 +187,7 @@ static void cour_shm_cma_test(struct cour_peer *peer, const struct cour_shm_hell
 
 void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *h)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	struct cour_shm_locator loc = {
 		.pid = h->pid, .fd = h->fd, .nonce = h->nonce, .bytes = h->bytes,
 	};
@@ -253,7 +253,7 @@ static void cour_shm_doorbell(struct cour_peer *peer)
 static int cour_shm_put(struct cour_peer *peer, const void *hdr, size_t hdr_len,
 			const struct iovec *iov, size_t iovcnt)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 	bool wake = false;
 	int ret;
 
@@ -289,14 +289,14 @@ int cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t
 int cour_peer_send_now(struct cour_peer *peer, const void *hdr, size_t hdr_len,
 		       const struct iovec *iov, size_t iovcnt)
 {
-	struct cour_ep *ep = peer->ep;
+	struct cour_pep *ep = peer->ep;
 
 	if (peer->via_shm && cour_shm_put(peer, hdr, hdr_len, iov, iovcnt) == 0)
 		return 0;
 	return cour_wire_send_now(ep, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt);
 }
 
-int cour_shm_poll(struct cour_ep *ep)
+int cour_shm_poll(struct cour_pep *ep)
 {
 	struct sockaddr_storage sa;
 	const void *pkt, *tag;
@@ -322,12 +322,12 @@ int cour_shm_poll(struct cour_ep *ep)
 	return n;
 }
 
-bool cour_shm_arm(struct cour_ep *ep)
+bool cour_shm_arm(struct cour_pep *ep)
 {
 	return !ep->shm_ring || cour_shm_ring_arm(ep->shm_ring);
 }
 
-void cour_shm_disarm(struct cour_ep *ep)
+void cour_shm_disarm(struct cour_pep *ep)
 {
 	if (ep->shm_ring)
 		cour_shm_ring_disarm(ep->shm_ring);

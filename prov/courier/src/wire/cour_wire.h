@@ -38,6 +38,7 @@
 #ifndef COUR_WIRE_H
 #define COUR_WIRE_H
 
+#include "util/cour_util.h"
 #include "util/cour_addr.h"
 #include "util/cour_pool.h"
 

@@ -1,4 +1,4 @@
-#include "cour_errno.h"
+#include "proto/cour_errno.h"
 
 #include <stddef.h>
 #include <rdma/fi_errno.h>
