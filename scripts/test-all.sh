@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # README's second command (and CI's): install, build, and run every test:
+#   0. the layers: no file includes a header of a layer above its own, no include cycle
+#      (scripts/check-layers.sh, and its own test on planted violations)
 #   1. warnings-as-errors build, Criterion unit tests and fabtests functional tests (make check),
 #      and `make install` checked to stay under the prefix
 #   2. Debian's Open MPI, two-sided and one-sided over courier, at 2 and 8 ranks on one host,
@@ -33,6 +35,8 @@ check() {   # check BUILDDIR [MAKE ARGS]: run make check, show the logs of failu
 	done
 	return 1
 }
+stage "layers (util < wire < proto < objects, no include cycle)" \
+	bash -c "bash '$top/scripts/check-layers.sh' '$top' && bash '$top/scripts/test-check-layers.sh'"
 stage "build (-Werror)" bash "$top/scripts/build.sh" "$top/build-ci" --enable-werror
 stage "make check" check "$top/build-ci"
 stage "make install under the prefix" bash "$top/scripts/check-install.sh" "$top/build-ci"

@@ -86,4 +86,23 @@ int cour_info_check(const struct fi_info *info);
  */
 int cour_attr_default_bind(uint32_t addr_format, struct sockaddr_storage *ss, size_t *len);
 
+/* The source and destination addresses fi_getinfo's node, service, flags and hints name
+ * (cour_attr_addr.c). */
+struct cour_attr_addrs {
+	int                     family;		/* AF_INET or AF_INET6 once resolved */
+	struct sockaddr_storage src, dest;
+	size_t                  src_len, dest_len;	/* 0: no such address */
+};
+/* Resolve them: 0, or -FI_ENODATA / -FI_EINVAL (logged). */
+int cour_attr_resolve(const char *node, const char *service, uint64_t flags,
+		      const struct fi_info *hints, struct cour_attr_addrs *a);
+/* The socket family of an addr_format (AF_UNSPEC when it names none). */
+int cour_format_family(uint32_t addr_format);
+/* One application-given address into ss, checked against (or setting) *family: 0 or
+ * -FI_EINVAL. */
+int cour_attr_take_addr(const char *what, const void *addr, size_t len, int *family,
+			struct sockaddr_storage *ss, size_t *ss_len);
+/* Put them in fi (src_addr, dest_addr and their lengths): 0 or -FI_ENOMEM. */
+int cour_attr_set_addrs(struct fi_info *fi, const struct cour_attr_addrs *a);
+
 #endif /* COUR_ATTR_H */

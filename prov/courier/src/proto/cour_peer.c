@@ -1,9 +1,10 @@
 /*
- * Peers, sessions and reliability, sending side and timers: the send window, ACK/SACK
- * processing, retransmission, liveness, resets. Incoming packets are cour_peer_rx.c's. The
- * design essay is in cour_ep.h above struct cour_peer.
+ * Peers, sessions and reliability, sending side: the send window, ACK/SACK processing,
+ * retransmission, resets. Incoming packets are cour_peer_rx.c's, timers and liveness
+ * cour_peer_live.c's. The design essay is in cour_engine.h above struct cour_peer.
  */
 #include "proto/cour_engine.h"
+#include "proto/cour_peer_int.h"
 #include "proto/cour_rel.h"
 
 #include <stdlib.h>
@@ -285,7 +286,7 @@ void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe)
 	cour_txe_complete(peer->ep, txe, 0, 0);
 }
 
-static void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t now)
+void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t now)
 {
 	struct iovec iov[COUR_IOV_MAX];
 	size_t n = 0;
@@ -312,7 +313,6 @@ static void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint
 	cour_wire_queue(peer->ep, peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
 }
 
-static void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot);
 
 /* Packets in the peer's ring are delivered: release them in order up to the first one the
  * ring refused. */
@@ -330,7 +330,7 @@ static void cour_peer_shm_release(struct cour_peer *peer, uint64_t now)
 }
 
 /* Resend, in order, what a full ring refused; false while the ring stays full. */
-static bool cour_peer_shm_retry(struct cour_peer *peer, uint64_t now)
+bool cour_peer_shm_retry(struct cour_peer *peer, uint64_t now)
 {
 	uint32_t w = (uint32_t)cour_params.window;
 
@@ -464,187 +464,6 @@ void cour_peer_push(struct cour_peer *peer)
 	cour_wire_flush(ep);
 }
 
-static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt)
-{
-	struct cour_rtt_est est = {
-		.srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us, .rto_us = peer->rto_us,
-	};
-
-	cour_rtt_update(&est, rtt, (uint64_t)cour_params.rto_min_us,
-			(uint64_t)cour_params.rto_max_us);
-	peer->srtt_us = est.srtt_us;
-	peer->rttvar_us = est.rttvar_us;
-	peer->rto_us = est.rto_us;
-	peer->ep->stats.rtt_srtt_us = peer->srtt_us;
-}
-
-/* The timeout the current estimate gives, without a new sample: ends a backoff. */
-static void cour_peer_rto_from_srtt(struct cour_peer *peer)
-{
-	struct cour_rtt_est est = { .srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us };
-
-	peer->rto_us = cour_rtt_rto(&est, (uint64_t)cour_params.rto_min_us,
-				    (uint64_t)cour_params.rto_max_us);
-}
-
-static void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
-{
-	struct cour_txe *txe = slot->txe;
-
-	peer->inflight_bytes -= slot->len + COUR_PKT_HDR_LEN;
-	slot->txe = NULL;
-	if (txe) {
-		txe->pkts_out--;
-		cour_txe_check_done(peer, txe);
-	}
-}
-
-/* The highest SACKed sequence number still in the window, or false if nothing is SACKed.
- * Kept as packets are SACKed, so the timer pass and every ACK need no window scan. */
-static bool cour_peer_last_sacked(const struct cour_peer *peer, uint32_t *last)
-{
-	if (!peer->sack_valid || cour_seq_lt(peer->sack_hi, peer->tx_una))
-		return false;
-	*last = peer->sack_hi;
-	return true;
-}
-
-/*
- * Fast retransmit, hole by hole: a packet not SACKed while three later ones are (the usual
- * duplicate threshold, which tolerates mild reordering) is resent once; a resent one is resent
- * again only when its copy had time to be SACKed (SRTT + 4 RTTVAR) and was not. Nothing here
- * backs off: SACKs prove the peer receives, so these are losses, not congestion or death.
- */
-static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
-{
-	uint32_t w = (uint32_t)cour_params.window, s, last, above = 0;
-	uint64_t again = COUR_MAX(peer->srtt_us + 4 * peer->rttvar_us, 50u);
-	bool sent = false;
-
-	if (!cour_peer_last_sacked(peer, &last))
-		return;
-	for (s = last;; s--) {
-		struct cour_txpkt *slot = &peer->txwin[s % w];
-
-		if (slot->sacked) {
-			above++;
-		} else if ((slot->tries == 1 && above >= 3) ||
-			   (slot->tries > 1 && cour_us_since(now, slot->sent_us) >= again)) {
-			cour_slot_send(peer, slot, now);
-			peer->ep->stats.retrans_fast++;
-			sent = true;
-		}
-		if (s == peer->tx_una)
-			break;
-	}
-	if (sent)
-		cour_wire_flush(peer->ep);
-}
-
-/*
- * Holes below SACKed packets that no ACK comes to repair (their resend was lost too, or the
- * peer's ACKs were): resend each whose last copy is older than two SRTTs, from the timer,
- * without touching the RTO, which stays for tail loss and dead peers. Returns when to look
- * again, 0 if there is no hole.
- */
-static uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
-{
-	uint32_t w = (uint32_t)cour_params.window, last;
-	uint64_t again = COUR_MAX(2 * peer->srtt_us, 200u), due = 0;
-	bool sent = false;
-
-	if (!peer->txwin || peer->tx_una == peer->tx_next || !cour_peer_last_sacked(peer, &last))
-		return 0;
-	for (uint32_t s = peer->tx_una; s != last; s++) {
-		struct cour_txpkt *slot = &peer->txwin[s % w];
-
-		if (slot->sacked)
-			continue;
-		if (cour_us_since(now, slot->sent_us) >= again) {
-			cour_slot_send(peer, slot, now);
-			peer->ep->stats.retrans_fast++;
-			sent = true;
-		}
-		if (!due || slot->sent_us + again < due)
-			due = slot->sent_us + again;
-	}
-	if (sent) {
-		cour_wire_flush(peer->ep);
-		peer->rto_deadline = now + peer->rto_us;   /* progress: the RTO starts over */
-	}
-	return due;
-}
-
-/* The acknowledgement fields of any valid packet from the peer. */
-static void cour_peer_sack_one(struct cour_peer *peer, uint32_t s, uint64_t now,
-			       struct cour_txpkt **fresh)
-{
-	struct cour_txpkt *slot = &peer->txwin[s % (uint32_t)cour_params.window];
-
-	if (!cour_seq_lt(s, peer->tx_next) || slot->sacked)
-		return;
-	if (slot->tries == 1 && slot->sent_us)
-		*fresh = slot;     /* SACKed as soon as it arrived: a clean RTT sample */
-	slot->sacked = true;
-	if (!peer->sack_valid || cour_seq_gt(s, peer->sack_hi)) {
-		peer->sack_hi = s;
-		peer->sack_valid = true;
-	}
-}
-
-/* ext: the ACK's full-window SACK bitmap (bit i: packet ack + 1 + i), or NULL. */
-void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now,
-			  const uint8_t *ext, size_t extlen)
-{
-	uint32_t w = (uint32_t)cour_params.window;
-
-	if (cour_seq_gt(h->credits, peer->tx_credit_limit) &&
-	    cour_seq_le(h->credits - (uint32_t)cour_params.credits, peer->tx_credit_used + 1u))
-		peer->tx_credit_limit = h->credits;
-
-	if (!peer->txwin || peer->tx_una == peer->tx_next)
-		goto push;
-	if (cour_seq_gt(h->ack, peer->tx_una) && cour_seq_le(h->ack, peer->tx_next)) {
-		struct cour_txpkt *last = &peer->txwin[(h->ack - 1) % w];
-		bool clean = last->tries == 1 && last->sent_us && !last->sacked;
-
-		/* Karn's rule over the whole range: a packet the receiver held behind a hole is
-		 * released only when the hole is repaired, so its age measures the repair, not
-		 * the path. Sample only when nothing the ACK releases was sent twice. */
-		for (uint32_t s = peer->tx_una; clean && s != h->ack; s++)
-			clean = peer->txwin[s % w].tries <= 1;
-		if (clean)
-			cour_peer_rtt_sample(peer, cour_us_since(now, last->sent_us));
-		else if (peer->srtt_us)
-			cour_peer_rto_from_srtt(peer);   /* new data got through: undo the backoff */
-		while (peer->tx_una != h->ack) {
-			cour_slot_release(peer, &peer->txwin[peer->tx_una % w]);
-			peer->tx_una++;
-		}
-		peer->last_ack_us = now;
-		peer->silence_warned = false;
-		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
-		if (peer->rto_deadline)
-			cour_ep_timer_at(peer->ep, peer->rto_deadline);
-	}
-	if ((h->sack || extlen) && peer->tx_una == h->ack) {
-		struct cour_txpkt *fresh = NULL;
-
-		for (uint32_t s = h->ack + 1; s != h->ack + 1 + COUR_SACK_BITS; s++)
-			if (cour_sack_has(h->sack, h->ack, s))
-				cour_peer_sack_one(peer, s, now, &fresh);
-		for (uint32_t i = 0; i < extlen * 8 && i + 1 < w; i++)
-			if (ext[i / 8] >> (i % 8) & 1)
-				cour_peer_sack_one(peer, h->ack + 1 + i, now, &fresh);
-		if (fresh)
-			cour_peer_rtt_sample(peer, cour_us_since(now, fresh->sent_us));
-		peer->last_ack_us = now;
-		cour_peer_fast_rexmit(peer, now);
-	}
-push:
-	cour_peer_push(peer);
-}
-
 void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 {
 	struct cour_pkt_hdr hdr;
@@ -747,233 +566,6 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 	cour_rma_split_peer_reset(peer);        /* before detach: it may ask if the peer lives */
 	cour_shm_peer_detach(peer);
 	cour_peer_state_init(peer);
-}
-
-/* Silence this long is said once (it may be a debugger or a descheduled process): what we
- * wait for and when the peer will be given up. */
-static void cour_peer_silence_warn(struct cour_peer *peer, uint64_t quiet_us)
-{
-	char str[80];
-
-	if (peer->silence_warned || quiet_us < (uint64_t)cour_params.peer_warn_ms * 1000)
-		return;
-	peer->silence_warned = true;
-	peer->ep->stats.peer_silences++;
-	COUR_WARN(FI_LOG_EP_DATA, "peer %s has not answered for %.1f s while we wait on it (for%s%s%s"
-		  "); still trying: it is declared unreachable after FI_COURIER_PEER_TIMEOUT=%d ms "
-		  "of silence\n", cour_addr_str(&peer->addr, str, sizeof(str)),
-		  (double)quiet_us / 1e6, peer->tx_una != peer->tx_next ? " unacknowledged packets"
-		  : "", peer->tx_wait ? " operations awaiting its answer" : "",
-		  peer->credit_stalled ? " messages waiting for its credits" : "",
-		  cour_params.peer_timeout_ms);
-}
-
-/* Refused (ICMP) and silent since, past a grace for a restart on the same port. */
-static bool cour_peer_refused_dead(const struct cour_peer *peer, uint64_t now)
-{
-	return peer->refused_us && peer->refused_us >= peer->last_heard_us &&
-	       cour_us_since(now, peer->last_heard_us) >=
-	       (uint64_t)cour_params.refused_grace_ms * 1000;
-}
-
-/* Dead on evidence: its process exited (same host), or its host refuses our packets. */
-static bool cour_peer_dead_by_evidence(struct cour_peer *peer, uint64_t now)
-{
-	return cour_shm_peer_gone(peer) || cour_peer_refused_dead(peer, now);
-}
-
-static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
-{
-	uint32_t w = (uint32_t)cour_params.window;
-	const struct cour_txpkt *head = peer->txwin && peer->tx_una != peer->tx_next ?
-					&peer->txwin[peer->tx_una % w] : NULL;
-	uint64_t now = cour_now_us();
-	char str[80];
-
-	/* what the engine believed, for whoever reads this after a hang that should not be */
-	bool gone = cour_shm_peer_gone(peer);
-	bool refused = !gone && cour_peer_refused_dead(peer, now);
-
-	COUR_WARN(FI_LOG_EP_DATA, "peer %s unreachable: %s%.1f s%s; failing its "
-		  "operations (sessions %08x/%08x, tx_una %u tx_next %u rx_next %u held %u, "
-		  "head type %u tries %u sent %" PRIu64 " us ago, srtt %" PRIu64 " rto %" PRIu64
-		  " us, last ack %" PRIu64 " us ago, last heard %" PRIu64 " us ago, lists %c%c%c%c, "
-		  "shm %d)\n", cour_addr_str(&peer->addr, str, sizeof(str)),
-		  gone ? "its process exited (after waiting " :
-		  refused ? "its host says nothing listens at its address any more (ICMP port "
-			    "unreachable; silent for " : "no answer for ",
-		  (double)quiet_us / 1e6, gone || refused ? ")" : ", past FI_COURIER_PEER_TIMEOUT",
-		  peer->local_session, peer->remote_session,
-		  peer->tx_una, peer->tx_next, peer->rx_next, peer->rx_held,
-		  head ? head->hdr.base.type : 0, head ? head->tries : 0,
-		  head && head->sent_us ? cour_us_since(now, head->sent_us) : 0, peer->srtt_us,
-		  peer->rto_us, cour_us_since(now, peer->last_ack_us),
-		  cour_us_since(now, peer->last_heard_us), peer->ctrlq ? 'c' : '-',
-		  peer->txq ? 'q' : '-', peer->tx_inflight ? 'i' : '-', peer->tx_wait ? 'w' : '-',
-		  peer->shm != NULL);
-	peer->ep->stats.peers_unreachable++;
-	cour_peer_reset(peer, COUR_E_UNREACHABLE);
-}
-
-/* A peer the wire cannot send to from this endpoint's address: what waits for it fails now,
- * with the reason said once. */
-static void cour_peer_unroutable(struct cour_peer *peer)
-{
-	struct cour_pep *ep = peer->ep;
-	char str[80], me[80];
-
-	if (peer->unroutable == 1) {
-		peer->unroutable = 2;
-		COUR_WARN(FI_LOG_EP_DATA, "peer %s cannot be reached from this endpoint's address "
-			  "%s: failing its operations with FI_EHOSTUNREACH%s\n",
-			  cour_addr_str(&peer->addr, str, sizeof(str)),
-			  cour_addr_str(&ep->wire.addr, me, sizeof(me)),
-			  cour_addr_is_loopback(&ep->wire.addr) ?
-			  " (an endpoint bound to loopback reaches only this host: set "
-			  "FI_COURIER_IFACE_ADDR to an address, interface or subnet of this host's "
-			  "network, such as eth0 or 10.1.0.0/16)" : " (no route)");
-	}
-	ep->stats.peers_unreachable++;
-	cour_peer_reset(peer, COUR_E_NO_ROUTE);
-}
-
-/* With nothing unacknowledged no retransmit timer runs, yet a sender may be credit-stalled or
- * waiting for a CTS or DONE, and a receiver for RDATA: if the peer died after acknowledging
- * everything, only asking it for an ACK now and then tells.  The answer carries no PROBE flag,
- * so two waiting peers cannot ping-pong. */
-#define COUR_PROBE_US 100000
-static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
-{
-	uint64_t quiet;
-
-	if (!peer->probe_deadline) {
-		/* silence counts from now: a peer that had nothing to say to us before we began
-		 * to wait on it was not silent (it was declared dead 0.1 s into a wait) */
-		peer->probe_deadline = now + COUR_PROBE_US;
-		peer->wait_since_us = now;
-		peer->silence_warned = false;
-		return;
-	}
-	if (now < peer->probe_deadline)
-		return;
-	quiet = cour_us_since(now, COUR_MAX(peer->last_heard_us, peer->wait_since_us));
-	if (quiet >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
-	    cour_peer_dead_by_evidence(peer, now)) {
-		cour_peer_unreachable(peer, quiet);
-		return;
-	}
-	cour_peer_silence_warn(peer, quiet);
-	cour_peer_send_ack(peer, COUR_F_PROBE);
-	peer->probe_deadline = now + COUR_PROBE_US;
-}
-
-static bool cour_peer_needs_probe(const struct cour_peer *peer)
-{
-	if (peer->rto_deadline)
-		return false;       /* the retransmit timer watches the peer already */
-	return (peer->credit_stalled && peer->txq) || peer->tx_wait || peer->rx_rdv_pending ||
-	       peer->rx_cur;
-}
-
-/* Timers of every active peer: delayed ACKs, retransmission, unreachable peers. */
-void cour_ep_timers(struct cour_pep *ep, uint64_t now)
-{
-	struct cour_peer *peer, *tmp;
-	uint64_t next = 0;
-	uint32_t w = (uint32_t)cour_params.window;
-
-	DL_FOREACH_SAFE2(ep->active, peer, tmp, act_next) {
-		uint64_t hole_due;
-
-		if (COUR_UNLIKELY(peer->unroutable))
-			cour_peer_unroutable(peer);
-		if (peer->ack_needed && now >= peer->ack_deadline)
-			cour_peer_send_ack(peer, 0);
-		if (COUR_UNLIKELY(cour_shm_hello_pending(peer)))
-			cour_shm_hello_again(peer);
-
-		if (peer->shm_blocked && cour_peer_shm_retry(peer, now))
-			cour_peer_push(peer);
-		hole_due = cour_peer_hole_timer(peer, now);
-		if (peer->rto_deadline && now >= peer->rto_deadline) {
-			uint64_t quiet = cour_us_since(now, peer->last_ack_us);
-
-			if (quiet >= (uint64_t)cour_params.peer_timeout_ms * 1000 ||
-			    cour_peer_dead_by_evidence(peer, now)) {
-				cour_peer_unreachable(peer, quiet);
-			} else if (peer->via_shm) {
-				/* a full ring, not a loss: cour_peer_shm_retry resends in order */
-				peer->rto_deadline = now + peer->rto_us;
-			} else {
-				cour_peer_silence_warn(peer, quiet);
-				/* resend the unacknowledged head of the window, then back off */
-				uint32_t n = 0;
-				for (uint32_t s = peer->tx_una; s != peer->tx_next &&
-				     n <= COUR_SACK_BITS; s++, n++) {
-					struct cour_txpkt *slot = &peer->txwin[s % w];
-					if (slot->sacked)
-						continue;
-					cour_slot_send(peer, slot, now);
-					ep->stats.retrans_timeout++;
-				}
-				cour_wire_flush(ep);
-				/* SACKs show the peer receives: a lost resend, not congestion */
-				if (!cour_peer_last_sacked(peer, &(uint32_t){ 0 }))
-					peer->rto_us = COUR_MIN(peer->rto_us * 2,
-								(uint64_t)cour_params.rto_max_us);
-				peer->rto_deadline = now + peer->rto_us;
-			}
-		}
-		if (peer->txq || peer->ctrlq)
-			cour_peer_push(peer);
-		if (cour_peer_needs_probe(peer))
-			cour_peer_probe(peer, now);
-		else
-			peer->probe_deadline = 0;
-
-		if (!peer->rto_deadline && !peer->ack_needed && !peer->txq && !peer->ctrlq &&
-		    !peer->probe_deadline && !cour_shm_hello_pending(peer)) {
-			DL_DELETE2(ep->active, peer, act_prev, act_next);
-			peer->on_active = false;
-			continue;
-		}
-		if (peer->rto_deadline && (!next || peer->rto_deadline < next))
-			next = peer->rto_deadline;
-		if (hole_due && (!next || hole_due < next))
-			next = hole_due;
-		if (peer->ack_needed && (!next || peer->ack_deadline < next))
-			next = peer->ack_deadline;
-		if ((peer->txq || peer->ctrlq) && (!next || now + 1000 < next))
-			next = now + 1000;  /* blocked on credits or window: look again soon */
-		if (peer->probe_deadline && (!next || peer->probe_deadline < next))
-			next = peer->probe_deadline;
-		if (cour_shm_hello_pending(peer) && (!next || peer->hello_next_us < next))
-			next = peer->hello_next_us;
-	}
-	ep->next_timer = next;
-}
-
-/*
- * Evidence of death across hosts: the peer's host answered a packet of ours with ICMP port
- * unreachable. Weighed in the timers (cour_peer_dead_by_evidence): a peer heard since, or
- * still within a short grace (a restart in progress on the same port), is not dead.
- */
-void cour_peer_refused(struct cour_pep *ep, const struct sockaddr_storage *sa, socklen_t sa_len)
-{
-	struct cour_addr a;
-	struct cour_peer *peer;
-
-	if (cour_addr_from_sockaddr(&a, sa, sa_len))
-		return;
-	a.is_v4 = ep->wire.addr.is_v4;
-	peer = cour_peer_by_addr_locked(ep, &a, false);
-	if (!peer)
-		return;
-	ep->stats.peers_refused++;
-	peer->refused_us = cour_ep_clock(ep);
-	if (!peer->refused_us)
-		peer->refused_us = 1;
-	cour_peer_activate(peer);
 }
 
 /* Operations the peer still has of ours: packets to build or to be acknowledged, operations

@@ -1,0 +1,191 @@
+/*
+ * Acknowledgements arriving: the cumulative ACK and SACK of every valid packet from a peer
+ * release window slots and complete operations, give RTT samples (Karn's rule: none from a
+ * resent packet) and with them the retransmit timeout, and show holes below SACKed packets,
+ * which fast retransmit resends at most once per SRTT.
+ */
+#include "proto/cour_engine.h"
+#include "proto/cour_peer_int.h"
+#include "proto/cour_rel.h"
+
+static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt)
+{
+	struct cour_rtt_est est = {
+		.srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us, .rto_us = peer->rto_us,
+	};
+
+	cour_rtt_update(&est, rtt, (uint64_t)cour_params.rto_min_us,
+			(uint64_t)cour_params.rto_max_us);
+	peer->srtt_us = est.srtt_us;
+	peer->rttvar_us = est.rttvar_us;
+	peer->rto_us = est.rto_us;
+	peer->ep->stats.rtt_srtt_us = peer->srtt_us;
+}
+
+/* The timeout the current estimate gives, without a new sample: ends a backoff. */
+static void cour_peer_rto_from_srtt(struct cour_peer *peer)
+{
+	struct cour_rtt_est est = { .srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us };
+
+	peer->rto_us = cour_rtt_rto(&est, (uint64_t)cour_params.rto_min_us,
+				    (uint64_t)cour_params.rto_max_us);
+}
+
+void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
+{
+	struct cour_txe *txe = slot->txe;
+
+	peer->inflight_bytes -= slot->len + COUR_PKT_HDR_LEN;
+	slot->txe = NULL;
+	if (txe) {
+		txe->pkts_out--;
+		cour_txe_check_done(peer, txe);
+	}
+}
+
+/* The highest SACKed sequence number still in the window, or false if nothing is SACKed.
+ * Kept as packets are SACKed, so the timer pass and every ACK need no window scan. */
+bool cour_peer_last_sacked(const struct cour_peer *peer, uint32_t *last)
+{
+	if (!peer->sack_valid || cour_seq_lt(peer->sack_hi, peer->tx_una))
+		return false;
+	*last = peer->sack_hi;
+	return true;
+}
+
+/*
+ * Fast retransmit, hole by hole: a packet not SACKed while three later ones are (the usual
+ * duplicate threshold, which tolerates mild reordering) is resent once; a resent one is resent
+ * again only when its copy had time to be SACKed (SRTT + 4 RTTVAR) and was not. Nothing here
+ * backs off: SACKs prove the peer receives, so these are losses, not congestion or death.
+ */
+static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
+{
+	uint32_t w = (uint32_t)cour_params.window, s, last, above = 0;
+	uint64_t again = COUR_MAX(peer->srtt_us + 4 * peer->rttvar_us, 50u);
+	bool sent = false;
+
+	if (!cour_peer_last_sacked(peer, &last))
+		return;
+	for (s = last;; s--) {
+		struct cour_txpkt *slot = &peer->txwin[s % w];
+
+		if (slot->sacked) {
+			above++;
+		} else if ((slot->tries == 1 && above >= 3) ||
+			   (slot->tries > 1 && cour_us_since(now, slot->sent_us) >= again)) {
+			cour_slot_send(peer, slot, now);
+			peer->ep->stats.retrans_fast++;
+			sent = true;
+		}
+		if (s == peer->tx_una)
+			break;
+	}
+	if (sent)
+		cour_wire_flush(peer->ep);
+}
+
+/*
+ * Holes below SACKed packets that no ACK comes to repair (their resend was lost too, or the
+ * peer's ACKs were): resend each whose last copy is older than two SRTTs, from the timer,
+ * without touching the RTO, which stays for tail loss and dead peers. Returns when to look
+ * again, 0 if there is no hole.
+ */
+uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
+{
+	uint32_t w = (uint32_t)cour_params.window, last;
+	uint64_t again = COUR_MAX(2 * peer->srtt_us, 200u), due = 0;
+	bool sent = false;
+
+	if (!peer->txwin || peer->tx_una == peer->tx_next || !cour_peer_last_sacked(peer, &last))
+		return 0;
+	for (uint32_t s = peer->tx_una; s != last; s++) {
+		struct cour_txpkt *slot = &peer->txwin[s % w];
+
+		if (slot->sacked)
+			continue;
+		if (cour_us_since(now, slot->sent_us) >= again) {
+			cour_slot_send(peer, slot, now);
+			peer->ep->stats.retrans_fast++;
+			sent = true;
+		}
+		if (!due || slot->sent_us + again < due)
+			due = slot->sent_us + again;
+	}
+	if (sent) {
+		cour_wire_flush(peer->ep);
+		peer->rto_deadline = now + peer->rto_us;   /* progress: the RTO starts over */
+	}
+	return due;
+}
+
+/* The acknowledgement fields of any valid packet from the peer. */
+static void cour_peer_sack_one(struct cour_peer *peer, uint32_t s, uint64_t now,
+			       struct cour_txpkt **fresh)
+{
+	struct cour_txpkt *slot = &peer->txwin[s % (uint32_t)cour_params.window];
+
+	if (!cour_seq_lt(s, peer->tx_next) || slot->sacked)
+		return;
+	if (slot->tries == 1 && slot->sent_us)
+		*fresh = slot;     /* SACKed as soon as it arrived: a clean RTT sample */
+	slot->sacked = true;
+	if (!peer->sack_valid || cour_seq_gt(s, peer->sack_hi)) {
+		peer->sack_hi = s;
+		peer->sack_valid = true;
+	}
+}
+
+/* ext: the ACK's full-window SACK bitmap (bit i: packet ack + 1 + i), or NULL. */
+void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now,
+			  const uint8_t *ext, size_t extlen)
+{
+	uint32_t w = (uint32_t)cour_params.window;
+
+	if (cour_seq_gt(h->credits, peer->tx_credit_limit) &&
+	    cour_seq_le(h->credits - (uint32_t)cour_params.credits, peer->tx_credit_used + 1u))
+		peer->tx_credit_limit = h->credits;
+
+	if (!peer->txwin || peer->tx_una == peer->tx_next)
+		goto push;
+	if (cour_seq_gt(h->ack, peer->tx_una) && cour_seq_le(h->ack, peer->tx_next)) {
+		struct cour_txpkt *last = &peer->txwin[(h->ack - 1) % w];
+		bool clean = last->tries == 1 && last->sent_us && !last->sacked;
+
+		/* Karn's rule over the whole range: a packet the receiver held behind a hole is
+		 * released only when the hole is repaired, so its age measures the repair, not
+		 * the path. Sample only when nothing the ACK releases was sent twice. */
+		for (uint32_t s = peer->tx_una; clean && s != h->ack; s++)
+			clean = peer->txwin[s % w].tries <= 1;
+		if (clean)
+			cour_peer_rtt_sample(peer, cour_us_since(now, last->sent_us));
+		else if (peer->srtt_us)
+			cour_peer_rto_from_srtt(peer);   /* new data got through: undo the backoff */
+		while (peer->tx_una != h->ack) {
+			cour_slot_release(peer, &peer->txwin[peer->tx_una % w]);
+			peer->tx_una++;
+		}
+		peer->last_ack_us = now;
+		peer->silence_warned = false;
+		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
+		if (peer->rto_deadline)
+			cour_ep_timer_at(peer->ep, peer->rto_deadline);
+	}
+	if ((h->sack || extlen) && peer->tx_una == h->ack) {
+		struct cour_txpkt *fresh = NULL;
+
+		for (uint32_t s = h->ack + 1; s != h->ack + 1 + COUR_SACK_BITS; s++)
+			if (cour_sack_has(h->sack, h->ack, s))
+				cour_peer_sack_one(peer, s, now, &fresh);
+		for (uint32_t i = 0; i < extlen * 8 && i + 1 < w; i++)
+			if (ext[i / 8] >> (i % 8) & 1)
+				cour_peer_sack_one(peer, h->ack + 1 + i, now, &fresh);
+		if (fresh)
+			cour_peer_rtt_sample(peer, cour_us_since(now, fresh->sent_us));
+		peer->last_ack_us = now;
+		cour_peer_fast_rexmit(peer, now);
+	}
+push:
+	cour_peer_push(peer);
+}
+

@@ -1,0 +1,21 @@
+/*
+ * Shared between the sending side of reliability (cour_peer.c), the acknowledgements it gets
+ * (cour_peer_ack.c) and its timers (cour_peer_live.c). Lock held for all of them.
+ */
+#ifndef COUR_PEER_INT_H
+#define COUR_PEER_INT_H
+
+#include "proto/cour_engine.h"
+
+/* (Re)send one window slot: over the peer's ring if it has one, else queued on the wire. */
+void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t now);
+/* Resend, in order, what a full ring refused; false while the ring stays full. */
+bool cour_peer_shm_retry(struct cour_peer *peer, uint64_t now);
+/* A slot acknowledged (or in the ring): its txe learns, the slot empties. */
+void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot);
+/* The highest SACKed sequence number still in the window, or false if nothing is SACKed. */
+bool cour_peer_last_sacked(const struct cour_peer *peer, uint32_t *last);
+/* Holes below a SACKed packet resent from the timer; when to look again, 0: no hole. */
+uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now);
+
+#endif
