@@ -60,7 +60,7 @@
 _Static_assert(COUR_IOV_MAX <= COUR_WIRE_IOV_MAX, "a packet's payload iovecs fit a wire's");
 _Static_assert(COUR_PKT_HDR_LEN <= COUR_WIRE_HDR_MAX, "a packet header fits a wire's");
 _Static_assert(COUR_MAX_PKT == COUR_WIRE_DGRAM_MAX, "the engine's largest packet is the wire's");
-#define COUR_HELLO_TRIES 8     /* HELLOs to a peer that does not answer (wire/cour_shm.c) */
+#define COUR_HELLO_TRIES 8     /* HELLOs to a peer that does not answer (proto/cour_shm_peer.c) */
 #define COUR_HELLO_GAP_US 1000 /* before the second; doubling */
 /* cq_flags bit (unused by libfabric) marking a send that reports no success completion,
  * as fi_inject asks; masked off before anything reaches a CQ */
@@ -271,7 +271,7 @@ struct cour_peer {
 	int                  rma_rx_err;      /* ... refused already (prov_errno): ignore the rest */
 	uint32_t             rx_rdv_pending;  /* our CTSes still waiting for the peer's RDATA */
 
-	/* same host (wire/cour_shm.c): the peer's ring, mapped once its HELLO arrived */
+	/* same host (proto/cour_shm_peer.c): the peer's ring, mapped once its HELLO arrived */
 	struct cour_shm_ring *shm;
 	bool                 via_shm;         /* sequenced packets go through shm (in order) */
 	bool                 shm_blocked;     /* its ring was full: resend from tx_una first */

@@ -234,7 +234,7 @@ void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe)
 		peer->ep->next_timer = 0;
 		return;
 	}
-	/* the first sends to a peer ask whether it shares our host (wire/cour_shm.c) */
+	/* the first sends to a peer ask whether it shares our host (proto/cour_shm_peer.c) */
 	if (COUR_UNLIKELY(peer->hello_tries < COUR_HELLO_TRIES && !peer->peer_mapped &&
 			  peer->ep->shm_ring))
 		cour_shm_hello_again(peer);     /* (and cour_ep_timers asks again) */

@@ -8,7 +8,7 @@
  * (key, bounds, access) reaches the initiator as an error completion, never silently.
  *
  * Target: every packet is checked against the key, the bounds and the access rights before
- * memory is touched (cour_mr_check_locked); a refusal is counted, logged at debug level and
+ * memory is touched (cour_region_check); a refusal is counted, logged at debug level and
  * answered, and the link goes on. Packets of one write arrive contiguously and in order (the
  * control queue builds one operation at a time), so the last one completes the write: remote
  * CQ data, FI_RMA_EVENT counters, RMA_RESP. Reads are served by a READ_RESP txe on the

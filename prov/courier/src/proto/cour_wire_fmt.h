@@ -55,7 +55,7 @@
  *             courier prov_errno of the check that failed; payload: an atomic's fetched values
  *   DGRAM     an unreliable datagram message (FI_EP_DGRAM)
  *   HELLO     base header + struct cour_shm_hello (always checksummed): the sender's host
- *             identity and how to map its shared-memory receive ring (wire/cour_shm.c)
+ *             identity and how to map its shared-memory receive ring (proto/cour_shm_peer.c)
  *
  * RMA packets need no credits (they consume no receive buffer) and ride the control queue,
  * behind earlier control packets and ahead of credit-stalled messages.

@@ -1,6 +1,6 @@
 /*
  * The shared-memory receive ring; the design, the layout and the reasons are in
- * cour_shm_ring.h. This file needs nothing of courier but cour.h's logging and clock.
+ * cour_shm_ring.h. This file needs nothing of courier but util/'s logging and clock.
  */
 #define COUR_SHM_RING_TESTING     /* declares the test hooks, which are always built */
 #include "util/cour_util.h"
