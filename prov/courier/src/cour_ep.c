@@ -592,12 +592,7 @@ static int cour_ep_close(struct fid *fid)
 		cour_ref_dec(&ep->av->refcnt);
 	cour_lock_release(&dom->lock);
 
-	cour_fault_unwrap(&ep->pep.wire);
-	cour_pool_fini(&ep->pep.txe_pool);
-	cour_pool_fini(&ep->pep.rxe_pool);
-	cour_pool_fini(&ep->pep.rxmsg_pool);
-	cour_pool_fini(&ep->pep.inject_pool);
-	cour_pool_fini(&ep->pep.rxbuf_pool);
+	cour_pep_free(&ep->pep);
 	fi_freeinfo(ep->info);
 	cour_ref_dec(&dom->refcnt);
 	free(ep);
@@ -608,7 +603,6 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 		 void *context)
 {
 	struct cour_domain *dom = COUR_CONTAINER_OF(domain, struct cour_domain, domain_fid);
-	const struct cour_wire_ops *ops;
 	struct cour_addr want;
 	struct cour_ep *ep;
 	int ret;
@@ -640,39 +634,14 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 		return -FI_ENOMEM;
 	}
 	ep->domain = dom;
-	ep->pep.pdom = &dom->pdom;
-	ep->pep.lock = &dom->lock;
-	ep->pep.up = &cour_ep_up;
 	ep->pep.type = info->ep_attr->type;
 	ep->pep.caps = info->caps;
 	ep->pep.tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->pep.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->pep.min_multi_recv = COUR_MIN_MULTI_RECV_DEFAULT;
-	ep->pep.rxbuf_size = COUR_MAX_PKT + 64;
-	cour_pool_init(&ep->pep.txe_pool, sizeof(struct cour_txe), 64, 0);
-	cour_pool_init(&ep->pep.rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* size is a floor */
-	cour_pool_init(&ep->pep.rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
-	/* inject copies, and the operands of atomics (with their compare values) */
-	cour_pool_init(&ep->pep.inject_pool,
-		       COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES), 64,
-		       cour_params.tx_size);
-	cour_pool_init(&ep->pep.rxbuf_pool, ep->pep.rxbuf_size, COUR_RX_BATCH, 1024);
-	ops = cour_wire_lookup(cour_params.wire);
-	if (!ops) {
-		ret = -FI_EINVAL;
-		goto err_free;
-	}
-	cour_wire_init(&ep->pep.wire, ops, &cour_ep_wire_rx, &ep->pep, &ep->pep.rxbuf_pool,
-		       ep->pep.rxbuf_size);
-	if (cour_params.fault) {
-		ret = cour_fault_wrap(&ep->pep.wire, cour_params.fault);
-		if (ret)
-			goto err_free;
-	}
-	ret = ep->pep.wire.ops->open(&ep->pep.wire, &want);
+	ret = cour_pep_open(&ep->pep, &dom->pdom, &cour_ep_up, &want);
 	if (ret)
 		goto err_free;
-	cour_shm_ep_open(&ep->pep);
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;
@@ -689,12 +658,6 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	return 0;
 
 err_free:
-	cour_fault_unwrap(&ep->pep.wire);
-	cour_pool_fini(&ep->pep.txe_pool);
-	cour_pool_fini(&ep->pep.rxe_pool);
-	cour_pool_fini(&ep->pep.rxmsg_pool);
-	cour_pool_fini(&ep->pep.inject_pool);
-	cour_pool_fini(&ep->pep.rxbuf_pool);
 	fi_freeinfo(ep->info);
 	free(ep);
 	return ret;

@@ -463,6 +463,15 @@ static inline void cour_ep_timer_at(struct cour_pep *ep, uint64_t t)
 		ep->next_timer = t;
 }
 
+/* ---- the engine's endpoint (proto/cour_peer.c) ---- */
+/* Pools, the wire FI_COURIER_WIRE names (fault-injecting if FI_COURIER_FAULT says so), bound
+ * to want, and the same-host ring: 0, or the error (logged), with nothing left to free.
+ * type, caps and the op flags are the caller's to set first. */
+int  cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour_up_ops *up,
+		   const struct cour_addr *want);
+/* After the wire and the ring are closed (and the peers freed): the pools and the decorator. */
+void cour_pep_free(struct cour_pep *ep);
+
 /* ---- completion of transmits (proto/cour_peer.c) ---- */
 /* Report txe upward (unless it is the engine's own) and give its resources back. */
 void cour_txe_complete(struct cour_pep *ep, struct cour_txe *txe, int err, int prov_errno);

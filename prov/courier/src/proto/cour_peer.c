@@ -603,6 +603,60 @@ void cour_peer_free_all(struct cour_pep *ep)
 	ep->peer_cache_len = 0;
 	ep->peer_last = NULL;
 }
+static void cour_pep_pools_fini(struct cour_pep *ep)
+{
+	cour_pool_fini(&ep->txe_pool);
+	cour_pool_fini(&ep->rxe_pool);
+	cour_pool_fini(&ep->rxmsg_pool);
+	cour_pool_fini(&ep->inject_pool);
+	cour_pool_fini(&ep->rxbuf_pool);
+}
+
+int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour_up_ops *up,
+		  const struct cour_addr *want)
+{
+	const struct cour_wire_ops *ops = cour_wire_lookup(cour_params.wire);
+	int ret;
+
+	if (!ops)
+		return -FI_EINVAL;
+	ep->pdom = pdom;
+	ep->lock = pdom->lock;
+	ep->up = up;
+	ep->rxbuf_size = COUR_MAX_PKT + 64;
+	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
+	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* size is a floor */
+	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
+	/* inject copies, and the operands of atomics (with their compare values) */
+	cour_pool_init(&ep->inject_pool,
+		       COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES), 64,
+		       cour_params.tx_size);
+	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 1024);
+	cour_wire_init(&ep->wire, ops, &cour_ep_wire_rx, ep, &ep->rxbuf_pool, ep->rxbuf_size);
+	if (cour_params.fault) {
+		ret = cour_fault_wrap(&ep->wire, cour_params.fault);
+		if (ret)
+			goto err_pools;
+	}
+	ret = ep->wire.ops->open(&ep->wire, want);
+	if (ret)
+		goto err_unwrap;
+	cour_shm_ep_open(ep);
+	return 0;
+
+err_unwrap:
+	cour_fault_unwrap(&ep->wire);
+err_pools:
+	cour_pep_pools_fini(ep);
+	return ret;
+}
+
+void cour_pep_free(struct cour_pep *ep)
+{
+	cour_fault_unwrap(&ep->wire);
+	cour_pep_pools_fini(ep);
+}
+
 void cour_txe_complete(struct cour_pep *ep, struct cour_txe *txe, int err, int prov_errno)
 {
 	if (!cour_txe_internal(txe)) {

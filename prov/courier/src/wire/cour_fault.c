@@ -135,25 +135,6 @@ static void cour_fault_sendmsg(struct cour_wire *w, struct msghdr *m)
 	}
 }
 
-static void cour_fault_queue(struct cour_wire *w, const struct sockaddr_storage *sa,
-			     socklen_t sa_len, const void *hdr, size_t hdr_len,
-			     const struct iovec *iov, size_t iovcnt)
-{
-	struct cour_wire_msg msg;
-
-	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
-	w->stats.tx_pkts++;
-	for (size_t k = 0; k < iovcnt; k++)
-		w->stats.tx_bytes += iov[k].iov_len;
-	cour_fault_sendmsg(w, &msg.m);
-}
-
-static int cour_fault_flush(struct cour_wire *w)
-{
-	(void)w;            /* every packet left (or was lost) when queued */
-	return 0;
-}
-
 static int cour_fault_send_now(struct cour_wire *w, const struct sockaddr_storage *sa,
 			       socklen_t sa_len, const void *hdr, size_t hdr_len,
 			       const struct iovec *iov, size_t iovcnt)
@@ -163,6 +144,22 @@ static int cour_fault_send_now(struct cour_wire *w, const struct sockaddr_storag
 	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 	w->stats.tx_pkts++;
 	cour_fault_sendmsg(w, &msg.m);
+	return 0;
+}
+
+/* Sent (or lost) at once: a payload may change after the call, as on the loop wire. */
+static void cour_fault_queue(struct cour_wire *w, const struct sockaddr_storage *sa,
+			     socklen_t sa_len, const void *hdr, size_t hdr_len,
+			     const struct iovec *iov, size_t iovcnt)
+{
+	for (size_t k = 0; k < iovcnt; k++)
+		w->stats.tx_bytes += iov[k].iov_len;
+	cour_fault_send_now(w, sa, sa_len, hdr, hdr_len, iov, iovcnt);
+}
+
+static int cour_fault_flush(struct cour_wire *w)
+{
+	(void)w;            /* every packet left (or was lost) when queued */
 	return 0;
 }
 
