@@ -6,7 +6,9 @@
 #      and `make install` checked to stay under the prefix
 #   2. Debian's Open MPI, two-sided and one-sided over courier, at 2 and 8 ranks on one host,
 #      and at 4 ranks on two emulated hosts (network namespaces) with packet loss between them
-#   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP
+#   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP; the
+#      loss tests between two namespaces (5% dropped each way, courier's injector off so that
+#      runs leave as UDP GSO calls) with GSO and GRO each on and off
 #   4. the packet path fuzzed, then unit and functional tests again under AddressSanitizer +
 #      UndefinedBehaviorSanitizer
 #   5. the multi-threaded functional tests under ThreadSanitizer
@@ -45,6 +47,13 @@ stage "Open MPI one-sided over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/
 stage "Open MPI between two emulated hosts (netns, 2% UDP loss)" \
 	bash "$top/fabtests/mpi/run-mpi-netns.sh" "$top/build-ci"
 stage "make check, shared memory off" env FI_COURIER_SHM=0 bash -c "$(declare -f check); check $top/build-ci"
+loss_tests="fabtests/functional/test_netns_loss.sh fabtests/functional/test_netns_loss_rma.sh"
+for gso in 1 0; do
+	for gro in 1 0; do
+		stage "loss tests, UDP GSO $gso GRO $gro" env COUR_LOSS_FAULT= FI_COURIER_UDP_GSO=$gso \
+			FI_COURIER_UDP_GRO=$gro bash -c "$(declare -f check); check $top/build-ci TESTS='$loss_tests'"
+	done
+done
 stage "Open MPI two- and one-sided, shared memory off" env FI_COURIER_SHM=0 bash -c \
 	"bash $top/fabtests/mpi/run-mpi.sh $top/build-ci && bash $top/fabtests/mpi/run-mpi-osc.sh $top/build-ci"
 # the harness forges packets with valid sessions, sequence numbers and crc, which can derail a

@@ -27,7 +27,8 @@
 # would only add noise. Those ports must be below NETNS_EPHEMERAL_MIN (49152): the namespaces'
 # ephemeral ports start there, so no data connection can share the exemption.
 # Drops act on whatever the stack hands over: for TCP a GRO/GSO packet of up to 64 KiB (about
-# 16 wire packets on veth), for UDP (courier, udp;ofi_rxd) one datagram. NETNS_ONE_SEG=1 caps
+# 16 wire packets on veth), for courier a UDP GSO run of up to 64 KB (FI_COURIER_UDP_GSO=0: one
+# datagram), for udp;ofi_rxd one datagram. NETNS_ONE_SEG=1 caps
 # GSO at one segment (gso_max_segs 1) so TCP loses single wire packets too; on a 2-cpu machine
 # that also cuts TCP's loss-free bandwidth several times.
 #

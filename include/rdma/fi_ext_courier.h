@@ -79,6 +79,11 @@ struct fi_courier_stats {
 					     * trip: proto/cour_rma_push.c) */
 	uint64_t shm_push_notices;          /* ... and, as the target, the notices of such
 					     * writes it raised events for */
+	/* the UDP wire's batching (FI_COURIER_UDP_GSO, FI_COURIER_UDP_GRO) */
+	uint64_t udp_gso, udp_gro;          /* 1: in use on this endpoint's socket now */
+	uint64_t udp_gso_sends, udp_gso_segs; /* GSO calls, and the packets they carried */
+	uint64_t udp_gro_trains, udp_gro_segs; /* coalesced buffers received, and their packets */
+	uint64_t rx_sock_drops;             /* packets the kernel dropped: socket buffer full */
 };
 
 struct fi_courier_ops_ep {

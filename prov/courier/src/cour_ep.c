@@ -427,6 +427,13 @@ static void cour_ep_stats_locked(struct cour_ep *ep, struct fi_courier_stats *s)
 	s->rx_pkts += w->rx_pkts;
 	s->rx_in_place += w->rx_in_place;
 	s->drop_bad_hdr += w->rx_bad;
+	s->udp_gso = ep->pep.wire.gso_on;
+	s->udp_gro = ep->pep.wire.gro_on;
+	s->udp_gso_sends = w->gso_sends;
+	s->udp_gso_segs = w->gso_segs;
+	s->udp_gro_trains = w->gro_trains;
+	s->udp_gro_segs = w->gro_segs;
+	s->rx_sock_drops = w->sock_drops;
 	cour_fault_counts(&ep->pep.wire, &f);
 	s->fault_drops = f.drops;
 	s->fault_dups = f.dups;
@@ -496,6 +503,12 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 			s.shm_copy_fallbacks, cour_shm_ring_reclaimed(ep->pep.shm_ring),
 			s.shm_rma_split, s.shm_grants_revoked, s.shm_rma_pushed,
 			s.shm_push_notices);
+	if (ep->pep.wire.base == &cour_udp_wire)
+		fprintf(stderr, "courier stats %s: udp_gso %" PRIu64 " udp_gro %" PRIu64
+			" udp_gso_sends %" PRIu64 " udp_gso_segs %" PRIu64 " udp_gro_trains %" PRIu64
+			" udp_gro_segs %" PRIu64 " rx_sock_drops %" PRIu64 "\n", str, s.udp_gso,
+			s.udp_gro, s.udp_gso_sends, s.udp_gso_segs, s.udp_gro_trains,
+			s.udp_gro_segs, s.rx_sock_drops);
 }
 
 /* ---- open and close ---- */

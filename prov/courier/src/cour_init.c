@@ -26,6 +26,9 @@ struct cour_params cour_params = {
 	.checksum = 0,
 	.stats = 0,
 	.sockbuf = 8u << 20,
+	.udp_gso = 1,
+	.udp_gro = 1,
+	.gso_segs = 64,
 	.iface_addr = NULL,
 	.fault = NULL,
 	.cma_refuse_after = -1,
@@ -141,6 +144,15 @@ static void cour_params_define(void)
 		p->stats);
 	fi_param_define(&cour_prov, "sockbuf", FI_PARAM_SIZE_T,
 		"Socket send and receive buffer size requested, bytes (default: %zu)", p->sockbuf);
+	fi_param_define(&cour_prov, "udp_gso", FI_PARAM_BOOL,
+		"Send a run of packets to one peer in one system call with UDP GSO (UDP_SEGMENT; "
+		"off by itself where the kernel or device refuses it) (default: %d)", p->udp_gso);
+	fi_param_define(&cour_prov, "udp_gro", FI_PARAM_BOOL,
+		"Receive coalesced trains of packets with UDP GRO (UDP_GRO) (default: %d)",
+		p->udp_gro);
+	fi_param_define(&cour_prov, "gso_segs", FI_PARAM_SIZE_T,
+		"Packets per UDP GSO call at most, 1..64; a call also stays under 64 KB, the "
+		"burst TCP's segmentation offload sends (default: %zu)", p->gso_segs);
 	fi_param_define(&cour_prov, "iface_addr", FI_PARAM_STRING,
 		"Local IP address endpoints bind to when fi_getinfo names no node "
 		"(default: 127.0.0.1)");
@@ -201,6 +213,9 @@ static void cour_params_define(void)
 	fi_param_get_bool(&cour_prov, "checksum", &p->checksum);
 	fi_param_get_bool(&cour_prov, "stats", &p->stats);
 	cour_param_size("sockbuf", &p->sockbuf, 65536, 1u << 30);
+	fi_param_get_bool(&cour_prov, "udp_gso", &p->udp_gso);
+	fi_param_get_bool(&cour_prov, "udp_gro", &p->udp_gro);
+	cour_param_size("gso_segs", &p->gso_segs, 1, 64);
 	fi_param_get_str(&cour_prov, "iface_addr", &p->iface_addr);
 	fi_param_get_str(&cour_prov, "fault", &p->fault);
 	fi_param_get_str(&cour_prov, "wire", &p->wire);

@@ -623,7 +623,8 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 	ep->pdom = pdom;
 	ep->lock = pdom->lock;
 	ep->up = up;
-	ep->rxbuf_size = COUR_MAX_PKT + 64;
+	/* a wire may need more than a packet: a GRO train is read whole, then split */
+	ep->rxbuf_size = COUR_MAX((size_t)COUR_MAX_PKT, (size_t)COUR_WIRE_RXBUF_MIN) + 64;
 	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
 	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* size is a floor */
 	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);

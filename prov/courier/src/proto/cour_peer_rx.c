@@ -16,7 +16,9 @@ static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 	uint32_t crc, want;
 	size_t hlen;
 
-	if (len < COUR_BASE_HDR_LEN || h->version != COUR_WIRE_VERSION ||
+	/* no courier packet is longer than COUR_MAX_PKT: a longer datagram is not one, whatever
+	 * its header says (the wire's buffers may hold more: a GRO train is read whole) */
+	if (len < COUR_BASE_HDR_LEN || len > COUR_MAX_PKT || h->version != COUR_WIRE_VERSION ||
 	    h->type == 0 || h->type >= COUR_PKT_TYPE_MAX || (h->flags & ~COUR_F_ALL))
 		return false;
 	hlen = (h->type == COUR_PKT_ACK || h->type == COUR_PKT_RESET ||
@@ -36,7 +38,7 @@ static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 	if (cour_params.checksum && hlen == COUR_PKT_HDR_LEN && !(h->flags & COUR_F_PCSUM))
 		return false;
 	if (ep->rx_placed)
-		return true;    /* checked whole by the wire, payload in place (cour_udp.c) */
+		return true;    /* checked whole by cour_ep_rx_placed, payload in place */
 	want = h->crc;
 	h->crc = 0;
 	/* the sender chained header then payload; crc32c chains, so one pass over the datagram */
@@ -202,9 +204,20 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			return buf;
 		}
 		/* over UDP from a peer whose ring we mapped: it moves to the ring once all it
-		 * sent is acknowledged, so do not make it wait (this ends with the move) */
-		if (peer->rx_since_ack >= COUR_ACK_EVERY || peer->rx_held || peer->shm) {
+		 * sent is acknowledged, so do not make it wait (this ends with the move). Inside
+		 * a GRO train the count-based ACK waits for the end of this progress pass: one
+		 * ACK for the train, as TCP acknowledges one GRO segment */
+		bool train = ep->wire.rx_borrowed;
+
+		if (peer->rx_held || peer->shm ||
+		    (!train && peer->rx_since_ack >= COUR_ACK_EVERY)) {
 			cour_peer_send_ack(peer, 0);
+		} else if (train && peer->rx_since_ack >= COUR_ACK_EVERY) {
+			if (!peer->ack_needed || peer->ack_deadline > now) {
+				peer->ack_needed = true;
+				peer->ack_deadline = now;
+				cour_ep_timer_at(ep, now);
+			}
 		} else if (!peer->ack_needed && peer->rx_since_ack) {
 			/* (an answer the handler sent already carried the ACK) */
 			peer->ack_needed = true;
@@ -232,8 +245,9 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		ep->stats.drop_no_buf++;
 		return buf;
 	}
-	if (ep->rx_borrowed) {
-		/* the ring's cell is reused once we return: keep a copy */
+	if (ep->rx_borrowed || ep->wire.rx_borrowed) {
+		/* the ring's cell (or the wire's GRO buffer) is reused once we return: keep a
+		 * copy */
 		memcpy(fresh, buf, len);
 		slot->buf = fresh;
 		fresh = buf;
@@ -265,7 +279,7 @@ static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len,
 	 * pending READ_RESP may need the old bytes (cour_rma_order_guard). A payload under a
 	 * checksum is checked after it landed (cour_ep_rx_placed drops it if bad), so only into
 	 * a receive that nobody reads before it completes, never into RMA memory */
-	if (len <= COUR_PKT_HDR_LEN || h.base.version != COUR_WIRE_VERSION ||
+	if (len <= COUR_PKT_HDR_LEN || len > COUR_MAX_PKT || h.base.version != COUR_WIRE_VERSION ||
 	    (h.base.flags & ~COUR_F_ALL) ||
 	    (h.base.type != COUR_PKT_RDATA &&
 	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & COUR_F_PCSUM))))

@@ -2,6 +2,18 @@
  * The UDP wire: one non-blocking datagram socket per endpoint, packets batched through
  * sendmmsg/recvmmsg. Unreliable and unordered: the engine's reliability layer runs on top.
  *
+ * At MTU 1500 a datagram carries 1.4 KB, and the kernel's cost per datagram (a trip through
+ * the stack, the device, the receiver's socket) is what TCP avoids with its 64 KB segments.
+ * UDP has the same tools: a flush sends each run of queued datagrams to one address, all of
+ * one size but the last, as one UDP GSO call (UDP_SEGMENT: the stack carries the run as one
+ * buffer and cuts it at the device, or not at all on veth and loopback), and the socket takes
+ * coalesced trains with UDP GRO (UDP_GRO: one buffer and the segment size), which poll splits
+ * back into datagrams. Every datagram keeps its own header, so a receiver without GRO, or a
+ * path that splits the train, sees ordinary packets. A run stops at FI_COURIER_GSO_SEGS
+ * datagrams and 64 KB: the burst TCP's segmentation offload hands a NIC, which switch queues
+ * are built for. A kernel or device that refuses GSO turns it off for the socket (logged),
+ * and the refused run goes out again as single datagrams.
+ *
  * The contract is in cour_wire.h.
  */
 #include "util/cour_util.h"
@@ -15,8 +27,19 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <netinet/udp.h>
+
 #ifndef IP_MTU
 #define IP_MTU 14
+#endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#ifndef SO_RXQ_OVFL
+#define SO_RXQ_OVFL 40
 #endif
 
 static void cour_udp_sockbuf(int fd, int opt, int force_opt, size_t want)
@@ -33,6 +56,26 @@ static void cour_udp_sockbuf(int fd, int opt, int force_opt, size_t want)
 
 static void cour_udp_close(struct cour_wire *w);
 static int cour_udp_flush(struct cour_wire *w);
+
+/* GSO and GRO where the kernel has them and the parameters allow; drops at the socket are
+ * counted either way. What is in use shows in the statistics (udp_gso, udp_gro). */
+static void cour_udp_offloads(struct cour_wire *w, int fd)
+{
+	int one = 1, seg = 0;
+	socklen_t len = sizeof(seg);
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)))
+		COUR_INFO(FI_LOG_EP_CTRL, "SO_RXQ_OVFL: %s (socket drops not counted)\n",
+			  strerror(errno));
+	w->gso_on = cour_params.udp_gso && cour_params.gso_segs > 1 &&
+		    getsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &seg, &len) == 0;
+	w->gro_on = cour_params.udp_gro &&
+		    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	if (cour_params.udp_gso && !w->gso_on)
+		COUR_INFO(FI_LOG_EP_CTRL, "UDP GSO unavailable: one system call per batch\n");
+	if (cour_params.udp_gro && !w->gro_on)
+		COUR_INFO(FI_LOG_EP_CTRL, "UDP GRO unavailable: one datagram per buffer\n");
+}
 
 /*
  * ICMP port unreachable is evidence that nothing listens at a peer's address any more (its
@@ -114,6 +157,7 @@ static int cour_udp_open(struct cour_wire *w, const struct cour_addr *want)
 	cour_udp_recverr_on(fd, ss.ss_family == AF_INET);
 	cour_udp_sockbuf(fd, SO_SNDBUF, SO_SNDBUFFORCE, cour_params.sockbuf);
 	cour_udp_sockbuf(fd, SO_RCVBUF, SO_RCVBUFFORCE, cour_params.sockbuf);
+	cour_udp_offloads(w, fd);
 
 	w->bound_len = sizeof(w->bound_sa);
 	if (getsockname(fd, (struct sockaddr *)&w->bound_sa, &w->bound_len) != 0 ||
@@ -191,6 +235,9 @@ static void cour_udp_queue(struct cour_wire *w, const struct sockaddr_storage *s
 	if (w->tx_count == COUR_WIRE_TX_BATCH)
 		cour_udp_flush(w);
 	i = w->tx_count++;
+	w->tx_len[i] = (uint32_t)hdr_len;
+	for (size_t k = 0; k < iovcnt; k++)
+		w->tx_len[i] += (uint32_t)iov[k].iov_len;
 	memcpy(w->tx_hdrs[i], hdr, hdr_len);
 	w->tx_iov[i][0].iov_base = w->tx_hdrs[i];
 	w->tx_iov[i][0].iov_len = hdr_len;
@@ -209,15 +256,106 @@ static void cour_udp_queue(struct cour_wire *w, const struct sockaddr_storage *s
 		w->stats.tx_bytes += iov[k].iov_len;
 }
 
+static bool cour_udp_same_dest(const struct msghdr *a, const struct msghdr *b)
+{
+	return a->msg_name == b->msg_name ||
+	       (a->msg_namelen == b->msg_namelen &&
+		memcmp(a->msg_name, b->msg_name, a->msg_namelen) == 0);
+}
+
+/* How many queued datagrams from first on go out as one GSO call: same address, the size of
+ * the first (the last of the run may be shorter), within the segment and byte bounds. */
+static uint32_t cour_udp_run(const struct cour_wire *w, uint32_t first)
+{
+	uint32_t size = w->tx_len[first], bytes = size, i = first + 1;
+	uint32_t max = (uint32_t)COUR_MIN(cour_params.gso_segs, (size_t)COUR_WIRE_TX_BATCH);
+
+	if (!w->gso_on)
+		return 1;
+	while (i < w->tx_count && i - first < max && w->tx_len[i] <= size &&
+	       bytes + w->tx_len[i] <= COUR_WIRE_GSO_BYTES &&
+	       cour_udp_same_dest(&w->tx_msgs[first].msg_hdr, &w->tx_msgs[i].msg_hdr)) {
+		bytes += w->tx_len[i];
+		if (w->tx_len[i++] < size)
+			break;
+	}
+	return i - first;
+}
+
+/* out_msgs[k] := the run of segs datagrams from first: itself when alone, else their
+ * iovecs back to back with UDP_SEGMENT = the first's size. */
+static void cour_udp_out(struct cour_wire *w, uint32_t k, uint32_t first, uint32_t segs,
+			 struct iovec **iov_free)
+{
+	struct msghdr *m = &w->out_msgs[k].msg_hdr;
+	struct cmsghdr *c;
+
+	w->out_first[k] = first;
+	w->out_segs[k] = segs;
+	*m = w->tx_msgs[first].msg_hdr;
+	if (segs == 1)
+		return;
+	m->msg_iov = *iov_free;
+	m->msg_iovlen = 0;
+	for (uint32_t i = first; i < first + segs; i++) {
+		const struct msghdr *d = &w->tx_msgs[i].msg_hdr;
+
+		memcpy(m->msg_iov + m->msg_iovlen, d->msg_iov, d->msg_iovlen * sizeof(struct iovec));
+		m->msg_iovlen += d->msg_iovlen;
+	}
+	*iov_free += m->msg_iovlen;
+	m->msg_control = w->out_ctl[k].buf;
+	m->msg_controllen = sizeof(w->out_ctl[k].buf);
+	c = CMSG_FIRSTHDR(m);
+	c->cmsg_level = IPPROTO_UDP;
+	c->cmsg_type = UDP_SEGMENT;
+	c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+	*(uint16_t *)(void *)CMSG_DATA(c) = (uint16_t)w->tx_len[first];
+	w->stats.gso_sends++;
+	w->stats.gso_segs += segs;
+}
+
+/* A GSO call the kernel refused as such (no checksum offload on the device, an old kernel):
+ * GSO goes off for this socket, and the run is sent again datagram by datagram. */
+static bool cour_udp_gso_refused(struct cour_wire *w, uint32_t k, int err)
+{
+	uint32_t first = w->out_first[k], segs = w->out_segs[k], done = 0;
+
+	if (segs == 1 || (err != EIO && err != EINVAL && err != EOPNOTSUPP &&
+			  err != ENOPROTOOPT && err != EMSGSIZE))
+		return false;
+	COUR_WARN(FI_LOG_EP_DATA, "UDP GSO refused (%s): sending datagram by datagram\n",
+		  strerror(err));
+	w->gso_on = false;
+	while (done < segs) {
+		int ret = sendmmsg(w->fd, &w->tx_msgs[first + done], segs - done, 0);
+
+		if (ret > 0)
+			done += (uint32_t)ret;
+		else if (ret < 0 && errno == EINTR)
+			continue;
+		else
+			break;     /* the retransmit timer has the rest */
+	}
+	return true;
+}
+
 static int cour_udp_flush(struct cour_wire *w)
 {
-	uint32_t n = w->tx_count, done = 0;
+	struct iovec *iov_free = w->out_iov;
+	uint32_t n = 0, done = 0;
 	int ret;
 
-	if (!n)
+	if (!w->tx_count)
 		return 0;
+	for (uint32_t first = 0; first < w->tx_count; n++) {
+		uint32_t segs = cour_udp_run(w, first);
+
+		cour_udp_out(w, n, first, segs, &iov_free);
+		first += segs;
+	}
 	while (done < n) {
-		ret = sendmmsg(w->fd, &w->tx_msgs[done], n - done, 0);
+		ret = sendmmsg(w->fd, &w->out_msgs[done], n - done, 0);
 		if (ret > 0) {
 			done += (uint32_t)ret;
 			continue;
@@ -231,6 +369,10 @@ static int cour_udp_flush(struct cour_wire *w)
 		if (ret < 0) {
 			int e = errno;
 
+			if (cour_udp_gso_refused(w, done, e)) {
+				done++;
+				continue;
+			}
 			if (!cour_udp_sock_error(w, e) && e != EAGAIN && e != EWOULDBLOCK)
 				COUR_WARN(FI_LOG_EP_DATA, "sendmmsg: %s\n", strerror(e));
 		}
@@ -271,6 +413,51 @@ static int cour_udp_send_now(struct cour_wire *w, const struct sockaddr_storage 
  * datagram is read as header + that place, and rx->placed checks and handles it. Two system calls per packet instead of a share of one: worth
  * it only for big packets, so a round that meets none returns to batches.
  */
+/* The control data of one received datagram: the GRO segment size (0: a single datagram)
+ * and the socket's running count of drops. */
+static uint32_t cour_udp_rx_ctl(struct cour_wire *w, struct msghdr *m)
+{
+	uint32_t gso = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+			int v;
+
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			gso = v > 0 ? (uint32_t)v : 0;
+		} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+			uint32_t drops;
+
+			memcpy(&drops, CMSG_DATA(c), sizeof(drops));
+			w->stats.sock_drops = drops;
+		}
+	}
+	return gso;
+}
+
+/* One buffer read from the socket: a datagram, or a GRO train of them split by the segment
+ * size. A train's datagrams share the buffer, so the engine takes them borrowed (it copies
+ * what it keeps); a lone datagram's buffer is its to keep. Returns the buffer to read into
+ * next. */
+static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32_t gso,
+			      const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	if (!gso || gso >= len) {
+		w->stats.rx_pkts++;
+		return w->rx->packet(w->rx_arg, buf, len, sa, sa_len);
+	}
+	w->stats.gro_trains++;
+	w->rx_borrowed = true;
+	for (size_t off = 0; off < len; off += gso) {
+		w->stats.rx_pkts++;
+		w->stats.gro_segs++;
+		w->rx->packet(w->rx_arg, (char *)buf + off, COUR_MIN((size_t)gso, len - off), sa,
+			      sa_len);
+	}
+	w->rx_borrowed = false;
+	return buf;
+}
+
 static int cour_udp_poll_direct(struct cour_wire *w)
 {
 	size_t hl = w->rx->hdr_len;
@@ -282,8 +469,10 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 		struct msghdr m = {
 			.msg_name = &w->rx_sa[0], .msg_namelen = sizeof(w->rx_sa[0]),
 			.msg_iov = v, .msg_iovlen = 1,
+			.msg_control = w->rx_ctl[0].buf, .msg_controllen = sizeof(w->rx_ctl[0].buf),
 		};
 		ssize_t len = recvmsg(w->fd, &m, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+		uint32_t gso;
 		void *dst = NULL;
 
 		if (len < 0) {
@@ -291,8 +480,11 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 			break;
 		}
 		n++;
-		w->stats.rx_pkts++;
-		if ((size_t)len >= hl + COUR_WIRE_DIRECT_MIN && (size_t)len <= w->rxbuf_size)
+		gso = cour_udp_rx_ctl(w, &m);
+		/* a GRO train is read whole and split: its second datagram's header would land
+		 * in the middle of the place */
+		if ((size_t)len >= hl + COUR_WIRE_DIRECT_MIN && (size_t)len <= w->rxbuf_size &&
+		    (!gso || gso >= (size_t)len))
 			dst = w->rx->direct(w->rx_arg, hdr, (size_t)len, &w->rx_sa[0],
 					    m.msg_namelen);
 		if (dst) {
@@ -304,24 +496,30 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 			v[0].iov_len = w->rxbuf_size;
 		}
 		m.msg_namelen = sizeof(w->rx_sa[0]);
+		m.msg_control = w->rx_ctl[0].buf;
+		m.msg_controllen = sizeof(w->rx_ctl[0].buf);
 		m.msg_flags = 0;
 		ssize_t got = recvmsg(w->fd, &m, MSG_DONTWAIT);
 		if (got < 0)
 			break;       /* (only a competing reader could have taken it) */
+		gso = cour_udp_rx_ctl(w, &m);
 		if (m.msg_flags & MSG_TRUNC) {
+			w->stats.rx_pkts++;
 			cour_wire_drop(w, "larger than any courier packet");
 			continue;
 		}
-		if (dst && got == len) {
+		if (dst && got == len && (!gso || gso >= (size_t)got)) {
 			placed++;
+			w->stats.rx_pkts++;
 			w->rx->placed(w->rx_arg, hdr, dst, (size_t)got, &w->rx_sa[0],
 				      m.msg_namelen);
 		} else if (!dst) {
-			w->rx_bufs[0] = w->rx->packet(w->rx_arg, w->rx_bufs[0], (size_t)got,
-						      &w->rx_sa[0], m.msg_namelen);
+			w->rx_bufs[0] = cour_udp_deliver(w, w->rx_bufs[0], (size_t)got, gso,
+							 &w->rx_sa[0], m.msg_namelen);
 		} else {
 			/* the bytes that landed belong to a receive still in progress: the
 			 * resent packet overwrites them before anyone may read them */
+			w->stats.rx_pkts++;
 			cour_wire_drop(w, "datagram changed between peek and read");
 		}
 	}
@@ -344,8 +542,8 @@ static int cour_udp_poll(struct cour_wire *w)
 		w->rx_msgs[i].msg_hdr.msg_namelen = sizeof(w->rx_sa[i]);
 		w->rx_msgs[i].msg_hdr.msg_iov = &w->rx_iov[i];
 		w->rx_msgs[i].msg_hdr.msg_iovlen = 1;
-		w->rx_msgs[i].msg_hdr.msg_control = NULL;
-		w->rx_msgs[i].msg_hdr.msg_controllen = 0;
+		w->rx_msgs[i].msg_hdr.msg_control = w->rx_ctl[i].buf;
+		w->rx_msgs[i].msg_hdr.msg_controllen = sizeof(w->rx_ctl[i].buf);
 		w->rx_msgs[i].msg_hdr.msg_flags = 0;
 	}
 	n = recvmmsg(w->fd, w->rx_msgs, COUR_WIRE_RX_BATCH, MSG_DONTWAIT, NULL);
@@ -358,14 +556,15 @@ static int cour_udp_poll(struct cour_wire *w)
 	w->rx_direct = false;
 	for (i = 0; i < n; i++) {
 		struct msghdr *m = &w->rx_msgs[i].msg_hdr;
+		uint32_t gso = cour_udp_rx_ctl(w, m);
 
-		w->stats.rx_pkts++;
 		if (m->msg_flags & MSG_TRUNC) {
+			w->stats.rx_pkts++;
 			cour_wire_drop(w, "larger than any courier packet");
 			continue;
 		}
-		w->rx_bufs[i] = w->rx->packet(w->rx_arg, w->rx_bufs[i], w->rx_msgs[i].msg_len,
-					      &w->rx_sa[i], m->msg_namelen);
+		w->rx_bufs[i] = cour_udp_deliver(w, w->rx_bufs[i], w->rx_msgs[i].msg_len, gso,
+						 &w->rx_sa[i], m->msg_namelen);
 	}
 	return n;
 }

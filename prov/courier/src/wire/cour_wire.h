@@ -48,13 +48,17 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#define COUR_WIRE_TX_BATCH  32    /* datagrams per sendmmsg */
+#define COUR_WIRE_TX_BATCH  64    /* datagrams per flush (GSO runs of up to 64 KB at MTU 1500) */
 #define COUR_WIRE_RX_BATCH  16    /* datagrams per recvmmsg */
 #define COUR_WIRE_IOV_MAX   8     /* payload iovecs per datagram (the header is one more) */
 #define COUR_WIRE_HDR_MAX   96    /* bytes of header a queued datagram may have */
 #define COUR_WIRE_DGRAM_MAX 65000 /* largest datagram sent, header included (under UDP's 65507) */
 /* payload bytes that make a datagram worth reading in place (two system calls, no copy) */
 #define COUR_WIRE_DIRECT_MIN 8192
+/* receive buffers a wire needs: a UDP GRO train is up to 64 KB */
+#define COUR_WIRE_RXBUF_MIN 65536
+/* bytes of one UDP GSO call: the burst a TCP sender's TSO hands a NIC */
+#define COUR_WIRE_GSO_BYTES 65000
 
 struct cour_wire;
 
@@ -84,6 +88,9 @@ struct cour_wire_stats {
 	uint64_t tx_pkts, tx_bytes;   /* payload bytes, headers not counted */
 	uint64_t rx_pkts, rx_in_place;
 	uint64_t rx_bad;              /* larger than any packet, or otherwise unreadable */
+	uint64_t gso_sends, gso_segs; /* UDP GSO calls, and the datagrams they carried */
+	uint64_t gro_trains, gro_segs; /* coalesced UDP GRO buffers, and their datagrams */
+	uint64_t sock_drops;          /* dropped by the kernel: receive buffer full (SO_RXQ_OVFL) */
 };
 
 struct cour_wire_ops {
@@ -115,6 +122,10 @@ struct cour_wire {
 	/* the engine's hint, set while it handles a batch: big data datagrams stream in, so the
 	 * next poll peeks each header and asks rx->direct where its payload goes */
 	bool                 rx_direct;
+	/* set by the wire while the buffer handed to rx->packet is not the engine's to keep
+	 * (a segment of a GRO train): the engine copies what it holds */
+	bool                 rx_borrowed;
+	bool                 gso_on, gro_on;  /* UDP GSO sends, UDP GRO receives in use */
 	const struct cour_wire_rx_ops *rx;
 	void                *rx_arg;
 	struct cour_pool    *rxbuf_pool;      /* the engine's packet buffers (rxbuf_size bytes) */
@@ -130,7 +141,17 @@ struct cour_wire {
 	struct mmsghdr       tx_msgs[COUR_WIRE_TX_BATCH];
 	struct iovec         tx_iov[COUR_WIRE_TX_BATCH][COUR_WIRE_IOV_MAX + 1];
 	_Alignas(8) uint8_t  tx_hdrs[COUR_WIRE_TX_BATCH][COUR_WIRE_HDR_MAX];
+	uint32_t             tx_len[COUR_WIRE_TX_BATCH];  /* datagram bytes, header included */
 	uint32_t             tx_count;
+	/* what a flush hands the kernel: single datagrams, and GSO runs (wire/cour_udp.c) */
+	struct mmsghdr       out_msgs[COUR_WIRE_TX_BATCH];
+	uint32_t             out_first[COUR_WIRE_TX_BATCH], out_segs[COUR_WIRE_TX_BATCH];
+	struct iovec         out_iov[COUR_WIRE_TX_BATCH * (COUR_WIRE_IOV_MAX + 1)];
+	union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; }
+			     out_ctl[COUR_WIRE_TX_BATCH];
+	/* control data of the receive batch: the GRO segment size, the socket's drop count */
+	union { char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t))];
+		struct cmsghdr align; } rx_ctl[COUR_WIRE_RX_BATCH];
 };
 
 extern const struct cour_wire_ops cour_udp_wire;

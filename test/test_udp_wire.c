@@ -1,0 +1,300 @@
+/*
+ * The UDP wire alone, with a recording stand-in for the engine (the wire knows nothing else of
+ * it): two or three sockets on 127.0.0.1. What a flush hands the kernel (runs of datagrams to
+ * one address as UDP GSO calls, bounded in segments and bytes, split by destination and size),
+ * what poll hands up (a GRO train split back into datagrams, lent rather than given), and
+ * that every byte and the order arrive as queued with GSO and GRO on, either off, or both.
+ * Loopback carries a GSO run as one buffer to a socket with UDP_GRO on, so the train is real.
+ */
+#include "util/cour_util.h"
+#include "util/cour_params.h"
+#include "wire/cour_wire.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <stdlib.h>
+
+struct fi_provider cour_prov = { .name = "courier" };
+struct cour_params cour_params;
+
+#define HDR_LEN   16
+#define MAX_SEEN  256
+
+struct seen {
+	size_t   len;
+	bool     borrowed;
+	uint32_t id;          /* the datagram's number, from its header */
+	uint8_t  fill;        /* what its payload should be made of */
+	bool     intact;
+};
+
+struct end {
+	struct cour_wire w;
+	struct cour_pool pool;
+	struct seen      seen[MAX_SEEN];
+	size_t           nseen;
+};
+
+static struct end ends[3];
+
+static void *rec_packet(void *arg, void *buf, size_t len, const struct sockaddr_storage *sa,
+			socklen_t sa_len)
+{
+	struct end *e = arg;
+	struct seen *s;
+	const uint8_t *p = buf;
+
+	cr_assert_lt(e->nseen, MAX_SEEN);
+	s = &e->seen[e->nseen++];
+	s->len = len;
+	s->borrowed = e->w.rx_borrowed;
+	cr_assert_geq(len, HDR_LEN);
+	memcpy(&s->id, p, sizeof(s->id));
+	s->fill = p[4];
+	s->intact = true;
+	for (size_t i = HDR_LEN; i < len; i++)
+		if (p[i] != (uint8_t)(s->fill + i))
+			s->intact = false;
+	return buf;       /* never kept: the wire reads the next one into it */
+}
+
+static void *rec_direct(void *arg, const void *hdr, size_t len,
+			const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	return NULL;
+}
+
+static void rec_placed(void *arg, void *hdr, const void *payload, size_t len,
+		       const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	cr_assert_fail("nothing was placed in advance");
+}
+
+static void rec_refused(void *arg, const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+}
+
+static bool rec_is_handshake(const void *pkt, size_t len)
+{
+	return false;
+}
+
+static const struct cour_wire_rx_ops rec_ops = {
+	.packet = rec_packet,
+	.direct = rec_direct,
+	.placed = rec_placed,
+	.refused = rec_refused,
+	.is_handshake = rec_is_handshake,
+	.hdr_len = HDR_LEN,
+};
+
+static void open_end(struct end *e, bool gso, bool gro)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct cour_addr want;
+
+	memset(e, 0, sizeof(*e));
+	cour_params.udp_gso = gso;
+	cour_params.udp_gro = gro;
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	cr_assert_eq(cour_addr_from_sockaddr(&want, &sin, sizeof(sin)), 0);
+	cour_pool_init(&e->pool, COUR_WIRE_RXBUF_MIN + 64, COUR_WIRE_RX_BATCH, 64);
+	cour_wire_init(&e->w, &cour_udp_wire, &rec_ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
+	cr_assert_eq(e->w.ops->open(&e->w, &want), 0);
+	cr_assert_eq(e->w.gso_on, gso, "this kernel has UDP GSO (4.18+)");
+	cr_assert_eq(e->w.gro_on, gro, "this kernel has UDP GRO (5.0+)");
+}
+
+static void setup(void)
+{
+	memset(&cour_params, 0, sizeof(cour_params));
+	cour_params.sockbuf = 4u << 20;
+	cour_params.gso_segs = 64;
+}
+
+static void teardown(void)
+{
+	for (int i = 0; i < 3; i++) {
+		if (ends[i].w.ops) {
+			ends[i].w.ops->close(&ends[i].w);
+			cr_expect_eq(ends[i].pool.in_use, 0, "receive buffers not given back");
+			cour_pool_fini(&ends[i].pool);
+		}
+		memset(&ends[i], 0, sizeof(ends[i]));
+	}
+}
+
+TestSuite(udp_wire, .init = setup, .fini = teardown, .timeout = 30);
+
+/* Datagram id to `to`: HDR_LEN header bytes (id, fill) and a payload derived from both. */
+static uint8_t payload[MAX_SEEN][2048];
+static uint8_t hdrs[MAX_SEEN][HDR_LEN];
+
+static void queue(struct end *from, struct end *to, uint32_t id, size_t len)
+{
+	struct iovec v = { .iov_base = payload[id], .iov_len = len - HDR_LEN };
+	uint8_t fill = (uint8_t)(id * 7 + 1);
+
+	cr_assert_lt(id, MAX_SEEN);
+	cr_assert_leq(len - HDR_LEN, sizeof(payload[id]));
+	memset(hdrs[id], 0, HDR_LEN);
+	memcpy(hdrs[id], &id, sizeof(id));
+	hdrs[id][4] = fill;
+	for (size_t i = HDR_LEN; i < len; i++)
+		payload[id][i - HDR_LEN] = (uint8_t)(fill + i);
+	from->w.ops->queue(&from->w, &to->w.bound_sa, to->w.bound_len, hdrs[id], HDR_LEN, &v, 1);
+}
+
+/* Poll e until it has seen n datagrams (2 s at most). */
+static void receive(struct end *e, size_t n)
+{
+	uint64_t end = cour_now_us() + 2000000;
+
+	while (e->nseen < n && cour_now_us() < end) {
+		struct pollfd p = { .fd = e->w.fd, .events = POLLIN };
+
+		poll(&p, 1, 50);
+		e->w.ops->poll(&e->w);
+	}
+	cr_assert_eq(e->nseen, n, "received %zu of %zu datagrams", e->nseen, n);
+}
+
+/* e saw ids first.. in order, each of its length, every byte intact. */
+static void check_seen(const struct end *e, uint32_t first, const size_t *lens, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct seen *s = &e->seen[i];
+
+		cr_expect_eq(s->id, first + i, "datagram %zu: id %u", i, s->id);
+		cr_expect_eq(s->len, lens[i], "datagram %u: %zu bytes, want %zu", s->id, s->len,
+			     lens[i]);
+		cr_expect(s->intact, "datagram %u: payload corrupted", s->id);
+	}
+}
+
+static void train_of_eleven(bool gso, bool gro)
+{
+	size_t lens[11];
+
+	open_end(&ends[0], gso, false);
+	open_end(&ends[1], false, gro);
+	for (uint32_t i = 0; i < 11; i++) {
+		lens[i] = i < 10 ? 1000 : 500;        /* the last of a run may be shorter */
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	cr_expect_eq(ends[0].w.stats.gso_sends, gso ? 1 : 0);
+	cr_expect_eq(ends[0].w.stats.gso_segs, gso ? 11 : 0);
+	cr_expect_eq(ends[0].w.stats.tx_pkts, 11);
+	receive(&ends[1], 11);
+	check_seen(&ends[1], 0, lens, 11);
+	cr_expect_eq(ends[1].w.stats.rx_pkts, 11);
+	if (gso && gro) {
+		/* one buffer from the kernel, lent datagram by datagram */
+		cr_expect_eq(ends[1].w.stats.gro_trains, 1);
+		cr_expect_eq(ends[1].w.stats.gro_segs, 11);
+		for (int i = 0; i < 11; i++)
+			cr_expect(ends[1].seen[i].borrowed, "datagram %d of a train not lent", i);
+	} else {
+		cr_expect_eq(ends[1].w.stats.gro_trains, 0);
+		for (int i = 0; i < 11; i++)
+			cr_expect(!ends[1].seen[i].borrowed, "datagram %d lent, not given", i);
+	}
+}
+
+Test(udp_wire, a_run_leaves_as_one_gso_call_and_arrives_as_one_gro_train)
+{
+	train_of_eleven(true, true);
+}
+
+Test(udp_wire, a_run_reaches_a_receiver_without_gro_as_datagrams)
+{
+	train_of_eleven(true, false);
+}
+
+Test(udp_wire, without_gso_the_same_datagrams_go_one_by_one)
+{
+	train_of_eleven(false, true);
+}
+
+Test(udp_wire, with_neither_the_same_datagrams_arrive)
+{
+	train_of_eleven(false, false);
+}
+
+Test(udp_wire, runs_split_by_destination_and_by_size)
+{
+	/* B B C C B, then three to B of 800 800 900: a larger one cannot join a run */
+	static const size_t lens_b[] = { 700, 700, 700, 800, 800, 900 };
+	static const size_t lens_c[] = { 700, 700 };
+
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	open_end(&ends[2], false, true);
+	queue(&ends[0], &ends[1], 0, 700);
+	queue(&ends[0], &ends[1], 1, 700);
+	queue(&ends[0], &ends[2], 0, 700);
+	queue(&ends[0], &ends[2], 1, 700);
+	queue(&ends[0], &ends[1], 2, 700);
+	queue(&ends[0], &ends[1], 3, 800);
+	queue(&ends[0], &ends[1], 4, 800);
+	queue(&ends[0], &ends[1], 5, 900);
+	ends[0].w.ops->flush(&ends[0].w);
+	/* runs: B(0,1) C(0,1) B(2) B(3,4) B(5): three GSO calls of two */
+	cr_expect_eq(ends[0].w.stats.gso_sends, 3);
+	cr_expect_eq(ends[0].w.stats.gso_segs, 6);
+	receive(&ends[1], 6);
+	receive(&ends[2], 2);
+	check_seen(&ends[1], 0, lens_b, 6);
+	check_seen(&ends[2], 0, lens_c, 2);
+}
+
+Test(udp_wire, runs_stop_at_gso_segs_and_at_64_kb)
+{
+	size_t lens[60];
+
+	cour_params.gso_segs = 4;
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	for (uint32_t i = 0; i < 10; i++) {
+		lens[i] = 600;
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	ends[0].w.ops->flush(&ends[0].w);
+	cr_expect_eq(ends[0].w.stats.gso_sends, 3, "4 + 4 + 2");
+	cr_expect_eq(ends[0].w.stats.gso_segs, 10);
+	receive(&ends[1], 10);
+	check_seen(&ends[1], 0, lens, 10);
+
+	/* 60 of 1400 bytes: 46 fit 64 KB (COUR_WIRE_GSO_BYTES), 14 follow */
+	cour_params.gso_segs = 64;
+	ends[0].w.stats.gso_sends = ends[0].w.stats.gso_segs = 0;
+	ends[1].nseen = 0;
+	for (uint32_t i = 0; i < 60; i++) {
+		lens[i] = 1400;
+		queue(&ends[0], &ends[1], 100 + i, lens[i]);
+	}
+	ends[0].w.ops->flush(&ends[0].w);
+	cr_expect_eq(ends[0].w.stats.gso_sends, 2);
+	cr_expect_eq(ends[0].w.stats.gso_segs, 60);
+	receive(&ends[1], 60);
+	check_seen(&ends[1], 100, lens, 60);
+}
+
+Test(udp_wire, a_full_batch_is_flushed_before_the_next_datagram)
+{
+	size_t lens[COUR_WIRE_TX_BATCH + 5];
+
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, false);
+	for (uint32_t i = 0; i < COUR_WIRE_TX_BATCH + 5; i++) {
+		lens[i] = 100 + (i % 3);   /* sizes that never make a run past one */
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	cr_expect_eq(ends[0].w.tx_count, 5, "the first %d went when the batch filled",
+		     COUR_WIRE_TX_BATCH);
+	ends[0].w.ops->flush(&ends[0].w);
+	receive(&ends[1], COUR_WIRE_TX_BATCH + 5);
+	check_seen(&ends[1], 0, lens, COUR_WIRE_TX_BATCH + 5);
+}
