@@ -38,9 +38,9 @@
 # of the others, marked "*"; a provider without the capability (fi_getinfo: no data) shows n/a
 # and does not count as a failure. A provider other than courier that times out in a row is
 # not run in that row again at that MTU (counted as failed): ofi_rxd with four pairs at once
-# stalls, and every retry would cost RUN_TIMEOUT. Ratio columns are courier/<other>: above 1
-# is better for courier in MB/s and msg/s, below 1 in us and s/GB. The tables are always
-# printed.
+# can crawl at 2 MB/s a pair, and every retry would cost RUN_TIMEOUT. Ratio columns are
+# courier/<other>: above 1 is better for courier in MB/s and msg/s, below 1 in us and s/GB.
+# The tables are always printed, also when interrupted.
 # Needs root, ip (iproute2) and nft (nftables). Exit status: 0 if every courier run succeeded
 # and so did the others, 1 if a courier run failed, 2 if only another provider's did, 64 on a
 # usage error or missing programs, 77 when the namespaces are unavailable.
@@ -377,9 +377,9 @@ run_row() {
 	else
 		st="FAILED (exit status client server: $(cat "$log".*.status | tr '\n' ' ' |
 			sed 's/ $//'))"
-		# Another provider that hung once in a row hangs there again (ofi_rxd with four
-		# pairs at once does): later rounds would only burn RUN_TIMEOUT each. Courier,
-		# the subject, runs every time.
+		# Another provider that ran out of time once in a row does so again (ofi_rxd with
+		# four pairs at once crawls): later rounds would only burn RUN_TIMEOUT each.
+		# Courier, the subject, runs every time.
 		if [ "$prov" != courier ] && grep -q -s -E 'timed out|^12[4-9] |^137 ' \
 			"$log".*.client "$log".*.server "$log".*.status; then
 			TIMED_OUT[$key]=$round
@@ -426,10 +426,103 @@ if command -v fi_info > /dev/null; then
 	done
 fi
 
+# ---- tables ----
+# one table from results.txt; -v mtu, provs (the columns), benches (the rows that ran)
+TABLE_AWK='
+function median(list,    n, a, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++)
+		for (j = i + 1; j <= n; j++)
+			if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	if (n == 0) return ""
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function fmt(v, unit) {
+	if (v == "") return "n/a"
+	if (unit == "s/GB") return sprintf("%.3f", v)
+	if (unit == "us") return sprintf("%.2f", v)
+	if (unit == "msg/s") return sprintf("%.0f", v)
+	return sprintf("%.1f", v)
+}
+BEGIN {
+	np = split(provs, prov, " ")
+	cour = 0
+	for (i = 1; i <= np; i++)
+		if (prov[i] == "courier") cour = i
+	nb = split(benches, want, " ")
+	for (i = 1; i <= nb; i++)
+		run[want[i]] = 1
+	if (run["bw1m"])
+		run["cpus"] = run["cpur"] = 1
+	# key:label:unit, in table order
+	nall = split("lat:latency 8 B:us,bw64k:tagged bw 64 KiB:MB/s," \
+		"bw1m:tagged bw 1 MiB:MB/s,rmaw:RMA write 1 MiB:MB/s," \
+		"rmar:RMA read 1 MiB:MB/s,rate:msg rate 64 B:msg/s," \
+		"agg:4 pairs bw 1 MiB:MB/s,cpus:CPU sender 1 MiB:s/GB," \
+		"cpur:CPU receiver 1 MiB:s/GB", all, ",")
+	nrow = 0
+	for (i = 1; i <= nall; i++) {
+		split(all[i], f, ":")
+		if (run[f[1]]) {
+			row[++nrow] = f[1]; lab[nrow] = f[2]; un[nrow] = f[3]
+		}
+	}
+}
+$1 == mtu {
+	k = $2 SUBSEP ($3 + 1)
+	if ($4 == "FAIL") nfail[k]++
+	else if ($4 != "NA") vals[k] = vals[k] " " $4
+}
+END {
+	printf "%-20s %-6s", "benchmark", "unit"
+	for (i = 1; i <= np; i++)
+		printf " %14s", prov[i]
+	if (cour)
+		for (i = 1; i <= np; i++)
+			if (i != cour)
+				printf " %18s", "courier/" prov[i]
+	printf "\n"
+	for (r = 1; r <= nrow; r++) {
+		printf "%-20s %-6s", lab[r], un[r]
+		for (i = 1; i <= np; i++) {
+			k = row[r] SUBSEP i
+			med[i] = median(vals[k])
+			s = fmt(med[i], un[r])
+			if (med[i] != "" && nfail[k]) s = s "*"
+			printf " %14s", s
+		}
+		if (cour)
+			for (i = 1; i <= np; i++) {
+				if (i == cour) continue
+				if (med[cour] == "" || med[i] == "" || med[i] + 0 == 0)
+					printf " %18s", "n/a"
+				else
+					printf " %18.2f", med[cour] / med[i]
+			}
+		printf "\n"
+	}
+}'
+
+print_tables() {
+	local mtu
+	# shellcheck disable=SC2034 # read by NETNS_ON_EXIT
+	TABLES_DONE=1
+	for mtu in $MTUS; do
+		echo
+		echo "== MTU $mtu, $ROUNDS rounds, loss $LOSS%: medians (* some rounds failed;" \
+			"n/a: none succeeded or not supported)"
+		awk -v mtu="$mtu" -v provs="${PROV_LIST[*]}" -v benches="${BENCH_LIST[*]}" \
+			"$TABLE_AWK" "$RESULTS"
+		if [ "$LOSS" -gt 0 ] && [ -s "$LOG_DIR/m$mtu.nft" ]; then
+			sed 's/^/   nft /' "$LOG_DIR/m$mtu.nft"
+		fi
+	done
+}
+
 # interrupted (INT, TERM, HUP, or a failed setup step): still show what was measured
-TABLES_DONE=0
-NETNS_ON_EXIT='[ "$TABLES_DONE" = 1 ] || { echo; echo "# interrupted: partial results," \
-	"logs in $LOG_DIR"; print_tables; }'
+# shellcheck disable=SC2034 # netns.sh evaluates NETNS_ON_EXIT at exit
+TABLES_DONE=0 NETNS_ON_EXIT='[ "$TABLES_DONE" = 1 ] || { echo;
+	echo "# interrupted: partial results, logs in $LOG_DIR"; print_tables; }'
 
 T0=$SECONDS
 for mtu in $MTUS; do
@@ -454,93 +547,6 @@ for mtu in $MTUS; do
 	netns_counters > "$LOG_DIR/m$mtu.nft"
 	sed "s/^/# MTU $mtu nft /" "$LOG_DIR/m$mtu.nft"
 done
-
-# ---- tables ----
-print_tables() {
-	TABLES_DONE=1
-	for mtu in $MTUS; do
-		echo
-		echo "== MTU $mtu, $ROUNDS rounds, loss $LOSS%: medians (* some rounds failed; n/a: none" \
-			"succeeded or not supported)"
-		awk -v mtu="$mtu" -v provs="${PROV_LIST[*]}" -v benches="${BENCH_LIST[*]}" '
-		function median(list,    n, a, i, j, t) {
-			n = split(list, a, " ")
-			for (i = 1; i <= n; i++)
-				for (j = i + 1; j <= n; j++)
-					if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-			if (n == 0) return ""
-			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-		}
-		function fmt(v, unit) {
-			if (v == "") return "n/a"
-			if (unit == "s/GB") return sprintf("%.3f", v)
-			if (unit == "us") return sprintf("%.2f", v)
-			if (unit == "msg/s") return sprintf("%.0f", v)
-			return sprintf("%.1f", v)
-		}
-		BEGIN {
-			np = split(provs, prov, " ")
-			cour = 0
-			for (i = 1; i <= np; i++)
-				if (prov[i] == "courier") cour = i
-			nb = split(benches, want, " ")
-			for (i = 1; i <= nb; i++)
-				run[want[i]] = 1
-			if (run["bw1m"])
-				run["cpus"] = run["cpur"] = 1
-			# key:label:unit, in table order
-			nall = split("lat:latency 8 B:us,bw64k:tagged bw 64 KiB:MB/s," \
-				"bw1m:tagged bw 1 MiB:MB/s,rmaw:RMA write 1 MiB:MB/s," \
-				"rmar:RMA read 1 MiB:MB/s,rate:msg rate 64 B:msg/s," \
-				"agg:4 pairs bw 1 MiB:MB/s,cpus:CPU sender 1 MiB:s/GB," \
-				"cpur:CPU receiver 1 MiB:s/GB", all, ",")
-			n = 0
-			for (i = 1; i <= nall; i++) {
-				split(all[i], f, ":")
-				if (run[f[1]]) {
-					row[++n] = f[1]; lab[n] = f[2]; un[n] = f[3]
-				}
-			}
-			nrow = n
-		}
-		$1 == mtu {
-			k = $2 SUBSEP ($3 + 1)
-			if ($4 == "FAIL") nfail[k]++
-			else if ($4 == "NA") nna[k]++
-			else vals[k] = vals[k] " " $4
-		}
-		END {
-			printf "%-20s %-6s", "benchmark", "unit"
-			for (i = 1; i <= np; i++)
-				printf " %14s", prov[i]
-			if (cour)
-				for (i = 1; i <= np; i++)
-					if (i != cour)
-						printf " %18s", "courier/" prov[i]
-			printf "\n"
-			for (r = 1; r <= nrow; r++) {
-				printf "%-20s %-6s", lab[r], un[r]
-				for (i = 1; i <= np; i++) {
-					k = row[r] SUBSEP i
-					med[i] = median(vals[k])
-					s = fmt(med[i], un[r])
-					if (med[i] != "" && nfail[k]) s = s "*"
-					printf " %14s", s
-				}
-				if (cour)
-					for (i = 1; i <= np; i++) {
-						if (i == cour) continue
-						if (med[cour] == "" || med[i] == "" || med[i] + 0 == 0)
-							printf " %18s", "n/a"
-						else
-							printf " %18.2f", med[cour] / med[i]
-					}
-				printf "\n"
-			}
-		}' "$RESULTS"
-		[ -s "$LOG_DIR/m$mtu.nft" ] && [ "$LOSS" -gt 0 ] && sed 's/^/   nft /' "$LOG_DIR/m$mtu.nft"
-	done
-}
 
 print_tables
 echo
