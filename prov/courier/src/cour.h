@@ -20,6 +20,8 @@
 #include "util/cour_params.h"
 #include "proto/cour_pdom.h"
 
+#include <sched.h>
+
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -114,6 +116,22 @@ int cour_domain_poll_fds_locked(struct cour_domain *dom, struct pollfd *pfds, in
  * progresses and re-checks its condition.
  */
 void cour_domain_wait(struct cour_domain *dom, int extra_fd, int timeout_ms);
+
+/*
+ * An application read that found nothing. A process that polls in a loop on a host with more
+ * runnable threads than cpus (MPI ranks oversubscribed, a busy node) holds a cpu its peer
+ * may need to answer: every COUR_IDLE_YIELD empty reads in a row it yields it. With nothing
+ * else runnable, sched_yield returns at once.
+ */
+#define COUR_IDLE_YIELD 64
+extern __thread uint32_t cour_idle_polls;      /* per thread: no lock, no race */
+static inline void cour_idle_poll(bool found)
+{
+	if (found)
+		cour_idle_polls = 0;
+	else if (COUR_UNLIKELY(++cour_idle_polls % COUR_IDLE_YIELD == 0))
+		sched_yield();
+}
 
 /* Wake the progress thread so it sees a new endpoint or a closing domain. */
 void cour_domain_kick(struct cour_domain *dom);

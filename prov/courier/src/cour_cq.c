@@ -275,6 +275,8 @@ static ssize_t cour_cq_take_locked(struct cour_cq *cq, void *buf, size_t count,
 	return (ssize_t)n;
 }
 
+__thread uint32_t cour_idle_polls;
+
 static ssize_t cour_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 				fi_addr_t *src_addr)
 {
@@ -288,6 +290,7 @@ static ssize_t cour_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	cour_domain_progress_locked(dom);
 	ret = cour_cq_take_locked(cq, buf, count, src_addr);
 	cour_lock_release(&dom->lock);
+	cour_idle_poll(ret != -FI_EAGAIN);
 	return ret;
 }
 
