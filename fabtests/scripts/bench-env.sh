@@ -8,7 +8,9 @@
 #                            prints the directory holding libcourier-fi.so of the build BINDIR
 #                            belongs to (<builddir>/fabtests/bench -> <builddir>/.libs), or
 #                            ./.libs; prints nothing if neither
-# Both expect SCRIPT_DIR set to the calling script's directory.
+# cour_bench_failed_or_clean
+#                            after the tables: the failed runs, or the log directory removed
+# The first two expect SCRIPT_DIR set to the calling script's directory.
 
 cour_find_bin_dir() {
 	local d
@@ -30,4 +32,21 @@ cour_find_provider_path() {
 			return 0
 		fi
 	done
+}
+
+# cour_bench_failed_or_clean: after a benchmark script's table, list its failed runs (FAILED,
+# with their logs in LOG_DIR), or, when every run succeeded, remove the log directory it made
+# itself (MADE_LOG_DIR=1) unless asked to keep it (KEEP=1).
+cour_bench_failed_or_clean() {
+	local f
+
+	if [ ${#FAILED[@]} -gt 0 ]; then
+		echo
+		echo "# failed runs (logs in $LOG_DIR):"
+		for f in "${FAILED[@]}"; do
+			echo "#   $f"
+		done
+	elif [ "$KEEP" = 0 ] && [ "$MADE_LOG_DIR" = 1 ]; then
+		rm -rf "$LOG_DIR"
+	fi
 }

@@ -552,15 +552,7 @@ print_tables
 echo
 echo "# wall time $((SECONDS - T0)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-if [ ${#FAILED[@]} -gt 0 ]; then
-	echo
-	echo "# failed runs (logs in $LOG_DIR):"
-	for f in "${FAILED[@]}"; do
-		echo "#   $f"
-	done
-elif [ "$KEEP" = 0 ] && [ "$MADE_LOG_DIR" = 1 ]; then
-	rm -rf "$LOG_DIR"
-fi
+cour_bench_failed_or_clean
 
 [ "$COURIER_FAILED" = 1 ] && exit 1
 [ "$OTHER_FAILED" = 1 ] && exit 2
