@@ -448,12 +448,26 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 	}
 	w->stats.gro_trains++;
 	w->rx_borrowed = true;
+	/* a segment size that is not a multiple of 8 leaves later headers unaligned for the
+	 * engine's structs: those go through an aligned buffer */
+	void *align = (gso % 8) ? cour_pool_get(w->rxbuf_pool) : NULL;
 	for (size_t off = 0; off < len; off += gso) {
+		size_t seg = COUR_MIN((size_t)gso, len - off);
+		void *pkt = (char *)buf + off;
+
 		w->stats.rx_pkts++;
 		w->stats.gro_segs++;
-		w->rx->packet(w->rx_arg, (char *)buf + off, COUR_MIN((size_t)gso, len - off), sa,
-			      sa_len);
+		if (off && align) {
+			memcpy(align, pkt, seg);
+			pkt = align;
+		} else if (off && (gso % 8)) {
+			cour_wire_drop(w, "no buffer to align a GRO segment");
+			continue;
+		}
+		w->rx->packet(w->rx_arg, pkt, seg, sa, sa_len);
 	}
+	if (align)
+		cour_pool_put(w->rxbuf_pool, align);
 	w->rx_borrowed = false;
 	return buf;
 }
