@@ -11,6 +11,10 @@
 #include "wire/cour_wire.h"
 
 #include <arpa/inet.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -315,4 +319,44 @@ Test(udp_wire, a_train_of_odd_sized_datagrams_reaches_the_engine_aligned)
 	check_seen(&ends[1], 0, lens, 6);
 	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
 	cr_expect_eq(ends[1].pool.in_use, COUR_WIRE_RX_BATCH, "the aligning buffer went back");
+}
+
+/* This test's own network namespace, its loopback up with the given MTU; false (and the test
+ * skips) where namespaces cannot be made (not root). Criterion runs each test in a process of
+ * its own, so the namespace ends with the test. */
+static bool private_lo(int mtu)
+{
+	struct ifreq ifr = { .ifr_name = "lo" };
+	int fd;
+	bool ok;
+
+	if (unshare(CLONE_NEWNET) != 0)
+		return false;
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0)
+		return false;
+	ifr.ifr_mtu = mtu;
+	ok = ioctl(fd, SIOCSIFMTU, &ifr) == 0 && ioctl(fd, SIOCGIFFLAGS, &ifr) == 0;
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	ok = ok && ioctl(fd, SIOCSIFFLAGS, &ifr) == 0;
+	close(fd);
+	return ok;
+}
+
+Test(udp_wire, a_refused_gso_call_turns_gso_off_and_the_run_still_arrives)
+{
+	size_t lens[3] = { 2000, 2000, 2000 };
+
+	/* a segment larger than the device's MTU: the kernel refuses the GSO call (EINVAL) */
+	if (!private_lo(1500))
+		cr_skip_test("no network namespace of our own (not root?)");
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	for (uint32_t i = 0; i < 3; i++)
+		queue(&ends[0], &ends[1], i, lens[i]);
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	cr_expect(!ends[0].w.gso_on, "GSO still on after the kernel refused it");
+	receive(&ends[1], 3);            /* sent again one by one (IP fragments them) */
+	check_seen(&ends[1], 0, lens, 3);
+	cr_expect(!ends[0].w.tx_blocked, "the run was resent, not left to the timer");
 }

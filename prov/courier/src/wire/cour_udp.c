@@ -324,8 +324,9 @@ static bool cour_udp_gso_refused(struct cour_wire *w, uint32_t k, int err)
 	if (segs == 1 || (err != EIO && err != EINVAL && err != EOPNOTSUPP &&
 			  err != ENOPROTOOPT && err != EMSGSIZE))
 		return false;
-	COUR_WARN(FI_LOG_EP_DATA, "UDP GSO refused (%s): sending datagram by datagram\n",
-		  strerror(err));
+	if (w->gso_on)
+		COUR_WARN(FI_LOG_EP_DATA, "UDP GSO refused (%s): sending datagram by datagram\n",
+			  strerror(err));
 	w->gso_on = false;
 	while (done < segs) {
 		int ret = sendmmsg(w->fd, &w->tx_msgs[first + done], segs - done, 0);
