@@ -46,7 +46,7 @@ cour_bench_failed_or_clean() {
 		for f in "${FAILED[@]}"; do
 			echo "#   $f"
 		done
-	elif [ "$KEEP" = 0 ] && [ "$MADE_LOG_DIR" = 1 ]; then
+	elif [ "${KEEP:-0}" = 0 ] && [ "$MADE_LOG_DIR" = 1 ]; then
 		rm -rf "$LOG_DIR"
 	fi
 }

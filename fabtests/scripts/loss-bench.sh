@@ -226,15 +226,7 @@ END {
 }' "$RESULTS"
 GOAL_RC=$?
 
-if [ ${#FAILED[@]} -gt 0 ]; then
-	echo
-	echo "# failed runs (logs in $LOG_DIR):"
-	for f in "${FAILED[@]}"; do
-		echo "#   $f"
-	done
-elif [ "$MADE_LOG_DIR" = 1 ]; then
-	rm -rf "$LOG_DIR"
-fi
+cour_bench_failed_or_clean
 
 [ "$COURIER_FAILED" = 1 ] && exit 1
 [ ${#FAILED[@]} -gt 0 ] && exit 2
