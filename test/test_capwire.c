@@ -88,6 +88,7 @@ void capwire_params(void)
 {
 	cour_params.mtu = 0;
 	cour_params.window = 16;
+	cour_params.win_idle_ms = 200;
 	cour_params.credits = 8;
 	cour_params.eager_max = 4096;
 	cour_params.inject_size = 64;

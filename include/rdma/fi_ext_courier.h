@@ -84,6 +84,10 @@ struct fi_courier_stats {
 	uint64_t udp_gso_sends, udp_gso_segs; /* GSO calls, and the packets they carried */
 	uint64_t udp_gro_trains, udp_gro_segs; /* coalesced buffers received, and their packets */
 	uint64_t rx_sock_drops;             /* packets the kernel dropped: socket buffer full */
+	/* per-peer memory (FI_COURIER_WIN_IDLE): windows grow with use, go back when quiet */
+	uint64_t peers;                     /* peer records now (sessions, strangers included) */
+	uint64_t win_bytes;                 /* bytes of send and receive windows held now */
+	uint64_t win_grows, win_frees;      /* window (re)allocations, and windows freed idle */
 };
 
 struct fi_courier_ops_ep {

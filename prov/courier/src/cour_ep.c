@@ -434,6 +434,7 @@ static void cour_ep_stats_locked(struct cour_ep *ep, struct fi_courier_stats *s)
 	s->udp_gro_trains = w->gro_trains;
 	s->udp_gro_segs = w->gro_segs;
 	s->rx_sock_drops = w->sock_drops;
+	s->peers = ep->pep.peer_count;
 	cour_fault_counts(&ep->pep.wire, &f);
 	s->fault_drops = f.drops;
 	s->fault_dups = f.dups;
@@ -509,6 +510,9 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 			" udp_gro_segs %" PRIu64 " rx_sock_drops %" PRIu64 "\n", str, s.udp_gso,
 			s.udp_gro, s.udp_gso_sends, s.udp_gso_segs, s.udp_gro_trains,
 			s.udp_gro_segs, s.rx_sock_drops);
+	fprintf(stderr, "courier stats %s: peers %" PRIu64 " win_bytes %" PRIu64 " win_grows %"
+		PRIu64 " win_frees %" PRIu64 "\n", str, s.peers, s.win_bytes, s.win_grows,
+		s.win_frees);
 }
 
 /* ---- open and close ---- */

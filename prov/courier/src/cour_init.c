@@ -9,6 +9,7 @@
 struct cour_params cour_params = {
 	.mtu = 0,
 	.window = 256,
+	.win_idle_ms = 200,
 	.credits = 64,
 	.eager_max = 65536,
 	.inject_size = 4096,
@@ -116,6 +117,10 @@ static void cour_params_define(void)
 	fi_param_define(&cour_prov, "rto_max", FI_PARAM_INT,
 		"Retransmit timeout ceiling after backoff, microseconds (default: %d)",
 		p->rto_max_us);
+	fi_param_define(&cour_prov, "win_idle", FI_PARAM_INT,
+		"A peer's send and receive windows grow with what it has in flight and are freed "
+		"once it has been quiet this long, milliseconds; 0 frees them as soon as it is "
+		"(default: %d)", p->win_idle_ms);
 	fi_param_define(&cour_prov, "peer_timeout", FI_PARAM_INT,
 		"Silence after which a peer with pending operations is declared unreachable "
 		"and they complete in error, milliseconds; long enough for a debugger pause or a "
@@ -205,6 +210,7 @@ static void cour_params_define(void)
 	cour_param_int("ack_delay", &p->ack_delay_us, 0, 100000);
 	cour_param_int("rto_min", &p->rto_min_us, 10, 10000000);
 	cour_param_int("rto_max", &p->rto_max_us, 100, 60000000);
+	cour_param_int("win_idle", &p->win_idle_ms, 0, 3600 * 1000);
 	cour_param_int("peer_timeout", &p->peer_timeout_ms, 10, 24 * 3600 * 1000);
 	cour_param_int("peer_warn", &p->peer_warn_ms, 10, 24 * 3600 * 1000);
 	cour_param_int("linger", &p->linger_ms, 0, 3600 * 1000);

@@ -93,6 +93,8 @@ timers:
 			ep->wire.tx_blocked = false;
 			cour_ep_timers(ep, now);
 		}
+	} else if (COUR_UNLIKELY(ep->quiet != NULL)) {
+		cour_peer_win_sweep(ep, cour_ep_clock_refresh(ep, false));
 	}
 }
 

@@ -220,6 +220,9 @@ struct cour_peer {
 	UT_hash_handle       hh;              /* ep->peers, keyed on addr */
 	struct cour_peer    *act_next, *act_prev; /* ep->active: peers with timers or work */
 	bool                 on_active;
+	struct cour_peer    *quiet_next, *quiet_prev; /* ep->quiet: windows kept while idle */
+	bool                 on_quiet;
+	uint64_t             quiet_since;
 	struct cour_pep      *ep;
 	struct cour_addr     addr;
 	struct sockaddr_storage sa;
@@ -234,7 +237,8 @@ struct cour_peer {
 
 	/* transmit side */
 	uint32_t             tx_una, tx_next;
-	struct cour_txpkt   *txwin;           /* window ring, params.window slots, lazily */
+	struct cour_txpkt   *txwin;           /* send ring, txcap slots (proto/cour_peer_win.c) */
+	uint32_t             txcap;           /* 0: none; a power of two <= params.window */
 	uint64_t             inflight_bytes;
 	/* Every unfinished txe of the peer is on exactly one of these lists (utlist DL): */
 	struct cour_txe     *ctrlq;           /* CTS, DONE, RDATA: need no credit, go first */
@@ -258,7 +262,9 @@ struct cour_peer {
 
 	/* receive side */
 	uint32_t             rx_next;
-	struct cour_rxslot  *rxwin;           /* params.window slots, lazily */
+	struct cour_rxslot  *rxwin;           /* early packets held, rxcap slots, only once
+					       * one arrives out of order */
+	uint32_t             rxcap;
 	uint32_t             rx_held;
 	uint32_t             credits_granted; /* cumulative limit we advertise */
 	uint32_t             credits_sent;    /* the limit last put on the wire */
@@ -357,6 +363,7 @@ struct cour_pep {
 	size_t               peer_cache_len;
 	uint64_t             peer_cache_gen;
 	struct cour_peer    *active;          /* DL via act_next/act_prev */
+	struct cour_peer    *quiet;           /* left active holding windows, oldest first */
 	struct cour_rxe     *rxq_msg, *rxq_tag;
 	struct cour_rxmsg   *unexp_msg, *unexp_tag;
 	struct cour_rxmsg   *rdv_by_id;       /* uthash on rx_id */
@@ -498,6 +505,31 @@ void cour_peer_enqueue(struct cour_peer *peer, struct cour_txe *txe);
 void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe);
 void cour_peer_reset(struct cour_peer *peer, int prov_errno);
 void cour_peer_activate(struct cour_peer *peer);
+
+/*
+ * Windows sized by use (proto/cour_peer_win.c): a peer's rings hold what it has in flight,
+ * not FI_COURIER_WINDOW slots from its first packet. Indexing is seq & (cap - 1).
+ */
+static inline struct cour_txpkt *cour_txslot(const struct cour_peer *peer, uint32_t seq)
+{
+	return &peer->txwin[seq & (peer->txcap - 1)];
+}
+
+static inline struct cour_rxslot *cour_rxslot_of(const struct cour_peer *peer, uint32_t seq)
+{
+	return &peer->rxwin[seq & (peer->rxcap - 1)];
+}
+
+/* Room in the send ring for packet tx_next (grows it); false: at FI_COURIER_WINDOW or no
+ * memory. */
+bool cour_peer_txwin_room(struct cour_peer *peer);
+/* Room in the receive ring for seq (rx_next < seq < rx_next + params.window); false: no
+ * memory (the packet is dropped and comes again). */
+bool cour_peer_rxwin_fit(struct cour_peer *peer, uint32_t seq);
+/* The peer left the active list: its windows go back after FI_COURIER_WIN_IDLE_MS quiet. */
+void cour_peer_win_quiet(struct cour_peer *peer, uint64_t now);
+void cour_peer_win_sweep(struct cour_pep *ep, uint64_t now);
+void cour_peer_win_free(struct cour_peer *peer);
 void cour_ep_timers(struct cour_pep *ep, uint64_t now);
 void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			const struct sockaddr_storage *sa, socklen_t sa_len);

@@ -500,11 +500,9 @@ static void cour_handle_cts(struct cour_peer *peer, const struct cour_pkt_hdr *h
  * against what txe builds next, nor reach it once it is gone. */
 void cour_txe_detach_slots(struct cour_peer *peer, struct cour_txe *txe)
 {
-	uint32_t w = (uint32_t)cour_params.window;
-
 	for (uint32_t s = peer->tx_una; txe->pkts_out && s != peer->tx_next; s++)
-		if (peer->txwin[s % w].txe == txe) {
-			peer->txwin[s % w].txe = NULL;
+		if (cour_txslot(peer, s)->txe == txe) {
+			cour_txslot(peer, s)->txe = NULL;
 			txe->pkts_out--;
 		}
 }

@@ -65,8 +65,7 @@ static void cour_peer_free(struct cour_pep *ep, struct cour_peer *peer)
 	if (ep->peer_last == peer)
 		ep->peer_last = NULL;
 	cour_shm_peer_detach(peer);
-	free(peer->txwin);
-	free(peer->rxwin);
+	cour_peer_win_free(peer);
 	free(peer);
 	ep->peer_count--;
 }
@@ -318,10 +317,8 @@ void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t no
  * ring refused. */
 static void cour_peer_shm_release(struct cour_peer *peer, uint64_t now)
 {
-	uint32_t w = (uint32_t)cour_params.window;
-
-	while (peer->tx_una != peer->tx_next && peer->txwin[peer->tx_una % w].sent_us) {
-		cour_slot_release(peer, &peer->txwin[peer->tx_una % w]);
+	while (peer->tx_una != peer->tx_next && cour_txslot(peer, peer->tx_una)->sent_us) {
+		cour_slot_release(peer, cour_txslot(peer, peer->tx_una));
 		peer->tx_una++;
 	}
 	peer->last_ack_us = now;
@@ -332,12 +329,10 @@ static void cour_peer_shm_release(struct cour_peer *peer, uint64_t now)
 /* Resend, in order, what a full ring refused; false while the ring stays full. */
 bool cour_peer_shm_retry(struct cour_peer *peer, uint64_t now)
 {
-	uint32_t w = (uint32_t)cour_params.window;
-
 	peer->shm_blocked = false;
 	peer->shm_retrying = true;
 	for (uint32_t s = peer->tx_una; s != peer->tx_next && !peer->shm_blocked; s++)
-		cour_slot_send(peer, &peer->txwin[s % w], now);
+		cour_slot_send(peer, cour_txslot(peer, s), now);
 	peer->shm_retrying = false;
 	cour_peer_shm_release(peer, now);
 	return !peer->shm_blocked;
@@ -356,8 +351,7 @@ static const bool cour_pkt_has_payload[COUR_PKT_TYPE_MAX] = {
 /* Build the next packet of txe into the window; false when txe has nothing more to build. */
 static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64_t now)
 {
-	uint32_t w = (uint32_t)cour_params.window;
-	struct cour_txpkt *slot = &peer->txwin[peer->tx_next % w];
+	struct cour_txpkt *slot = cour_txslot(peer, peer->tx_next);   /* window_open made room */
 	uint32_t room = peer->mtu - (uint32_t)COUR_PKT_HDR_LEN;
 	uint64_t len = 0;
 
@@ -416,7 +410,7 @@ static bool cour_peer_window_open(struct cour_peer *peer)
 {
 	return peer->tx_next - peer->tx_una < (uint32_t)cour_params.window &&
 	       peer->inflight_bytes < cour_params.sockbuf / 2 && !peer->shm_blocked &&
-	       !(peer->shm && !peer->via_shm);
+	       !(peer->shm && !peer->via_shm) && cour_peer_txwin_room(peer);
 }
 
 void cour_peer_push(struct cour_peer *peer)
@@ -426,13 +420,6 @@ void cour_peer_push(struct cour_peer *peer)
 
 	if (!peer->ctrlq && !peer->txq)
 		return;
-	if (COUR_UNLIKELY(!peer->txwin)) {
-		peer->txwin = calloc(cour_params.window, sizeof(*peer->txwin));
-		if (!peer->txwin) {
-			COUR_WARN(FI_LOG_EP_DATA, "out of memory for a send window\n");
-			return;
-		}
-	}
 	/* to the ring once nothing sent over UDP is unacknowledged: the ring's packets count as
 	 * acknowledged the moment they are in, which is only right in order */
 	if (peer->shm && !peer->via_shm && peer->tx_una == peer->tx_next)
@@ -470,14 +457,14 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 
 	uint8_t bm[COUR_SACK_EXT_MAX];
 	struct iovec iov = { .iov_base = bm, .iov_len = 0 };
-	uint32_t w = (uint32_t)cour_params.window;
+	uint32_t w = peer->rxcap;
 
 	/* Packets held beyond the header's 32 SACK bits would look lost to the sender: describe
 	 * the whole window in the payload. */
-	if (peer->rx_held && peer->rxwin && w - 1 > COUR_SACK_BITS) {
+	if (peer->rx_held && w - 1 > COUR_SACK_BITS) {
 		memset(bm, 0, sizeof(bm));
 		for (uint32_t i = 0; i + 1 < w && i < COUR_SACK_EXT_MAX * 8; i++)
-			if (peer->rxwin[(peer->rx_next + 1 + i) % w].buf) {
+			if (cour_rxslot_of(peer, peer->rx_next + 1 + i)->buf) {
 				bm[i / 8] |= (uint8_t)(1u << (i % 8));
 				iov.iov_len = i / 8 + 1;
 			}
@@ -546,11 +533,11 @@ static void cour_peer_fail_list(struct cour_peer *peer, struct cour_txe **list, 
 void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 {
 	struct cour_pep *ep = peer->ep;
-	uint32_t w = (uint32_t)cour_params.window;
+	uint32_t w = peer->rxcap;
 
 	if (peer->txwin)
 		for (uint32_t s = peer->tx_una; s != peer->tx_next; s++)
-			peer->txwin[s % w].txe = NULL;
+			cour_txslot(peer, s)->txe = NULL;
 	if (peer->rxwin) {
 		for (uint32_t i = 0; i < w; i++) {
 			if (peer->rxwin[i].buf)
@@ -680,11 +667,10 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 	if (peer) {
 		hdr->base.ack = peer->rx_next;
 		hdr->base.sack = 0;
-		if (peer->rx_held && peer->rxwin) {
-			uint32_t w = (uint32_t)cour_params.window;
-			for (uint32_t i = 0; i < cour_sack_span(w); i++) {
+		if (peer->rx_held) {
+			for (uint32_t i = 0; i < cour_sack_span(peer->rxcap); i++) {
 				uint32_t s = peer->rx_next + 1 + i;
-				if (peer->rxwin[s % w].buf)
+				if (cour_rxslot_of(peer, s)->buf)
 					hdr->base.sack = cour_sack_mark(hdr->base.sack,
 									peer->rx_next, s);
 			}

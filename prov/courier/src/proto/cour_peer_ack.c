@@ -61,14 +61,14 @@ bool cour_peer_last_sacked(const struct cour_peer *peer, uint32_t *last)
  */
 static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
 {
-	uint32_t w = (uint32_t)cour_params.window, s, last, above = 0;
+	uint32_t s, last, above = 0;
 	uint64_t again = COUR_MAX(peer->srtt_us + 4 * peer->rttvar_us, 50u);
 	bool sent = false;
 
 	if (!cour_peer_last_sacked(peer, &last))
 		return;
 	for (s = last;; s--) {
-		struct cour_txpkt *slot = &peer->txwin[s % w];
+		struct cour_txpkt *slot = cour_txslot(peer, s);
 
 		if (slot->sacked) {
 			above++;
@@ -93,14 +93,14 @@ static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
  */
 uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
 {
-	uint32_t w = (uint32_t)cour_params.window, last;
+	uint32_t last;
 	uint64_t again = COUR_MAX(2 * peer->srtt_us, 200u), due = 0;
 	bool sent = false;
 
 	if (!peer->txwin || peer->tx_una == peer->tx_next || !cour_peer_last_sacked(peer, &last))
 		return 0;
 	for (uint32_t s = peer->tx_una; s != last; s++) {
-		struct cour_txpkt *slot = &peer->txwin[s % w];
+		struct cour_txpkt *slot = cour_txslot(peer, s);
 
 		if (slot->sacked)
 			continue;
@@ -123,9 +123,12 @@ uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
 static void cour_peer_sack_one(struct cour_peer *peer, uint32_t s, uint64_t now,
 			       struct cour_txpkt **fresh)
 {
-	struct cour_txpkt *slot = &peer->txwin[s % (uint32_t)cour_params.window];
+	struct cour_txpkt *slot;
 
-	if (!cour_seq_lt(s, peer->tx_next) || slot->sacked)
+	if (!cour_seq_lt(s, peer->tx_next))
+		return;
+	slot = cour_txslot(peer, s);
+	if (slot->sacked)
 		return;
 	if (slot->tries == 1 && slot->sent_us)
 		*fresh = slot;     /* SACKed as soon as it arrived: a clean RTT sample */
@@ -149,20 +152,20 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 	if (!peer->txwin || peer->tx_una == peer->tx_next)
 		goto push;
 	if (cour_seq_gt(h->ack, peer->tx_una) && cour_seq_le(h->ack, peer->tx_next)) {
-		struct cour_txpkt *last = &peer->txwin[(h->ack - 1) % w];
+		struct cour_txpkt *last = cour_txslot(peer, h->ack - 1);
 		bool clean = last->tries == 1 && last->sent_us && !last->sacked;
 
 		/* Karn's rule over the whole range: a packet the receiver held behind a hole is
 		 * released only when the hole is repaired, so its age measures the repair, not
 		 * the path. Sample only when nothing the ACK releases was sent twice. */
 		for (uint32_t s = peer->tx_una; clean && s != h->ack; s++)
-			clean = peer->txwin[s % w].tries <= 1;
+			clean = cour_txslot(peer, s)->tries <= 1;
 		if (clean)
 			cour_peer_rtt_sample(peer, cour_us_since(now, last->sent_us));
 		else if (peer->srtt_us)
 			cour_peer_rto_from_srtt(peer);   /* new data got through: undo the backoff */
 		while (peer->tx_una != h->ack) {
-			cour_slot_release(peer, &peer->txwin[peer->tx_una % w]);
+			cour_slot_release(peer, cour_txslot(peer, peer->tx_una));
 			peer->tx_una++;
 		}
 		peer->last_ack_us = now;

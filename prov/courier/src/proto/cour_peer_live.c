@@ -45,9 +45,8 @@ static bool cour_peer_dead_by_evidence(struct cour_peer *peer, uint64_t now)
 
 static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
 {
-	uint32_t w = (uint32_t)cour_params.window;
 	const struct cour_txpkt *head = peer->txwin && peer->tx_una != peer->tx_next ?
-					&peer->txwin[peer->tx_una % w] : NULL;
+					cour_txslot(peer, peer->tx_una) : NULL;
 	uint64_t now = cour_now_us();
 	char str[80];
 
@@ -141,7 +140,6 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 {
 	struct cour_peer *peer, *tmp;
 	uint64_t next = 0;
-	uint32_t w = (uint32_t)cour_params.window;
 
 	DL_FOREACH_SAFE2(ep->active, peer, tmp, act_next) {
 		uint64_t hole_due;
@@ -171,7 +169,7 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 				uint32_t n = 0;
 				for (uint32_t s = peer->tx_una; s != peer->tx_next &&
 				     n <= COUR_SACK_BITS; s++, n++) {
-					struct cour_txpkt *slot = &peer->txwin[s % w];
+					struct cour_txpkt *slot = cour_txslot(peer, s);
 					if (slot->sacked)
 						continue;
 					cour_slot_send(peer, slot, now);
@@ -196,6 +194,7 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 		    !peer->probe_deadline && !cour_shm_hello_pending(peer)) {
 			DL_DELETE2(ep->active, peer, act_prev, act_next);
 			peer->on_active = false;
+			cour_peer_win_quiet(peer, now);
 			continue;
 		}
 		if (peer->rto_deadline && (!next || peer->rto_deadline < next))
@@ -212,6 +211,8 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 			next = peer->hello_next_us;
 	}
 	ep->next_timer = next;
+	if (ep->quiet)
+		cour_peer_win_sweep(ep, now);
 }
 
 /*

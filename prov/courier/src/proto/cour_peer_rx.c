@@ -75,7 +75,6 @@ static bool cour_peer_deliver(struct cour_peer *peer, char *buf, size_t len)
 static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 {
 	struct cour_pep *ep = peer->ep;
-	uint32_t w = (uint32_t)cour_params.window;
 
 	/* rx_next moves first: whatever the handler sends (a CTS, a DONE) must already
 	 * acknowledge the packet that caused it */
@@ -84,8 +83,8 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 	if (!cour_peer_deliver(peer, buf, len))
 		return;
 	ep->rx_placed = false;      /* only that packet's payload was read into place */
-	while (peer->rx_held && peer->rxwin[peer->rx_next % w].buf) {
-		struct cour_rxslot *slot = &peer->rxwin[peer->rx_next % w];
+	while (peer->rx_held && cour_rxslot_of(peer, peer->rx_next)->buf) {
+		struct cour_rxslot *slot = cour_rxslot_of(peer, peer->rx_next);
 		void *held = slot->buf;
 
 		slot->buf = NULL;
@@ -188,13 +187,6 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	if (!cour_pkt_sequenced(h->type))
 		return buf;
 
-	if (COUR_UNLIKELY(!peer->rxwin)) {
-		peer->rxwin = calloc(w, sizeof(*peer->rxwin));
-		if (!peer->rxwin) {
-			ep->stats.drop_no_buf++;
-			return buf;
-		}
-	}
 	cour_peer_activate(peer);
 	if (h->seq == peer->rx_next) {
 		cour_peer_rx_inorder(peer, buf, len);
@@ -235,7 +227,11 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		ep->stats.drop_window++;
 		return buf;
 	}
-	struct cour_rxslot *slot = &peer->rxwin[h->seq % w];
+	if (!cour_peer_rxwin_fit(peer, h->seq)) {
+		ep->stats.drop_no_buf++;
+		return buf;
+	}
+	struct cour_rxslot *slot = cour_rxslot_of(peer, h->seq);
 	if (slot->buf) {
 		ep->stats.dup_rcvd++;
 		return buf;
@@ -291,7 +287,7 @@ static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len,
 		return NULL;
 	from.is_v4 = ep->wire.addr.is_v4;
 	peer = cour_peer_by_addr_locked(ep, &from, false);
-	if (!peer || !peer->rxwin || peer->ctrlq || h.base.seq != peer->rx_next ||
+	if (!peer || peer->ctrlq || h.base.seq != peer->rx_next ||
 	    h.base.src_session != peer->remote_session ||
 	    h.base.dst_session != peer->local_session)
 		return NULL;

@@ -11,6 +11,7 @@
 struct cour_params {
 	size_t   mtu;              /* max UDP payload per packet, bytes (0: per peer, from the route) */
 	size_t   window;           /* send window, packets per peer */
+	int      win_idle_ms;      /* a quiet peer's windows are freed after this long */
 	size_t   credits;          /* eager messages a sender may have unconsumed at a receiver */
 	size_t   eager_max;        /* largest message sent eagerly; larger ones use rendezvous */
 	size_t   inject_size;      /* bytes copied at call time by fi_inject and FI_INJECT */
