@@ -1,6 +1,6 @@
 /*
  * Windows sized by use (proto/cour_peer_win.c), over the capture wire: the send ring starts
- * at 8 slots and doubles to FI_COURIER_WINDOW with what is in flight, keeping every packet in
+ * at 4 slots and doubles to FI_COURIER_WINDOW with what is in flight, keeping every packet in
  * its slot across the 2^32 wrap; the receive ring exists only once a packet arrives early;
  * both are freed when the peer has been quiet for FI_COURIER_WIN_IDLE_MS, and not while it
  * is busy. Parameters: window 16, credits 8, 928 payload bytes per packet, idle 200 ms.
@@ -73,23 +73,28 @@ Test(win, the_send_ring_doubles_with_what_is_in_flight_across_the_wrap)
 {
 	peer->tx_una = peer->tx_next = 0xfffffffau;
 	cr_assert_null(peer->txwin, "no ring before the first packet");
-	capwire_send(ep, data, 4000, (void *)1, 0);            /* 5 packets */
+	capwire_send(ep, data, 2000, (void *)1, 0);            /* 3 packets */
+	cr_assert_eq(peer->txcap, 4);
+	cr_assert_eq(ep->pep.stats.win_bytes, 4 * TXSLOT);
+	assert_inflight_intact();
+	capwire_send(ep, data + 2000, 2000, (void *)2, 0);     /* 6 */
 	cr_assert_eq(peer->txcap, 8);
+	cr_assert_eq(ep->pep.stats.win_grows, 2);
 	cr_assert_eq(ep->pep.stats.win_bytes, 8 * TXSLOT);
 	assert_inflight_intact();
-	capwire_send(ep, data + 4000, 4000, (void *)2, 0);     /* 10 in flight */
+	capwire_send(ep, data + 4000, 4000, (void *)3, 0);     /* 11 in flight */
 	cr_assert_eq(peer->txcap, 16);
-	cr_assert_eq(ep->pep.stats.win_grows, 2);
+	cr_assert_eq(ep->pep.stats.win_grows, 3);
 	cr_assert_eq(ep->pep.stats.win_bytes, 16 * TXSLOT);
 	assert_inflight_intact();
-	capwire_send(ep, data, 4000, (void *)3, 0);            /* 15: the ring stays at the max */
-	cr_assert_eq(peer->tx_next, 0xfffffffau + 15);
+	capwire_send(ep, data, 4000, (void *)4, 0);            /* 16: the ring stays at the max */
+	cr_assert_eq(peer->tx_next, 0xfffffffau + 16);
 	cr_assert_eq(peer->txcap, 16);
 	assert_inflight_intact();
 
-	capwire_ack(ep, 0xfffffffau + 15, 0, 8);
-	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 3);
-	for (size_t i = 0; i < 3; i++)
+	capwire_ack(ep, 0xfffffffau + 16, 0, 8);
+	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 4);
+	for (size_t i = 0; i < 4; i++)
 		cr_assert_eq(capwire_cq_entry(&capwire.tx_cq, i)->op_context, (void *)(i + 1));
 }
 
@@ -107,7 +112,7 @@ Test(win, a_full_window_still_stops_the_sender)
 
 Test(win, a_ring_grown_under_holes_keeps_the_sacks)
 {
-	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);     /* seqs 0..3 in 8 slots */
+	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);     /* seqs 0..3 in 4 slots */
 	capwire_ack(ep, 0, 0x6, 8);                             /* 2 and 3 arrived */
 	cr_assert(cour_txslot(peer, 2)->sacked);
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);
@@ -136,8 +141,8 @@ Test(win, early_packets_grow_the_receive_ring_and_keep_their_order)
 	uint32_t want = 0;
 
 	rx_msg(0, 0);
-	rx_msg(3, 3);                                   /* one ahead of a hole: 8 slots */
-	cr_assert_eq(peer->rxcap, 8);
+	rx_msg(3, 3);                                   /* one ahead of a hole: 4 slots */
+	cr_assert_eq(peer->rxcap, 4);
 	rx_msg(13, 13);                                 /* 12 past rx_next: 16 slots */
 	cr_assert_eq(peer->rxcap, 16);
 	cr_assert_eq(peer->rx_held, 2);
@@ -170,7 +175,7 @@ Test(win, a_quiet_peer_gives_its_windows_back_after_the_idle_period)
 	rx_msg(0, 0);
 	capwire_ack(ep, 4, 0, 8);
 	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 1);
-	cr_assert_eq(ep->pep.stats.win_bytes, 8 * TXSLOT + 8 * RXSLOT);
+	cr_assert_eq(ep->pep.stats.win_bytes, 4 * TXSLOT + 4 * RXSLOT);
 
 	timers_after_ms(t0, 1);          /* sends the delayed ACK, then leaves the active list */
 	cr_assert_not(peer->on_active);
@@ -188,10 +193,10 @@ Test(win, a_quiet_peer_gives_its_windows_back_after_the_idle_period)
 	/* and the peer works as before: a new ring, the same sequence space */
 	capwire_clear();
 	capwire_send(ep, data, 2000, (void *)9, 0);
-	cr_assert_eq(peer->txcap, 8);
+	cr_assert_eq(peer->txcap, 4);
 	cr_assert_eq(capwire_nth(COUR_PKT_EAGER, 0)->hdr.base.seq, 4);
 	rx_msg(3, 3);
-	cr_assert_eq(peer->rxcap, 8);
+	cr_assert_eq(peer->rxcap, 4);
 	rx_msg(2, 2);
 	cr_assert_eq(peer->rx_next, 4);
 	capwire_ack(ep, 7, 0, 8);

@@ -225,7 +225,7 @@ struct cour_peer {
 	uint64_t             quiet_since;
 	struct cour_pep      *ep;
 	struct cour_addr     addr;
-	struct sockaddr_storage sa;
+	union cour_sockaddr  sa;
 	socklen_t            sa_len;
 	fi_addr_t            fi_addr;         /* cached reverse lookup; see av_gen */
 	uint64_t             av_gen;
@@ -670,7 +670,7 @@ static inline int cour_wire_poll(struct cour_pep *ep)
 	return ep->wire.ops->poll(&ep->wire);
 }
 
-static inline int cour_wire_send_now(struct cour_pep *ep, const struct sockaddr_storage *sa,
+static inline int cour_wire_send_now(struct cour_pep *ep, const void *sa,
 				     socklen_t sa_len, const void *hdr, size_t hdr_len,
 				     const struct iovec *iov, size_t iovcnt)
 {

@@ -15,7 +15,7 @@
 
 #include <stdlib.h>
 
-#define COUR_WIN_MIN 8u
+#define COUR_WIN_MIN 4u
 
 static uint32_t cour_win_max(void)
 {

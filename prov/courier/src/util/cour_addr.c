@@ -29,9 +29,9 @@ int cour_addr_from_sockaddr(struct cour_addr *a, const void *sa, size_t len)
 	return -FI_EINVAL;
 }
 
-size_t cour_addr_to_sockaddr(const struct cour_addr *a, struct sockaddr_storage *ss)
+size_t cour_addr_to_sockaddr(const struct cour_addr *a, void *ss)
 {
-	memset(ss, 0, sizeof(*ss));
+	memset(ss, 0, sizeof(union cour_sockaddr));
 	if (a->is_v4) {
 		struct sockaddr_in *in = (struct sockaddr_in *)ss;
 		in->sin_family = AF_INET;

@@ -23,8 +23,17 @@ _Static_assert(sizeof(struct cour_addr) == 20, "cour_addr is a hash key");
 
 /* Accepts sockaddr_in and sockaddr_in6 of at least the right length. 0 or -FI_EINVAL. */
 int cour_addr_from_sockaddr(struct cour_addr *a, const void *sa, size_t len);
-/* Writes the sockaddr the address came from (in or in6); returns its length. */
-size_t cour_addr_to_sockaddr(const struct cour_addr *a, struct sockaddr_storage *ss);
+/* Room for any sockaddr courier sends to: 28 bytes where sockaddr_storage takes 128, which
+ * every peer record holds. */
+union cour_sockaddr {
+	struct sockaddr     sa;
+	struct sockaddr_in  in;
+	struct sockaddr_in6 in6;
+};
+
+/* Writes the sockaddr the address came from (in or in6) into ss, which has room for a
+ * union cour_sockaddr at least; returns its length. */
+size_t cour_addr_to_sockaddr(const struct cour_addr *a, void *ss);
 /* "fi_sockaddr_in://1.2.3.4:5" style text, always NUL-terminated; returns buf. */
 char *cour_addr_str(const struct cour_addr *a, char *buf, size_t len);
 bool cour_addr_is_loopback(const struct cour_addr *a);

@@ -135,7 +135,7 @@ static void cour_fault_sendmsg(struct cour_wire *w, struct msghdr *m)
 	}
 }
 
-static int cour_fault_send_now(struct cour_wire *w, const struct sockaddr_storage *sa,
+static int cour_fault_send_now(struct cour_wire *w, const void *sa,
 			       socklen_t sa_len, const void *hdr, size_t hdr_len,
 			       const struct iovec *iov, size_t iovcnt)
 {
@@ -148,7 +148,7 @@ static int cour_fault_send_now(struct cour_wire *w, const struct sockaddr_storag
 }
 
 /* Sent (or lost) at once: a payload may change after the call, as on the loop wire. */
-static void cour_fault_queue(struct cour_wire *w, const struct sockaddr_storage *sa,
+static void cour_fault_queue(struct cour_wire *w, const void *sa,
 			     socklen_t sa_len, const void *hdr, size_t hdr_len,
 			     const struct iovec *iov, size_t iovcnt)
 {

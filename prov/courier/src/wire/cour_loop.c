@@ -183,7 +183,7 @@ static int cour_loop_open(struct cour_wire *w, const struct cour_addr *want)
 	return 0;
 }
 
-static void cour_loop_queue(struct cour_wire *w, const struct sockaddr_storage *sa,
+static void cour_loop_queue(struct cour_wire *w, const void *sa,
 			    socklen_t sa_len, const void *hdr, size_t hdr_len,
 			    const struct iovec *iov, size_t iovcnt)
 {
@@ -198,7 +198,7 @@ static int cour_loop_flush(struct cour_wire *w)
 	return 0;
 }
 
-static int cour_loop_send_now(struct cour_wire *w, const struct sockaddr_storage *sa,
+static int cour_loop_send_now(struct cour_wire *w, const void *sa,
 			      socklen_t sa_len, const void *hdr, size_t hdr_len,
 			      const struct iovec *iov, size_t iovcnt)
 {

@@ -225,7 +225,7 @@ static uint32_t cour_udp_peer_mtu(struct cour_wire *w, const struct cour_addr *a
 	return (uint32_t)COUR_MIN((uint32_t)mtu - ip_udp, (uint32_t)COUR_WIRE_DGRAM_MAX);
 }
 
-static void cour_udp_queue(struct cour_wire *w, const struct sockaddr_storage *sa, socklen_t sa_len,
+static void cour_udp_queue(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			   const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt)
 {
 	uint32_t i;
@@ -384,7 +384,7 @@ static int cour_udp_flush(struct cour_wire *w)
 	return 0;
 }
 
-static int cour_udp_send_now(struct cour_wire *w, const struct sockaddr_storage *sa,
+static int cour_udp_send_now(struct cour_wire *w, const void *sa,
 			     socklen_t sa_len, const void *hdr, size_t hdr_len,
 			     const struct iovec *iov, size_t iovcnt)
 {

@@ -97,11 +97,11 @@ struct cour_wire_ops {
 	const char *name;
 	int      (*open)(struct cour_wire *w, const struct cour_addr *want);
 	void     (*close)(struct cour_wire *w);
-	void     (*queue)(struct cour_wire *w, const struct sockaddr_storage *sa, socklen_t sa_len,
+	void     (*queue)(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			  const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt);
 	int      (*flush)(struct cour_wire *w);
 	int      (*poll)(struct cour_wire *w);
-	int      (*send_now)(struct cour_wire *w, const struct sockaddr_storage *sa,
+	int      (*send_now)(struct cour_wire *w, const void *sa,
 			     socklen_t sa_len, const void *hdr, size_t hdr_len,
 			     const struct iovec *iov, size_t iovcnt);
 	void     (*send_raw)(struct cour_wire *w, const void *sa, socklen_t sa_len,
