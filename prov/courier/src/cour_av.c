@@ -31,8 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COUR_AV_MIN_CAP     16
-#define COUR_AV_PREALLOC_MAX (1u << 16)   /* attr->count is only a hint: never trust it far */
 #define COUR_AV_STRADDR_MAX 96           /* "fi_sockaddr_in6://[<46>]:65535" and a NUL */
 
 static struct fi_ops_av cour_av_ops;
@@ -60,18 +58,16 @@ static int cour_av_family(const struct cour_av *av)
 const struct cour_addr *cour_av_lookup_locked(struct cour_av *av, fi_addr_t fi_addr)
 {
 	cour_lock_assert_held(&av->domain->lock);
-	if (fi_addr >= av->count || !av->entries[fi_addr]->valid)
-		return NULL;
-	return &av->entries[fi_addr]->addr;
+	return cour_at_get(&av->tab, fi_addr);
 }
 
 fi_addr_t cour_av_reverse_locked(struct cour_av *av, const struct cour_addr *addr)
 {
-	struct cour_av_entry *e;
+	uint32_t i;
 
 	cour_lock_assert_held(&av->domain->lock);
-	HASH_FIND(hh, av->by_addr, addr, COUR_AV_KEYLEN, e);
-	return e ? e->fi_addr : FI_ADDR_NOTAVAIL;
+	i = cour_at_find(&av->tab, addr);
+	return i == COUR_AT_NONE ? FI_ADDR_NOTAVAIL : (fi_addr_t)i;
 }
 
 bool cour_av_same_locked(struct cour_av *av, fi_addr_t a, fi_addr_t b)
@@ -88,64 +84,25 @@ bool cour_av_same_locked(struct cour_av *av, fi_addr_t a, fi_addr_t b)
 /* Appends addr; returns 0 or a positive FI_* errno. */
 static int cour_av_add_locked(struct cour_av *av, const struct cour_addr *addr, fi_addr_t *fa)
 {
-	struct cour_av_entry *e, *older;
+	uint32_t i;
+	int ret = cour_at_append(&av->tab, addr, &i);
 
-	if (av->count == av->cap) {
-		size_t cap = COUR_MAX(av->cap * 2, (size_t)COUR_AV_MIN_CAP);
-		struct cour_av_entry **n = realloc(av->entries, cap * sizeof(*n));
-
-		if (!n) {
-			COUR_WARN(FI_LOG_AV, "cannot grow the AV to %zu entries\n", cap);
-			return FI_ENOMEM;
-		}
-		av->entries = n;
-		av->cap = cap;
+	if (ret) {
+		COUR_WARN(FI_LOG_AV, "cannot grow the AV past %zu entries: %s\n", av->tab.count,
+			  fi_strerror(-ret));
+		return -ret;
 	}
-	e = calloc(1, sizeof(*e));
-	if (!e) {
-		COUR_WARN(FI_LOG_AV, "out of memory for AV entry %zu\n", av->count);
-		return FI_ENOMEM;
-	}
-	e->addr = *addr;
-	e->valid = true;
-	e->fi_addr = av->count;
-
-	HASH_FIND(hh, av->by_addr, &e->addr, COUR_AV_KEYLEN, older);
-	if (older) {
-		HASH_DEL(av->by_addr, older);
-		e->dup_next = older;
-	}
-	HASH_ADD(hh, av->by_addr, addr, COUR_AV_KEYLEN, e);
-	av->entries[av->count++] = e;
-	*fa = e->fi_addr;
+	*fa = i;
 	return 0;
 }
 
 static int cour_av_remove_one_locked(struct cour_av *av, fi_addr_t fi_addr)
 {
-	struct cour_av_entry *e, *head, *p;
+	int ret = cour_at_remove(&av->tab, fi_addr);
 
-	if (fi_addr >= av->count || !av->entries[fi_addr]->valid)
-		return -FI_EINVAL;
-	e = av->entries[fi_addr];
-	e->valid = false;
-
-	HASH_FIND(hh, av->by_addr, &e->addr, COUR_AV_KEYLEN, head);
-	assert(head);
-	if (head == e) {
-		HASH_DEL(av->by_addr, e);
-		if (e->dup_next)
-			HASH_ADD(hh, av->by_addr, addr, COUR_AV_KEYLEN, e->dup_next);
-	} else {
-		for (p = head; p && p->dup_next != e; p = p->dup_next)
-			;
-		assert(p);
-		if (p)
-			p->dup_next = e->dup_next;
-	}
-	e->dup_next = NULL;
-	av->generation++;
-	return 0;
+	if (!ret)
+		av->generation++;
+	return ret;
 }
 
 /* ---- the insertion core shared by insert, insertsvc and insertsym ---- */
@@ -654,12 +611,7 @@ static int cour_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 static void cour_av_free(struct cour_av *av)
 {
-	size_t i;
-
-	HASH_CLEAR(hh, av->by_addr);
-	for (i = 0; i < av->count; i++)
-		free(av->entries[i]);
-	free(av->entries);
+	cour_at_fini(&av->tab);
 	free(av);
 }
 
@@ -722,14 +674,8 @@ int cour_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_
 		COUR_WARN(FI_LOG_AV, "out of memory for the AV\n");
 		return -FI_ENOMEM;
 	}
-	av->cap = COUR_MIN(COUR_MAX(attr->count, (size_t)COUR_AV_MIN_CAP),
-			   (size_t)COUR_AV_PREALLOC_MAX);
-	av->entries = calloc(av->cap, sizeof(*av->entries));
-	if (!av->entries) {
-		COUR_WARN(FI_LOG_AV, "out of memory for %zu AV entries\n", av->cap);
-		free(av);
-		return -FI_ENOMEM;
-	}
+	/* attr->count is only a hint: the table grows as addresses come */
+	cour_at_init(&av->tab);
 	if (attr->type == FI_AV_UNSPEC)
 		attr->type = FI_AV_TABLE;
 	av->type = attr->type;
