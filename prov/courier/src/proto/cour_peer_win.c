@@ -107,12 +107,18 @@ void cour_peer_win_quiet(struct cour_peer *peer, uint64_t now)
 	peer->on_quiet = true;
 }
 
+/* At most COUR_WIN_SWEEP peers a call: thousands that went quiet together are freed over
+ * several progress calls rather than in one long one. */
+#define COUR_WIN_SWEEP 64
+
 void cour_peer_win_sweep(struct cour_pep *ep, uint64_t now)
 {
 	uint64_t idle = (uint64_t)cour_params.win_idle_ms * 1000;
 	struct cour_peer *peer;
+	int n = 0;
 
-	while ((peer = ep->quiet) && cour_us_since(now, peer->quiet_since) >= idle) {
+	while ((peer = ep->quiet) && n++ < COUR_WIN_SWEEP &&
+	       cour_us_since(now, peer->quiet_since) >= idle) {
 		cour_peer_unpark(peer);
 		/* busy since it parked: it parks again when it leaves the active list */
 		if (peer->on_active || peer->tx_una != peer->tx_next || peer->rx_held)
