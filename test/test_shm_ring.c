@@ -866,7 +866,7 @@ Test(shm_ring, corrupt_cells_are_skipped)
 	uint64_t t0;
 
 	cr_assert_eq(cour_shm_ring_create(8, 128, &r, &loc), 0);
-	c0 = (struct cour_shm_cell *)((uint8_t *)cour_shm_ring_base(r) + sizeof(struct cour_shm_hdr));
+	c0 = (struct cour_shm_cell *)((uint8_t *)cour_shm_ring_base(r) + cour_shm_cell_off(8, 192, 0));
 	cr_assert_eq(((struct cour_shm_hdr *)cour_shm_ring_base(r))->cell_size, 192);
 
 	/* a published packet longer than a cell: skipped at once */
@@ -892,8 +892,8 @@ Test(shm_ring, corrupt_cells_are_skipped)
 	/* a state word no step writes (state 3) at the head: reset after it stays 100 ms */
 	cr_assert_eq(put_pkt(r, 1, 4, 20, NULL), 0);
 	cr_assert_eq(put_pkt(r, 1, 5, 20, NULL), 0);
-	c0 = (struct cour_shm_cell *)((uint8_t *)c0 + 4 * 192);
-	c0->state = cour_shm_word(4, 3, 0);
+	*(uint64_t *)((uint8_t *)cour_shm_ring_base(r) + cour_shm_state_off(4)) =
+		cour_shm_word(4, 3, 0);
 	t0 = cour_now_us();
 	p = wait_pkt(r, &len, &t, &tl, t0 + DEADLINE_US);
 	cr_assert_not_null(p);
@@ -929,12 +929,14 @@ Test(shm_ring, garbage_never_hangs)
 			h->armed = (uint32_t)rand_r(&seed);
 			for (int i = 0; i < 16; i++) {
 				struct cour_shm_cell *c = (struct cour_shm_cell *)
-					((uint8_t *)h + sizeof(*h) + (size_t)i * 192);
+					((uint8_t *)h + cour_shm_cell_off(16, 192, (uint32_t)i));
+				uint64_t *st = (uint64_t *)((uint8_t *)h +
+							    cour_shm_state_off((uint32_t)i));
 
-				c->state = (uint64_t)rand_r(&seed) << 33 ^ (uint64_t)rand_r(&seed);
+				*st = (uint64_t)rand_r(&seed) << 33 ^ (uint64_t)rand_r(&seed);
 				if (rand_r(&seed) & 1)  /* some plausible: right lap, random state */
-					c->state = cour_shm_word(i, (unsigned)rand_r(&seed) & 3,
-								 (uint32_t)rand_r(&seed));
+					*st = cour_shm_word(i, (unsigned)rand_r(&seed) & 3,
+							    (uint32_t)rand_r(&seed));
 				c->len = (uint32_t)rand_r(&seed) % 300;
 				c->tag_len = (uint32_t)rand_r(&seed) % 40;
 			}

@@ -28,6 +28,7 @@
 
 struct cour_shm_ring {
 	/* read on every call: the geometry, private copies never re-read from the mapping */
+	uint8_t             *states;
 	uint8_t             *cells;
 	uint32_t             mask;
 	uint32_t             cell_size;
@@ -60,6 +61,11 @@ struct cour_shm_ring {
 static inline struct cour_shm_cell *cour_shm_cell_at(const struct cour_shm_ring *r, uint64_t pos)
 {
 	return (struct cour_shm_cell *)(r->cells + (size_t)(pos & r->mask) * r->cell_size);
+}
+
+static inline uint64_t *cour_shm_state_at(const struct cour_shm_ring *r, uint64_t pos)
+{
+	return (uint64_t *)(r->states + (size_t)(pos & r->mask) * COUR_SHM_STATE_STRIDE);
 }
 
 static inline uint64_t cour_shm_word_seq(uint64_t w)
@@ -168,7 +174,7 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 	if (page <= 0)
 		page = 4096;
 	cell_size = cour_shm_cell_size(cell_payload);
-	bytes = sizeof(struct cour_shm_hdr) + (size_t)ncells * cell_size;
+	bytes = cour_shm_cell_off(ncells, cell_size, ncells);
 	bytes = (bytes + (size_t)page - 1) & ~((size_t)page - 1);
 
 	r = calloc(1, sizeof(*r));
@@ -200,7 +206,8 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 	}
 
 	r->hdr = base;
-	r->cells = (uint8_t *)base + sizeof(struct cour_shm_hdr);
+	r->states = (uint8_t *)base + cour_shm_state_off(0);
+	r->cells = (uint8_t *)base + cour_shm_cell_off(ncells, cell_size, 0);
 	r->mask = ncells - 1;
 	r->cell_size = cell_size;
 	r->cell_payload = cell_payload;
@@ -211,7 +218,7 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 
 	/* the file is fresh (all zeroes); nobody can map it before the locator leaves us */
 	for (uint32_t i = 0; i < ncells; i++)
-		cour_shm_cell_at(r, i)->state = cour_shm_word(i, COUR_SHM_FREE, 0);
+		*cour_shm_state_at(r, i) = cour_shm_word(i, COUR_SHM_FREE, 0);
 	r->hdr->version = COUR_SHM_VERSION;
 	r->hdr->hdr_size = sizeof(struct cour_shm_hdr);
 	r->hdr->nonce = cour_shm_nonce();
@@ -266,7 +273,7 @@ static int cour_shm_check_hdr(const struct cour_shm_hdr *h, const struct cour_sh
 		why = "cell count or payload";
 	else if (size != cour_shm_cell_size(payload))
 		why = "cell size";
-	else if (sizeof(struct cour_shm_hdr) + (uint64_t)n * size > bytes)
+	else if (cour_shm_cell_off(n, size, n) > bytes)
 		why = "cells past the end";
 	if (why) {
 		COUR_WARN(FI_LOG_EP_CTRL, "shm ring /proc/%u/fd/%d: bad %s\n", loc->pid, loc->fd, why);
@@ -352,9 +359,10 @@ int cour_shm_ring_attach(const struct cour_shm_locator *loc, struct cour_shm_rin
 	}
 	close(fd);              /* the mapping keeps the file */
 	r->hdr = base;
-	r->cells = (uint8_t *)base + sizeof(struct cour_shm_hdr);
-	r->mask = ncells - 1;
+	r->states = (uint8_t *)base + cour_shm_state_off(0);
 	r->cell_size = cour_shm_cell_size(cell_payload);
+	r->cells = (uint8_t *)base + cour_shm_cell_off(ncells, r->cell_size, 0);
+	r->mask = ncells - 1;
 	r->cell_payload = cell_payload;
 	r->pid = pid;
 	r->fd = -1;
@@ -412,15 +420,15 @@ int cour_shm_ring_reserve(struct cour_shm_ring *r, uint64_t *pos_out, bool advan
 	uint64_t pos = __atomic_load_n(tailp, __ATOMIC_RELAXED);
 
 	for (int i = 0; i < COUR_SHM_PUT_TRIES; i++) {
-		struct cour_shm_cell *c = cour_shm_cell_at(r, pos);
-		uint64_t w = __atomic_load_n(&c->state, __ATOMIC_RELAXED);
+		uint64_t *st = cour_shm_state_at(r, pos);
+		uint64_t w = __atomic_load_n(st, __ATOMIC_RELAXED);
 		uint64_t expect;
 		int64_t d;
 
 		if (COUR_LIKELY(w == cour_shm_word(pos, COUR_SHM_FREE, 0))) {
 			/* acquire: the consumer's reads of the previous lap precede our writes;
 			 * seq_cst: the load of `armed` after it (see Sleeping in the header) */
-			if (__atomic_compare_exchange_n(&c->state, &w,
+			if (__atomic_compare_exchange_n(st, &w,
 							cour_shm_word(pos, COUR_SHM_RESERVED, r->pid),
 							false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 				expect = pos;
@@ -491,7 +499,7 @@ static void cour_shm_publish(struct cour_shm_ring *r, uint64_t pos, const void *
 	}
 	c->len = total;
 	c->tag_len = tag_len;
-	__atomic_store_n(&c->state, cour_shm_word(pos, COUR_SHM_PUBLISHED, r->pid),
+	__atomic_store_n(cour_shm_state_at(r, pos), cour_shm_word(pos, COUR_SHM_PUBLISHED, r->pid),
 			 __ATOMIC_RELEASE);
 }
 
@@ -541,10 +549,10 @@ int cour_shm_ring_put(struct cour_shm_ring *r, const void *tag, uint32_t tag_len
 /* ---- consumer ---- */
 
 /* Give the head cell back to the producers, for the next lap. */
-static void cour_shm_advance(struct cour_shm_ring *r, struct cour_shm_cell *c)
+static void cour_shm_advance(struct cour_shm_ring *r)
 {
-	__atomic_store_n(&c->state, cour_shm_word(r->head + r->mask + 1, COUR_SHM_FREE, 0),
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(cour_shm_state_at(r, r->head),
+			 cour_shm_word(r->head + r->mask + 1, COUR_SHM_FREE, 0), __ATOMIC_RELEASE);
 	r->head++;
 	__atomic_store_n(&r->hdr->head, r->head, __ATOMIC_RELAXED);
 	r->ready = false;
@@ -560,7 +568,7 @@ static bool cour_shm_pid_gone(uint32_t pid)
  * right now; watch it, and once it has stayed the same for COUR_SHM_STUCK_US take it back if
  * its producer is dead (or if w is garbage no protocol step writes). true: the head moved.
  */
-static bool cour_shm_unstick(struct cour_shm_ring *r, struct cour_shm_cell *c, uint64_t w)
+static bool cour_shm_unstick(struct cour_shm_ring *r, uint64_t w)
 {
 	uint64_t now = cour_now_us(), pos = r->head, expect = pos;
 	uint32_t pid = (uint32_t)w & COUR_SHM_PID_MASK;
@@ -579,7 +587,7 @@ static bool cour_shm_unstick(struct cour_shm_ring *r, struct cour_shm_cell *c, u
 		   cour_shm_word_state(w) == COUR_SHM_RESERVED;
 	if (reserved && !cour_shm_pid_gone(pid))
 		return false;   /* alive, merely slow: never taken from it */
-	if (!__atomic_compare_exchange_n(&c->state, &w,
+	if (!__atomic_compare_exchange_n(cour_shm_state_at(r, pos), &w,
 					 cour_shm_word(pos + r->mask + 1, COUR_SHM_FREE, 0), false,
 					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return false;   /* it changed under us: watch again */
@@ -607,18 +615,19 @@ const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const voi
 {
 	assert(r->owner);
 	for (int i = 0; i < COUR_SHM_PEEK_SKIPS; i++) {
-		struct cour_shm_cell *c = cour_shm_cell_at(r, r->head);
-		uint64_t w = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+		uint64_t w = __atomic_load_n(cour_shm_state_at(r, r->head), __ATOMIC_ACQUIRE);
+		struct cour_shm_cell *c;
 		uint32_t l, tl;
 
 		if (COUR_LIKELY(w == cour_shm_word(r->head, COUR_SHM_FREE, 0)))
 			break;
 		if (cour_shm_seq_diff(w, r->head) != 0 ||
 		    cour_shm_word_state(w) != COUR_SHM_PUBLISHED) {
-			if (cour_shm_unstick(r, c, w))
+			if (cour_shm_unstick(r, w))
 				continue;
 			break;
 		}
+		c = cour_shm_cell_at(r, r->head);
 		/* read once: a checked length must be the length used */
 		l = __atomic_load_n(&c->len, __ATOMIC_RELAXED);
 		tl = __atomic_load_n(&c->tag_len, __ATOMIC_RELAXED);
@@ -626,7 +635,7 @@ const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const voi
 			r->corrupt++;
 			COUR_WARN(FI_LOG_EP_DATA, "shm ring: cell %" PRIu64 " of %u bytes, tag %u:"
 				  " skipped\n", r->head, l, tl);
-			cour_shm_advance(r, c);
+			cour_shm_advance(r);
 			continue;
 		}
 		r->ready = true;
@@ -645,19 +654,19 @@ void cour_shm_ring_pop(struct cour_shm_ring *r)
 {
 	if (!r->ready)
 		return;
-	cour_shm_advance(r, cour_shm_cell_at(r, r->head));
+	cour_shm_advance(r);
 }
 
 bool cour_shm_ring_arm(struct cour_shm_ring *r)
 {
-	struct cour_shm_cell *c = cour_shm_cell_at(r, r->head);
+	uint64_t *st = cour_shm_state_at(r, r->head);
 
 	assert(r->owner);
 	/* store armed, then read the head cell, both seq_cst: against the producer's seq_cst
 	 * reservation and read of armed (cour_shm_wake_check), one of the two sees the other
 	 * (a fence between relaxed accesses would do the same; ThreadSanitizer cannot model it) */
 	__atomic_store_n(&r->hdr->armed, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->state, __ATOMIC_SEQ_CST) ==
+	if (__atomic_load_n(st, __ATOMIC_SEQ_CST) ==
 	    cour_shm_word(r->head, COUR_SHM_FREE, 0))
 		return true;
 	__atomic_store_n(&r->hdr->armed, 0, __ATOMIC_RELAXED);

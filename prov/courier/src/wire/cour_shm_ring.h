@@ -21,10 +21,20 @@
  *   256         | grant[64] (leases on the owner's memory, see Grants)           |
  *   768         | window[32] (regions producers may write into, cour_shm_window.h)|
  *   2816        +---------------------------------------------------------------+
- *               | cell 0: state (8) | len (4) | tag_len (4) | tag (32) | data ... |  cell_size
+ *               | state 0 (8), on a cache line of its own (64)                  |
+ *               | state 1 ... state ncells-1                                    |
+ *   +ncells*64  +---------------------------------------------------------------+
+ *               | cell 0: (8, unused) | len (4) | tag_len (4) | tag (32) | data...|  cell_size
  *               | cell 1 ...                                                      |  bytes each,
  *               | cell ncells-1                                                   |  64-aligned
  *               +---------------------------------------------------------------+
+ *
+ * The state words sit apart from their cells (version 4): a cell is 16 KiB, so a state word
+ * at its start put every cell on a page of its own, which every producer that so much as
+ * looked at the cell (a reservation that lost a race, a lagging tail walked forward) mapped
+ * into its resident memory, and which the owner touched at creation (1 MiB for 256 cells). Now
+ * a producer maps the state lines it probes (64 to a page) and the cells it writes, the owner
+ * 16 KiB of states: a small packet costs one page where it lands and nothing where it looked.
  *
  * Positions count packets from 0 forever (64 bits); position p lives in cell p & (ncells - 1).
  * A cell's state word says, for one position, who holds the cell:
@@ -185,7 +195,8 @@ bool cour_shm_ring_owner_holds(const struct cour_shm_ring *r);
 
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
-#define COUR_SHM_VERSION 3u      /* 3: windows */
+#define COUR_SHM_VERSION 4u      /* 3: windows; 4: state words apart from the cells */
+#define COUR_SHM_STATE_STRIDE 64 /* a state word's line */
 
 #define COUR_SHM_SEQ_SHIFT   24
 #define COUR_SHM_STATE_SHIFT 22
@@ -236,7 +247,7 @@ static_assert(offsetof(struct cour_shm_hdr, window) == 768, "windows on lines of
 static_assert(sizeof(struct cour_shm_hdr) == 2816, "cells start on a line of their own");
 
 struct cour_shm_cell {
-	uint64_t state;             /* seq | state | pid, see above */
+	uint64_t unused;            /* (the state word, until version 4) */
 	uint32_t len;               /* payload bytes, valid once PUBLISHED */
 	uint32_t tag_len;
 	uint8_t  tag[COUR_SHM_TAG_MAX];
@@ -245,6 +256,17 @@ struct cour_shm_cell {
 static_assert(offsetof(struct cour_shm_cell, len) == 8, "cell layout");
 static_assert(offsetof(struct cour_shm_cell, tag) == 16, "cell layout");
 static_assert(offsetof(struct cour_shm_cell, data) == 48, "cell layout");
+
+/* Offsets in the mapping of cell i's state word and of cell i. */
+static inline size_t cour_shm_state_off(uint32_t i)
+{
+	return sizeof(struct cour_shm_hdr) + (size_t)i * COUR_SHM_STATE_STRIDE;
+}
+
+static inline size_t cour_shm_cell_off(uint32_t ncells, uint32_t cell_size, uint32_t i)
+{
+	return cour_shm_state_off(ncells) + (size_t)i * cell_size;
+}
 
 static inline uint64_t cour_shm_word(uint64_t pos, unsigned state, uint32_t pid)
 {
