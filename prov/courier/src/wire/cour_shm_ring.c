@@ -421,26 +421,25 @@ int cour_shm_ring_reserve(struct cour_shm_ring *r, uint64_t *pos_out, bool advan
 
 	for (int i = 0; i < COUR_SHM_PUT_TRIES; i++) {
 		uint64_t *st = cour_shm_state_at(r, pos);
-		uint64_t w = __atomic_load_n(st, __ATOMIC_RELAXED);
+		uint64_t w = cour_shm_word(pos, COUR_SHM_FREE, 0);
 		uint64_t expect;
 		int64_t d;
 
-		if (COUR_LIKELY(w == cour_shm_word(pos, COUR_SHM_FREE, 0))) {
-			/* acquire: the consumer's reads of the previous lap precede our writes;
-			 * seq_cst: the load of `armed` after it (see Sleeping in the header) */
-			if (__atomic_compare_exchange_n(st, &w,
-							cour_shm_word(pos, COUR_SHM_RESERVED, r->pid),
-							false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-				expect = pos;
-				if (advance_tail)
-					__atomic_compare_exchange_n(tailp, &expect, pos + 1, false,
-								    __ATOMIC_RELAXED,
-								    __ATOMIC_RELAXED);
-				*pos_out = pos;
-				return 0;
-			}
-			pos = __atomic_load_n(tailp, __ATOMIC_RELAXED);
-			continue;
+		/* The CAS without a load first: a read would fault in every cached page around
+		 * the state word (see the layout); a failed CAS tells what the word holds.
+		 * acquire: the consumer's reads of the previous lap precede our writes;
+		 * seq_cst: the load of `armed` after it (see Sleeping in the header) */
+		if (COUR_LIKELY(__atomic_compare_exchange_n(st, &w,
+							    cour_shm_word(pos, COUR_SHM_RESERVED,
+									  r->pid),
+							    false, __ATOMIC_SEQ_CST,
+							    __ATOMIC_RELAXED))) {
+			expect = pos;
+			if (advance_tail)
+				__atomic_compare_exchange_n(tailp, &expect, pos + 1, false,
+							    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+			*pos_out = pos;
+			return 0;
 		}
 		d = cour_shm_seq_diff(w, pos);
 		if (d < 0)

@@ -21,6 +21,8 @@
  *   256         | grant[64] (leases on the owner's memory, see Grants)           |
  *   768         | window[32] (regions producers may write into, cour_shm_window.h)|
  *   2816        +---------------------------------------------------------------+
+ *               | (unused: the header is alone in its 64 KiB, see cour_shm_state_off)|
+ *   65536       +---------------------------------------------------------------+
  *               | state 0 (8), on a cache line of its own (64)                  |
  *               | state 1 ... state ncells-1                                    |
  *   +ncells*64  +---------------------------------------------------------------+
@@ -33,8 +35,9 @@
  * at its start put every cell on a page of its own, which every producer that so much as
  * looked at the cell (a reservation that lost a race, a lagging tail walked forward) mapped
  * into its resident memory, and which the owner touched at creation (1 MiB for 256 cells). Now
- * a producer maps the state lines it probes (64 to a page) and the cells it writes, the owner
- * 16 KiB of states: a small packet costs one page where it lands and nothing where it looked.
+ * a producer maps the state lines it takes (64 to a page; it never reads a state word before
+ * its CAS, which would fault in the pages around it) and the cells it writes, the owner 16 KiB
+ * of states: a small packet costs one page where it lands and nothing where it looked.
  *
  * Positions count packets from 0 forever (64 bits); position p lives in cell p & (ncells - 1).
  * A cell's state word says, for one position, who holds the cell:
@@ -257,10 +260,15 @@ static_assert(offsetof(struct cour_shm_cell, len) == 8, "cell layout");
 static_assert(offsetof(struct cour_shm_cell, tag) == 16, "cell layout");
 static_assert(offsetof(struct cour_shm_cell, data) == 48, "cell layout");
 
-/* Offsets in the mapping of cell i's state word and of cell i. */
+/* Offsets in the mapping of cell i's state word and of cell i. The states start 64 KiB in:
+ * a read fault on a shared file mapping also maps the cached pages of its 64 KiB window
+ * (the kernel's fault-around), so a producer reading a peer's header would map states and
+ * cells it never uses; alone in its window, the header maps alone. */
+#define COUR_SHM_STATES_OFF 65536u
+static_assert(sizeof(struct cour_shm_hdr) <= COUR_SHM_STATES_OFF, "header before the states");
 static inline size_t cour_shm_state_off(uint32_t i)
 {
-	return sizeof(struct cour_shm_hdr) + (size_t)i * COUR_SHM_STATE_STRIDE;
+	return COUR_SHM_STATES_OFF + (size_t)i * COUR_SHM_STATE_STRIDE;
 }
 
 static inline size_t cour_shm_cell_off(uint32_t ncells, uint32_t cell_size, uint32_t i)
