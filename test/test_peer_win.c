@@ -2,7 +2,7 @@
  * Windows sized by use (proto/cour_peer_win.c), over the capture wire: the send ring starts
  * at 4 slots and doubles to FI_COURIER_WINDOW with what is in flight, keeping every packet in
  * its slot across the 2^32 wrap; the receive ring exists only once a packet arrives early;
- * both are freed when the peer has been quiet for FI_COURIER_WIN_IDLE_MS, and not while it
+ * both are freed when the peer has been quiet for FI_COURIER_WIN_IDLE, and not while it
  * is busy. Parameters: window 16, credits 8, 928 payload bytes per packet, idle 200 ms.
  */
 #include "test_capwire.h"

@@ -526,7 +526,7 @@ bool cour_peer_txwin_room(struct cour_peer *peer);
 /* Room in the receive ring for seq (rx_next < seq < rx_next + params.window); false: no
  * memory (the packet is dropped and comes again). */
 bool cour_peer_rxwin_fit(struct cour_peer *peer, uint32_t seq);
-/* The peer left the active list: its windows go back after FI_COURIER_WIN_IDLE_MS quiet. */
+/* The peer left the active list: its windows go back after FI_COURIER_WIN_IDLE quiet. */
 void cour_peer_win_quiet(struct cour_peer *peer, uint64_t now);
 void cour_peer_win_sweep(struct cour_pep *ep, uint64_t now);
 void cour_peer_win_free(struct cour_peer *peer);

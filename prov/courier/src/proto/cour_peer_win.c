@@ -4,7 +4,7 @@
  * send ring starts at COUR_WIN_MIN slots and doubles while its packets in flight fill it, up
  * to FI_COURIER_WINDOW; its receive ring exists only once a packet arrives out of order (in
  * order needs no slot) and is sized to the furthest one held. A peer that leaves the active
- * list (nothing in flight, no timer) is parked on ep->quiet; FI_COURIER_WIN_IDLE_MS later,
+ * list (nothing in flight, no timer) is parked on ep->quiet; FI_COURIER_WIN_IDLE later,
  * still quiet, both rings are freed and it keeps its record alone. The list is in parking
  * order, so the sweep looks only at its head: no scan of all peers, ever.
  *
