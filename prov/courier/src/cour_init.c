@@ -8,7 +8,7 @@
 
 struct cour_params cour_params = {
 	.mtu = 0,
-	.window = 256,
+	.window = 1024,
 	.win_idle_ms = 200,
 	.credits = 64,
 	.eager_max = 65536,
