@@ -2,13 +2,15 @@
  * cour_manypeer: what a receiver pays per peer as the number of peers N grows, for any provider
  * (-p courier, tcp, "udp;ofi_rxd"; FI_EP_RDM, tagged messages), all on 127.0.0.1.
  *
- *   cour_manypeer -p courier -n 1024
+ *   cour_manypeer -p courier -n 1024        (fabtests/scripts/manypeer-bench.sh runs a series)
  *
  * The program forks before touching libfabric: the parent opens one fabric, domain and server
- * endpoint, the child its own fabric and domain with N client endpoints (each with its own
- * address: on courier one UDP socket each). They swap fi_getname() addresses over a socketpair,
- * which also carries the "go" and "done" of every phase, so the parent's memory is the server's
- * alone. Progress is manual: both processes poll their CQs, also while they wait for each other.
+ * endpoint, the child its own fabric with N client endpoints (each with its own address: on
+ * courier one UDP socket each). They swap fi_getname() addresses over a socketpair, which also
+ * carries the "go" and "done" of every phase, so the parent's memory is the server's alone.
+ * Progress is manual (asked for, and the program polls): both processes poll their CQs, also
+ * while they wait for each other. Client 0, the sender of the rate test, has a domain and CQ of
+ * its own, so that its progress never walks the N-1 idle clients: the rate is the server's.
  *
  * Measured in the parent (server), printed as a table and as `RESULT <name> <N> <value>`:
  *   idle_bytes_per_peer    VmRSS growth per peer from "all endpoints open, all addresses in
@@ -26,14 +28,18 @@
  *                          the acknowledgement (no unexpected-message path)
  *   av_bytes_per_entry,    one fi_av_insert of -A distinct synthetic sockaddr_in addresses
  *   av_ns_per_insert       (127.x.y.z:port, the server's own format) into a fresh FI_AV_TABLE;
- *                          entries returned as FI_ADDR_NOTAVAIL count as failures
+ *                          entries returned as FI_ADDR_NOTAVAIL count as failures (av_failed).
+ *                          It runs once the clients have exited
+ * and client_ep_bytes, the clients process's growth per endpoint opened (the client side).
  * Memory figures move in pages (VmRSS is in kB), so at small N they are coarse.
  *
- * Limits: RLIMIT_NOFILE is raised to its hard limit and N capped by it, with a message. A
- * provider that cannot open N endpoints in one process, or fails any later step, makes the
- * program print `FAIL <phase>: <reason>` (the failing call and its error) and exit 1; results
- * already measured are printed first. Every wait is bounded by -T seconds per phase, and an
- * alarm a little later ends a process stuck inside a provider call.
+ * Limits: RLIMIT_NOFILE is raised to its hard limit and N capped by it, with a message. The
+ * clients stop opening endpoints, with the figures, when N of them would take more than -m MB
+ * (ofi_rxm takes tens of MB per endpoint). A provider that cannot open N endpoints in one
+ * process, or fails any later step, makes the program print `FAIL <phase>: <reason>` (the
+ * failing call and its error) and exit 1; results already measured are printed first. Every
+ * wait is bounded by -T seconds per phase, and an alarm a little later ends a process stuck
+ * inside a provider call; the insert test's fi_close(av) has 10 s, then is reported and left.
  */
 #define _GNU_SOURCE
 
