@@ -23,9 +23,10 @@
  *                          before the start, so only the provider's memory counts
  *   first_contact_ms       from the first client's first send to the server having all N
  *                          (first_contact_us_per_peer: divided by N)
- *   rate_msgs_per_s        8 B messages client 0 -> server while N-1 peers sit idle: windows of
- *                          -W, each acknowledged, with the next window's receives posted before
- *                          the acknowledgement (no unexpected-message path)
+ *   rate_msgs_per_s        8 B messages client 0 -> server while N-1 peers sit idle (after
+ *                          another -s ms of quiet once the burst is in): windows of -W, each
+ *                          acknowledged, with the next window's receives posted before the
+ *                          acknowledgement (no unexpected-message path)
  *   av_bytes_per_entry,    one fi_av_insert of -A distinct synthetic sockaddr_in addresses
  *   av_ns_per_insert       (127.x.y.z:port, the server's own format) into a fresh FI_AV_TABLE;
  *                          entries returned as FI_ADDR_NOTAVAIL count as failures (av_failed).
@@ -1381,8 +1382,12 @@ static int mp_server_rate(struct mp *mp)
 	uint64_t w, res[2];
 	int ret;
 
+	/* the N-1 other peers are idle: whatever the burst left them settles first */
+	mp_phase(mp, "idle before rate");
+	ret = mp_idle(mp, mp->o.idle_ms);
 	mp_phase(mp, "rate");
-	ret = mp_server_post_window(mp);
+	if (!ret)
+		ret = mp_server_post_window(mp);
 	if (!ret)
 		ret = mp_ctl_send(mp, MP_CTL_GO_RATE, NULL, 0);
 	for (w = 0; !ret; w++) {
