@@ -6,8 +6,12 @@
 # same provider's rate at N=1), and fi_av_insert of AV_COUNT synthetic addresses (bytes per
 # entry, ns per insert; independent of N, measured in every run).
 #
-# usage: manypeer-bench.sh [-n "Ns"] [-k] [-b bindir] [-o logdir] [-- <cour_manypeer options>]
+# usage: manypeer-bench.sh [-n "Ns"] [-r rounds] [-k] [-b bindir] [-o logdir]
+#                           [-- <cour_manypeer options>]
 #   -n NS      peer counts, space separated (default "1 64 1024 4096")
+#   -r ROUNDS  runs of each (provider, N) (default 1), rounds outermost so that a change of load
+#              hits every provider; the table shows medians. Rates on a small VM can settle in
+#              one of two levels for a whole run, a factor 2 apart: use 3 or more for ratios
 #   -k         keep the log directory even when every run succeeded (-o DIR is always kept)
 #   -b DIR     directory holding cour_manypeer (default: ./fabtests/bench, then next to this
 #              script, then $PATH)
@@ -37,16 +41,19 @@
 set -u
 
 NS="1 64 1024 4096"
+ROUNDS=1
 KEEP=0
 BIN_DIR=""
 LOG_DIR=""
 usage() {
-	echo "usage: $0 [-n \"Ns\"] [-k] [-b bindir] [-o logdir] [-- <cour_manypeer options>]" >&2
+	echo "usage: $0 [-n \"Ns\"] [-r rounds] [-k] [-b bindir] [-o logdir]" \
+		"[-- <cour_manypeer options>]" >&2
 	exit 64
 }
-while getopts "n:kb:o:h" opt; do
+while getopts "n:r:kb:o:h" opt; do
 	case $opt in
 	n) NS=$OPTARG ;;
+	r) ROUNDS=$OPTARG ;;
 	k) KEEP=1 ;;
 	b) BIN_DIR=$OPTARG ;;
 	o) LOG_DIR=$OPTARG ;;
@@ -60,6 +67,7 @@ for n in $NS; do
 	case $n in ''|*[!0-9]*|0) usage ;; esac
 done
 [ -n "${NS// /}" ] || usage
+case $ROUNDS in ''|*[!0-9]*|0) usage ;; esac
 
 read -r -a PROV_LIST <<< "${PROVIDERS:-courier tcp udp;ofi_rxd}"
 read -r -a COURIER_ENV_LIST <<< "${COURIER_ENV:-}"
@@ -131,14 +139,14 @@ FAILED=()
 COURIER_FAILED=0
 OTHER_FAILED=0
 NOTES=()		# footnote texts, [k] is NOTES[k-1]
-declare -A V		# "prov|N|name" -> value
-declare -A NOTE		# "prov|N" -> k
+declare -A V		# "prov|N|name" -> the values of the rounds, space separated
+declare -A NOTE		# "prov|N" -> its footnotes, "[k]..."
 declare -A SHOWN_N	# "prov|N" -> the N the run used, when RLIMIT_NOFILE capped it
 
 declare -A NOTE_K	# "prov: text" -> k, so that one reason at several N is one footnote
 NOTE_NS=()		# the N each footnote applies to
 
-# note PROV N TEXT: a footnote for the row
+# note PROV N TEXT ROUND: a footnote for the row
 note() {
 	local key="$1: $3" k
 	k=${NOTE_K[$key]:-}
@@ -147,11 +155,11 @@ note() {
 		NOTE_NS+=("$1, N=$2")
 		k=${#NOTES[@]}
 		NOTE_K[$key]=$k
-	else
+	elif [[ ", ${NOTE_NS[k - 1]#*N=}, " != *", $2, "* ]]; then
 		NOTE_NS[k - 1]+=", $2"
 	fi
-	NOTE[$1|$2]=$k
-	FAILED+=("$1 N=$2: $3")
+	[[ "${NOTE[$1|$2]:-}" == *"[$k]"* ]] || NOTE[$1|$2]+="[$k]"
+	FAILED+=("$1 N=$2 round $4: $3")
 	if [ "$1" = courier ] || [ "$1" = courier-udp ]; then COURIER_FAILED=1; else OTHER_FAILED=1; fi
 }
 
@@ -171,26 +179,26 @@ why() {
 	echo "$w"
 }
 
-# run PROV N: one run, its results recorded
+# run PROV N ROUND: one run, its results recorded
 run() {
-	local prov=$1 n=$2 log rc start=$SECONDS name val used
-	log=$LOG_DIR/$(prov_tag "$prov").n$n.log
+	local prov=$1 n=$2 round=$3 log rc start=$SECONDS name val used
+	log=$LOG_DIR/$(prov_tag "$prov").n$n.r$round.log
 	set_run "$prov"
 	"${RUN_ENV[@]}" timeout -k 5 "$RUN_TIMEOUT" "$PROG" -p "$RUN_PROV" -n "$n" \
 		-T "$PHASE_TIMEOUT" -A "$AV_COUNT" -R "$RATE" "${EXTRA[@]}" > "$log" 2>&1
 	rc=$?
 	# shellcheck disable=SC2034 # name is read into the key
 	while read -r _ name used val; do
-		V[$prov|$n|$name]=$val
+		V[$prov|$n|$name]+="${V[$prov|$n|$name]:+ }$val"
 		[ "$used" != "$n" ] && SHOWN_N[$prov|$n]="$n→$used"
 	done < <(grep '^RESULT ' "$log")
-	[ "$rc" = 0 ] || note "$prov" "$n" "$(why "$log" "$rc")"
-	printf '# %s %-12s N=%-5s %s (%ds, load %s)\n' "$(date +%T)" "$prov" "$n" \
+	[ "$rc" = 0 ] || note "$prov" "$n" "$(why "$log" "$rc")" "$round"
+	printf '# %s r%d %-12s N=%-5s %s (%ds, load %s)\n' "$(date +%T)" "$round" "$prov" "$n" \
 		"$([ "$rc" = 0 ] && echo ok || echo "FAILED: $(why "$log" "$rc")")" \
 		$((SECONDS - start)) "$(cut -d' ' -f1 /proc/loadavg)"
 }
 
-echo "# manypeer-bench: providers: ${PROV_LIST[*]}; N: $NS; AV insert: $AV_COUNT;" \
+echo "# manypeer-bench: providers: ${PROV_LIST[*]}; N: $NS; $ROUNDS rounds; AV insert: $AV_COUNT;" \
 	"rate: $RATE${EXTRA[*]:+; options: ${EXTRA[*]}}"
 echo "# program: $PROG"
 echo "# courier: $COURIER_FROM${COURIER_ENV:+; courier env: $COURIER_ENV}"
@@ -211,15 +219,23 @@ if command -v fi_info > /dev/null; then
 fi
 
 T0=$SECONDS
-for n in $NS; do
-	for prov in "${PROV_LIST[@]}"; do
-		run "$prov" "$n"
+for round in $(seq 1 "$ROUNDS"); do
+	for n in $NS; do
+		for prov in "${PROV_LIST[@]}"; do
+			run "$prov" "$n" "$round"
+		done
 	done
 done
 
 # ---- the table ----
-cell() {	# cell KEY FORMAT: the value formatted, or "fail"
-	local v=${V[$1]:-}
+median() {	# median of the space-separated numbers in $1, or nothing
+	tr ' ' '\n' <<< "$1" | sort -g | awk '{ v[NR] = $1 }
+		END { if (NR) print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+cell() {	# cell KEY FORMAT: the median formatted, or "fail"
+	local v
+	v=$(median "${V[$1]:-}")
 	# shellcheck disable=SC2059 # the format is the caller's
 	if [ -z "$v" ]; then echo fail; else printf "$2" "$v"; fi
 }
@@ -234,8 +250,8 @@ echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for prov in "${PROV_LIST[@]}"; do
 	for n in $NS; do
 		k=$prov\|$n
-		r1=${V[$prov|1|rate_msgs_per_s]:-}
-		rn=${V[$k|rate_msgs_per_s]:-}
+		r1=$(median "${V[$prov|1|rate_msgs_per_s]:-}")
+		rn=$(median "${V[$k|rate_msgs_per_s]:-}")
 		if [ -n "$r1" ] && [ -n "$rn" ]; then
 			ratio=$(awk -v a="$rn" -v b="$r1" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
 		elif [ -z "$rn" ]; then
@@ -251,7 +267,7 @@ for prov in "${PROV_LIST[@]}"; do
 			"$(cell "$k|rate_msgs_per_s" '%.0f')" "$ratio" \
 			"$(av_cell "$k|av_bytes_per_entry" '%.1f')" \
 			"$(av_cell "$k|av_ns_per_insert" '%.0f')" \
-			"${NOTE[$k]:+[${NOTE[$k]}]}"
+			"${NOTE[$k]:-}"
 	done
 done
 if [ ${#NOTES[@]} -gt 0 ]; then
