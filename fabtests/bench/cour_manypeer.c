@@ -1722,9 +1722,11 @@ static int mp_parse_rate(const char *arg, struct mp_opts *o)
 
 	errno = 0;
 	v = strtod(arg, &end);
-	if (errno || end == arg || v < 0 || v > 3600)
+	if (errno || end == arg || v < 0 || v > 1e12)
 		return -1;
 	if (!strcmp(end, "s")) {
+		if (v > 3600)
+			return -1;
 		o->rate_secs = v;
 		o->rate_msgs = 0;
 		return 0;
