@@ -250,13 +250,24 @@ static void mp_write_str(const char *s)
  */
 static sigjmp_buf mp_alarm_jmp;
 static volatile sig_atomic_t mp_alarm_jmp_armed;
+/*
+ * Set by the alarm at the phase's deadline: the waits look at it on every spin, so the deadline
+ * is seen even when each provider call takes long. A second alarm, MP_HARD_GRACE_S later, ends
+ * a process whose call never returned.
+ */
+static volatile sig_atomic_t mp_alarm_soft;
 
-static void mp_hard_timeout(int sig)
+static void mp_alarm(int sig)
 {
 	(void)sig;
 	if (mp_alarm_jmp_armed) {
 		mp_alarm_jmp_armed = 0;
 		siglongjmp(mp_alarm_jmp, 1);
+	}
+	if (!mp_alarm_soft) {
+		mp_alarm_soft = 1;
+		alarm(MP_HARD_GRACE_S);
+		return;
 	}
 	mp_write_str("cour_manypeer (");
 	mp_write_str(mp_alarm_role);
@@ -266,19 +277,20 @@ static void mp_hard_timeout(int sig)
 	_exit(3);
 }
 
-/* Each phase gets the whole -T; the alarm catches a call that never returns. */
+/* Each phase gets the whole -T. */
 static void mp_phase(struct mp *mp, const char *phase)
 {
 	mp->phase = phase;
 	mp_alarm_role = mp->role;
 	mp_alarm_phase = phase;
 	mp->deadline_ns = cour_ft_now_ns() + (uint64_t)mp->o.timeout_s * 1000000000ULL;
-	alarm((unsigned)mp->o.timeout_s + MP_HARD_GRACE_S);
+	mp_alarm_soft = 0;
+	alarm((unsigned)mp->o.timeout_s);
 }
 
 static int mp_check_deadline(struct mp *mp, const char *what)
 {
-	if (cour_ft_now_ns() < mp->deadline_ns)
+	if (!mp_alarm_soft && cour_ft_now_ns() < mp->deadline_ns)
 		return 0;
 	return mp_fail(mp, -FI_ETIMEDOUT, "timed out after %d s in phase '%s' waiting for %s",
 		       mp->o.timeout_s, mp->phase, what);
@@ -443,7 +455,7 @@ static int mp_check(struct mp *mp, unsigned int *spins, const char *what)
 	ssize_t n;
 	int ret;
 
-	if ((++*spins % MP_CHECK_SPINS) != 0)
+	if ((++*spins % MP_CHECK_SPINS) != 0 && !mp_alarm_soft)
 		return 0;
 	ret = mp_check_deadline(mp, what);
 	if (ret)
@@ -963,6 +975,9 @@ static int mp_check_open(struct mp *mp, int opened, const struct mp_mem *m0)
 	double per_kb, need_kb;
 	int ret;
 
+	if (mp_alarm_soft || cour_ft_now_ns() >= mp->deadline_ns)
+		return mp_fail(mp, -FI_ETIMEDOUT, "timed out after %d s opening endpoints: %d of "
+			       "%d open", mp->o.timeout_s, opened, mp->nep);
 	if (mp->server || (opened != 8 && opened % 64 != 0) || opened == mp->nep)
 		return 0;
 	ret = mp_mem_read(mp, &m);
@@ -974,9 +989,6 @@ static int mp_check_open(struct mp *mp, int opened, const struct mp_mem *m0)
 		return mp_fail(mp, -FI_ENOMEM, "%d endpoints would need %.0f MB (%.2f MB each "
 			       "after %d), more than the clients' limit of %zu MB (-m)", mp->nep,
 			       need_kb / 1024, per_kb / 1024, opened, mp->mem_limit_kb / 1024);
-	if (cour_ft_now_ns() >= mp->deadline_ns)
-		return mp_fail(mp, -FI_ETIMEDOUT, "timed out after %d s opening endpoints: %d of "
-			       "%d open", mp->o.timeout_s, opened, mp->nep);
 	return 0;
 }
 
@@ -1468,7 +1480,7 @@ static int mp_av_close(struct mp *mp, struct fid_av *av, long count)
 		alarm(MP_AV_CLOSE_S);
 		ret = fi_close(&av->fid);
 		mp_alarm_jmp_armed = 0;
-		alarm((unsigned)mp->o.timeout_s + MP_HARD_GRACE_S);
+		mp_phase(mp, "av close");
 		if (ret)
 			MP_FIERR(mp, ret, "fi_close(the insert test's av)");
 		printf("# fi_close of the insert test's AV: %.1f ms\n",
@@ -1841,7 +1853,7 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	mp.mem_limit_kb = mp_mem_limit_kb(&mp.o);
 	signal(SIGPIPE, SIG_IGN);
-	signal(SIGALRM, mp_hard_timeout);
+	signal(SIGALRM, mp_alarm);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
 		printf("FAIL setup: socketpair: %s\n", strerror(errno));
 		return EXIT_FAILURE;

@@ -143,18 +143,22 @@ declare -A V		# "prov|N|name" -> the values of the rounds, space separated
 declare -A NOTE		# "prov|N" -> its footnotes, "[k]..."
 declare -A SHOWN_N	# "prov|N" -> the N the run used, when RLIMIT_NOFILE capped it
 
-declare -A NOTE_K	# "prov: text" -> k, so that one reason at several N is one footnote
+declare -A NOTE_K	# "prov: text" and "prov N: text without its numbers" -> k: one reason
+			# at several N, or in several rounds with other figures, is one footnote
 NOTE_NS=()		# the N each footnote applies to
 
 # note PROV N TEXT ROUND: a footnote for the row
 note() {
-	local key="$1: $3" k
-	k=${NOTE_K[$key]:-}
+	local key=$1:\ $3 loose k
+	# shellcheck disable=SC2001 # a pattern replacement would need extglob
+	loose="$1 $2: $(sed 's/[0-9][0-9.]*/#/g' <<< "$3")"
+	k=${NOTE_K[$key]:-${NOTE_K[$loose]:-}}
 	if [ -z "$k" ]; then
 		NOTES+=("$3")
 		NOTE_NS+=("$1, N=$2")
 		k=${#NOTES[@]}
 		NOTE_K[$key]=$k
+		NOTE_K[$loose]=$k
 	elif [[ ", ${NOTE_NS[k - 1]#*N=}, " != *", $2, "* ]]; then
 		NOTE_NS[k - 1]+=", $2"
 	fi
