@@ -22,12 +22,14 @@
  *                          burst_hwm_bytes_per_peer, the VmHWM growth); every payload's pattern
  *                          is checked. The server's receive buffers are allocated and touched
  *                          before the start, so only the provider's memory counts
+ *   burst_idle_bytes_per_peer
+ *                          the same after another -s ms of idle progress: what is kept
  *   first_contact_ms       from the first client's first send to the server having all N
  *                          (first_contact_us_per_peer: divided by N). It includes the clients
  *                          process's own cost of progressing N endpoints through a handshake,
  *                          so it bounds the server's from above
  *   rate_msgs_per_s        8 B messages client 0 -> server while N-1 peers sit idle (after
- *                          another -s ms of quiet once the burst is in): windows of -W, each
+ *                          that quiet period, so they are settled): windows of -W, each
  *                          acknowledged, with the next window's receives posted before the
  *                          acknowledgement (no unexpected-message path)
  *   av_bytes_per_entry,    one fi_av_insert of -A distinct synthetic sockaddr_in addresses
@@ -144,11 +146,12 @@ struct mp_op {
 struct mp_mem {
 	long rss_kb;
 	long hwm_kb;
+	long anon_kb, file_kb, shmem_kb;	/* VmRSS's parts, -1 where the kernel has none */
 };
 
 struct mp_results {
-	bool have_idle, have_burst, have_contact, have_rate, have_av, have_ep;
-	double idle_bpp, idle_hwm_bpp, burst_bpp, burst_hwm_bpp;
+	bool have_idle, have_burst, have_burst_idle, have_contact, have_rate, have_av, have_ep;
+	double idle_bpp, idle_hwm_bpp, burst_bpp, burst_hwm_bpp, burst_idle_bpp;
 	double contact_ms, burst_ms, rate;
 	double av_bpe, av_ns;
 	long av_failed;
@@ -211,7 +214,7 @@ struct mp {
 	int bad;			/* a completion was wrong */
 	bool abandoned;			/* a provider call never returned: leave libfabric alone */
 
-	struct mp_mem mem_start, mem_idle, mem_burst;
+	struct mp_mem mem_start, mem_idle, mem_burst, mem_burst_idle;
 	struct mp_results r;
 };
 
@@ -308,7 +311,7 @@ static int mp_mem_read(struct mp *mp, struct mp_mem *m)
 	char line[256];
 	FILE *f;
 
-	m->rss_kb = m->hwm_kb = -1;
+	m->rss_kb = m->hwm_kb = m->anon_kb = m->file_kb = m->shmem_kb = -1;
 	f = fopen("/proc/self/status", "r");
 	if (!f)
 		return mp_fail(mp, -FI_EIO, "cannot open /proc/self/status: %s", strerror(errno));
@@ -317,6 +320,12 @@ static int mp_mem_read(struct mp *mp, struct mp_mem *m)
 			m->rss_kb = strtol(line + 6, NULL, 10);
 		else if (!strncmp(line, "VmHWM:", 6))
 			m->hwm_kb = strtol(line + 6, NULL, 10);
+		else if (!strncmp(line, "RssAnon:", 8))
+			m->anon_kb = strtol(line + 8, NULL, 10);
+		else if (!strncmp(line, "RssFile:", 8))
+			m->file_kb = strtol(line + 8, NULL, 10);
+		else if (!strncmp(line, "RssShmem:", 9))
+			m->shmem_kb = strtol(line + 9, NULL, 10);
 	}
 	fclose(f);
 	if (m->rss_kb < 0 || m->hwm_kb < 0)
@@ -1391,6 +1400,17 @@ static int mp_server_burst(struct mp *mp)
 	mp_result(mp, "burst_bytes_per_peer", mp->r.burst_bpp, "%.0f");
 	mp_result(mp, "burst_hwm_bytes_per_peer", mp->r.burst_hwm_bpp, "%.0f");
 	mp_result(mp, "burst_ms", mp->r.burst_ms, "%.3f");
+
+	/* what the provider keeps of it; and the rate test's N-1 peers are idle, not settling */
+	mp_phase(mp, "idle after burst");
+	ret = mp_idle(mp, mp->o.idle_ms);
+	if (!ret)
+		ret = mp_mem_read(mp, &mp->mem_burst_idle);
+	if (ret)
+		return ret;
+	mp->r.have_burst_idle = true;
+	mp->r.burst_idle_bpp = mp_per(mp->mem_burst_idle.rss_kb, mp->mem_start.rss_kb, n);
+	mp_result(mp, "burst_idle_bytes_per_peer", mp->r.burst_idle_bpp, "%.0f");
 	return 0;
 }
 
@@ -1413,12 +1433,8 @@ static int mp_server_rate(struct mp *mp)
 	uint64_t w, res[2];
 	int ret;
 
-	/* the N-1 other peers are idle: whatever the burst left them settles first */
-	mp_phase(mp, "idle before rate");
-	ret = mp_idle(mp, mp->o.idle_ms);
 	mp_phase(mp, "rate");
-	if (!ret)
-		ret = mp_server_post_window(mp);
+	ret = mp_server_post_window(mp);
 	if (!ret)
 		ret = mp_ctl_send(mp, MP_CTL_GO_RATE, NULL, 0);
 	for (w = 0; !ret; w++) {
@@ -1586,10 +1602,35 @@ static void mp_print_header(struct mp *mp)
 	fflush(stdout);
 }
 
+/* Where the growth is: heap (anon) or shared memory mapped from peers' rings (shmem). */
+static void mp_print_mem(const char *what, const struct mp_mem *m, const struct mp_mem *start,
+			 int n)
+{
+	if (m->rss_kb < 0 || start->rss_kb < 0)
+		return;
+	printf("#   %-22s %10ld %10ld %10ld %10ld %10ld   %+9.0f %+9.0f %+9.0f\n", what, m->rss_kb,
+	       m->hwm_kb, m->anon_kb, m->file_kb, m->shmem_kb,
+	       mp_per(m->anon_kb, start->anon_kb, n), mp_per(m->file_kb, start->file_kb, n),
+	       mp_per(m->shmem_kb, start->shmem_kb, n));
+}
+
 static void mp_print_table(struct mp *mp)
 {
 	const struct mp_results *r = &mp->r;
 	int n = mp->o.nclients;
+
+	if (mp->mem_start.rss_kb >= 0) {
+		printf("# server memory, kB%*s %10s %10s %10s %10s %10s   per peer, B: %5s %9s %9s\n",
+		       5, "", "VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "anon", "file",
+		       "shmem");
+		mp_print_mem("before contact", &mp->mem_start, &mp->mem_start, n);
+		if (r->have_idle)
+			mp_print_mem("after hello + idle", &mp->mem_idle, &mp->mem_start, n);
+		if (r->have_burst)
+			mp_print_mem("after 64 KiB burst", &mp->mem_burst, &mp->mem_start, n);
+		if (r->have_burst_idle)
+			mp_print_mem("after burst + idle", &mp->mem_burst_idle, &mp->mem_start, n);
+	}
 
 	printf("# %-44s %8s %14s  %s\n", "measurement (server side)", "N", "value", "unit");
 	if (r->have_ep)
@@ -1614,6 +1655,9 @@ static void mp_print_table(struct mp *mp)
 		       r->burst_hwm_bpp, "B");
 		printf("  %-44s %8d %14.3f  %s\n", "burst, all received", n, r->burst_ms, "ms");
 	}
+	if (r->have_burst_idle)
+		printf("  %-44s %8d %14.0f  %s\n", "memory per peer, burst + idle (VmRSS)", n,
+		       r->burst_idle_bpp, "B");
 	if (r->have_rate)
 		printf("  %-44s %8d %14.0f  %s\n", "message rate 8 B, client 0, others idle", n,
 		       r->rate, "msg/s");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # manypeer-bench.sh: what a receiver pays per peer as the number of peers N grows, for several
 # providers side by side on 127.0.0.1: cour_manypeer once per (provider, N), each run under
-# timeout(1), and one markdown table: idle and post-burst server memory per peer, first-contact
+# timeout(1), and one markdown table: idle and post-burst server memory per peer (right after
+# the burst, and what is kept after another idle period), first-contact
 # time, the 8 B message rate to one peer while the N-1 others sit idle (and its ratio to the
 # same provider's rate at N=1), and fi_av_insert of AV_COUNT synthetic addresses (bytes per
 # entry, ns per insert; independent of N, measured in every run).
@@ -248,9 +249,9 @@ av_cell() {	# the insert test's cells: "-" when it was skipped
 }
 
 echo
-echo "| provider | N | idle B/peer | burst B/peer | first contact ms | rate msg/s |" \
-	"rate / rate(N=1) | AV B/entry | AV ns/insert | note |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| provider | N | idle B/peer | burst B/peer | burst+idle B/peer | first contact ms |" \
+	"rate msg/s | rate / rate(N=1) | AV B/entry | AV ns/insert | note |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for prov in "${PROV_LIST[@]}"; do
 	for n in $NS; do
 		k=$prov\|$n
@@ -263,10 +264,11 @@ for prov in "${PROV_LIST[@]}"; do
 		else
 			ratio="n/a"
 		fi
-		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$prov" \
+		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$prov" \
 			"${SHOWN_N[$k]:-$n}" \
 			"$(cell "$k|idle_bytes_per_peer" '%.0f')" \
 			"$(cell "$k|burst_bytes_per_peer" '%.0f')" \
+			"$(cell "$k|burst_idle_bytes_per_peer" '%.0f')" \
 			"$(cell "$k|first_contact_ms" '%.1f')" \
 			"$(cell "$k|rate_msgs_per_s" '%.0f')" "$ratio" \
 			"$(av_cell "$k|av_bytes_per_entry" '%.1f')" \
@@ -282,8 +284,9 @@ if [ ${#NOTES[@]} -gt 0 ]; then
 fi
 echo
 echo "# idle/burst B/peer: server VmRSS growth per peer from before any contact to after" \
-	"8 B each way + idle, and after one 64 KiB message from every client at once;" \
-	"rate: 8 B client 0 -> server, windows acknowledged, N-1 peers idle"
+	"8 B each way + idle, and after one 64 KiB message from every client at once (burst+idle:" \
+	"the same after another idle period); rate: 8 B client 0 -> server, windows" \
+	"acknowledged, N-1 peers idle"
 echo "# wall time $((SECONDS - T0)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 cour_bench_failed_or_clean
