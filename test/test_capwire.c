@@ -43,7 +43,7 @@ static void capwire_wire_close(struct cour_wire *w)
 {
 }
 
-static void capwire_wire_queue(struct cour_wire *w, const struct sockaddr_storage *sa,
+static void capwire_wire_queue(struct cour_wire *w, const void *sa,
 			       socklen_t sa_len, const void *hdr, size_t hdr_len,
 			       const struct iovec *iov, size_t iovcnt)
 {
@@ -61,7 +61,7 @@ static int capwire_wire_poll(struct cour_wire *w)
 	return 0;
 }
 
-static int capwire_wire_send_now(struct cour_wire *w, const struct sockaddr_storage *sa,
+static int capwire_wire_send_now(struct cour_wire *w, const void *sa,
 				 socklen_t sa_len, const void *hdr, size_t hdr_len,
 				 const struct iovec *iov, size_t iovcnt)
 {
