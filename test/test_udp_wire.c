@@ -14,6 +14,8 @@
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <errno.h>
 #include <unistd.h>
 #include <criterion/criterion.h>
 #include <poll.h>
@@ -359,4 +361,35 @@ Test(udp_wire, a_refused_gso_call_turns_gso_off_and_the_run_still_arrives)
 	receive(&ends[1], 3);            /* sent again one by one (IP fragments them) */
 	check_seen(&ends[1], 0, lens, 3);
 	cr_expect(!ends[0].w.tx_blocked, "the run was resent, not left to the timer");
+}
+
+/* Out of file descriptors is said as such (FI_EMFILE: the application can raise its limit),
+ * not as out of memory, and nothing is left open. */
+Test(udp_wire, no_descriptor_left_is_emfile_not_enomem)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct cour_addr want;
+	struct rlimit rl;
+	struct end *e = &ends[0];
+	int fd, last = -1;
+
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	cr_assert_eq(cour_addr_from_sockaddr(&want, &sin, sizeof(sin)), 0);
+	memset(e, 0, sizeof(*e));
+	cour_pool_init(&e->pool, COUR_WIRE_RXBUF_MIN + 64, COUR_WIRE_RX_BATCH, 64);
+	cour_wire_init(&e->w, &cour_udp_wire, &rec_ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
+	/* the limit just above the descriptors in use, then use up the rest */
+	fd = dup(0);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	rl.rlim_cur = rl.rlim_max = (rlim_t)fd + 4;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	while ((fd = dup(0)) >= 0)
+		last = fd;
+	cr_assert_eq(errno, EMFILE);
+	cr_assert_eq(e->w.ops->open(&e->w, &want), -FI_EMFILE);
+	cr_assert_eq(e->w.fd, -1, "no descriptor is kept on failure");
+	cr_assert_gt(last, 0);
+	e->w.ops = NULL;           /* nothing to close */
+	cour_pool_fini(&e->pool);
 }

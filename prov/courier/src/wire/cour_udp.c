@@ -143,7 +143,12 @@ static int cour_udp_open(struct cour_wire *w, const struct cour_addr *want)
 	len = (socklen_t)cour_addr_to_sockaddr(want, &ss);
 	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		COUR_WARN(FI_LOG_EP_CTRL, "socket: %s\n", strerror(errno));
+		int err = errno;
+
+		COUR_WARN(FI_LOG_EP_CTRL, "socket: %s\n", strerror(err));
+		/* out of descriptors is not out of memory: the application can raise its limit */
+		if (err == EMFILE || err == ENFILE)
+			return -FI_EMFILE;
 		return -FI_ENOMEM;
 	}
 	if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
