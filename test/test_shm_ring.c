@@ -1103,7 +1103,8 @@ static int pages_present(const void *base, size_t len)
 }
 
 /*
- * What a peer's ring costs a producer in resident memory: the header's page, the page of the
+ * What a peer's ring costs a producer in resident memory, and how it gives it back once the
+ * peer is quiet (the packets it put must survive that): the header's page, the page of the
  * state words it took and the page of each cell it wrote. Not the pages around them that the
  * owner's use put in the page cache: a read fault on a shared mapping maps those too (the
  * kernel's fault-around), which the layout keeps away from the header and the puts avoid by
@@ -1130,10 +1131,18 @@ Test(shm_ring, a_producer_maps_only_what_it_uses)
 	cr_log_info("producer maps %d pages of %zu\n", n, (size_t)loc.bytes / 4096);
 	/* header, one state page, the two cells (on two pages, or three if one straddles) */
 	cr_assert_leq(n, 5, "a producer that put two small packets maps %d pages", n);
-	p = cour_shm_ring_peek(own, &len, &t, &tl);
-	cr_assert_not_null(p);
-	cr_assert_eq(check_pkt(p, len, t, tl, 1, 0), 0);
-	cour_shm_ring_pop(own);
+	/* a quiet peer's ring leaves our page tables; what we put there stays the owner's */
+	cour_shm_ring_forget_pages(prod);
+	cr_assert_eq(pages_present(cour_shm_ring_base(prod), (size_t)loc.bytes), 0);
+	cr_assert_eq(put_pkt(prod, 1, 2, 3000, NULL), 0);
+	for (uint32_t seq = 0; seq < 3; seq++) {
+		p = cour_shm_ring_peek(own, &len, &t, &tl);
+		cr_assert_not_null(p, "packet %u", seq);
+		cr_assert_eq(check_pkt(p, len, t, tl, 1, seq), 0, "packet %u", seq);
+		cour_shm_ring_pop(own);
+	}
+	cour_shm_ring_forget_pages(own);       /* the owner's own mapping is never dropped */
+	cr_assert_gt(pages_present(cour_shm_ring_base(own), (size_t)loc.bytes), 4);
 	cour_shm_ring_close(prod);
 	cour_shm_ring_close(own);
 }

@@ -5,7 +5,8 @@
  * to FI_COURIER_WINDOW; its receive ring exists only once a packet arrives out of order (in
  * order needs no slot) and is sized to the furthest one held. A peer that leaves the active
  * list (nothing in flight, no timer) is parked on ep->quiet; FI_COURIER_WIN_IDLE later,
- * still quiet, both rings are freed and it keeps its record alone. The list is in parking
+ * still quiet, both rings are freed and it keeps its record alone (and a same-host peer's
+ * ring, mapped to write into, leaves our page tables: the pages are the peer's). The list is in parking
  * order, so the sweep looks only at its head: no scan of all peers, ever.
  *
  * Rings are indexed seq & (cap - 1): caps are powers of two, which keeps the index right
@@ -124,6 +125,8 @@ void cour_peer_win_sweep(struct cour_pep *ep, uint64_t now)
 		if (peer->on_active || peer->tx_una != peer->tx_next || peer->rx_held)
 			continue;
 		cour_peer_win_release(peer);
+		if (peer->shm)
+			cour_shm_ring_forget_pages(peer->shm);
 		ep->stats.win_frees++;
 	}
 }

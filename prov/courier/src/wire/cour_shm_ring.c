@@ -687,6 +687,12 @@ bool cour_shm_ring_is_owner(const struct cour_shm_ring *r)
 	return r->owner;
 }
 
+void cour_shm_ring_forget_pages(struct cour_shm_ring *r)
+{
+	if (!r->owner)
+		(void)madvise(r->hdr, r->bytes, MADV_DONTNEED);
+}
+
 bool cour_shm_ring_owner_holds(const struct cour_shm_ring *r)
 {
 	struct stat st;

@@ -195,6 +195,10 @@ bool cour_shm_ring_is_owner(const struct cour_shm_ring *r);
  * exec'd (the memfd is close-on-exec) or closed its endpoint, and for a process that took its
  * pid since. One stat() of /proc/<pid>/fd/<fd>. */
 bool cour_shm_ring_owner_holds(const struct cour_shm_ring *r);
+/* Producer, of a peer gone quiet: drop our page-table entries for its ring. The pages are the
+ * owner's and stay (a shared mapping refills from the file on the next access, a minor fault
+ * a page); our resident memory stops counting them. */
+void cour_shm_ring_forget_pages(struct cour_shm_ring *r);
 
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
