@@ -8,7 +8,7 @@
 
 struct cour_params cour_params = {
 	.mtu = 0,
-	.window = 1024,
+	.window = 256,
 	.win_idle_ms = 200,
 	.credits = 64,
 	.eager_max = 65536,
