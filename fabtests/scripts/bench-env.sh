@@ -8,6 +8,8 @@
 #                            prints the directory holding libcourier-fi.so of the build BINDIR
 #                            belongs to (<builddir>/fabtests/bench -> <builddir>/.libs), or
 #                            ./.libs; prints nothing if neither
+# cour_log_dir NAME          LOG_DIR made if unset (a fresh cour-NAME.XXXXXX, MADE_LOG_DIR=1, so
+#                            cour_bench_failed_or_clean may remove it), or created as given
 # cour_bench_failed_or_clean
 #                            after the tables: the failed runs, or the log directory removed
 # The first two expect SCRIPT_DIR set to the calling script's directory.
@@ -32,6 +34,17 @@ cour_find_provider_path() {
 			return 0
 		fi
 	done
+}
+
+# cour_log_dir NAME: the log directory of a benchmark script (LOG_DIR, from -o, or a fresh one)
+cour_log_dir() {
+	MADE_LOG_DIR=0
+	if [ -z "${LOG_DIR:-}" ]; then
+		LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cour-$1.XXXXXX") || return 1
+		MADE_LOG_DIR=1
+	else
+		mkdir -p "$LOG_DIR" || return 1
+	fi
 }
 
 # cour_bench_failed_or_clean: after a benchmark script's table, list its failed runs (FAILED,

@@ -60,13 +60,7 @@ BIN_DIR=$(cour_find_bin_dir "$BIN_DIR") || {
 # an uninstalled build: <builddir>/fabtests/bench holds the programs, <builddir>/.libs courier
 COURIER_PROVIDER_PATH=${COURIER_PROVIDER_PATH:-$(cour_find_provider_path "$BIN_DIR")}
 
-MADE_LOG_DIR=0
-if [ -z "$LOG_DIR" ]; then
-	LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cour-compare.XXXXXX") || exit 1
-	MADE_LOG_DIR=1
-else
-	mkdir -p "$LOG_DIR" || exit 1
-fi
+cour_log_dir compare || exit 1
 RESULTS=$LOG_DIR/results.txt
 : > "$RESULTS"
 

@@ -118,13 +118,7 @@ for p in cour_pingpong cour_bw cour_msgrate cour_rma; do
 done
 COURIER_PROVIDER_PATH=${COURIER_PROVIDER_PATH:-$(cour_find_provider_path "$BIN_DIR")}
 
-MADE_LOG_DIR=0
-if [ -z "$LOG_DIR" ]; then
-	LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cour-eth-bench.XXXXXX") || exit 1
-	MADE_LOG_DIR=1
-else
-	mkdir -p "$LOG_DIR" || exit 1
-fi
+cour_log_dir eth-bench || exit 1
 RESULTS=$LOG_DIR/results.txt	# mtu bench provider_index value|FAIL|NA
 : > "$RESULTS"
 

@@ -97,13 +97,7 @@ if [ ! -x "$PROG" ]; then
 fi
 COURIER_PROVIDER_PATH=${COURIER_PROVIDER_PATH:-$(cour_find_provider_path "$BIN_DIR")}
 
-MADE_LOG_DIR=0
-if [ -z "$LOG_DIR" ]; then
-	LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cour-manypeer.XXXXXX") || exit 1
-	MADE_LOG_DIR=1
-else
-	mkdir -p "$LOG_DIR" || exit 1
-fi
+cour_log_dir manypeer || exit 1
 
 # a make in the build tree during the run must not mix two builds in one table
 COURIER_FROM=${COURIER_PROVIDER_PATH:-the default path}
