@@ -521,8 +521,13 @@ static inline struct cour_rxslot *cour_rxslot_of(const struct cour_peer *peer, u
 }
 
 /* Room in the send ring for packet tx_next (grows it); false: at FI_COURIER_WINDOW or no
- * memory. */
-bool cour_peer_txwin_room(struct cour_peer *peer);
+ * memory. Checked for every packet built: the common case stays inline. */
+bool cour_peer_txwin_grow(struct cour_peer *peer);
+static inline bool cour_peer_txwin_room(struct cour_peer *peer)
+{
+	return COUR_LIKELY(peer->tx_next - peer->tx_una < peer->txcap) ||
+	       cour_peer_txwin_grow(peer);
+}
 /* Room in the receive ring for seq (rx_next < seq < rx_next + params.window); false: no
  * memory (the packet is dropped and comes again). */
 bool cour_peer_rxwin_fit(struct cour_peer *peer, uint32_t seq);

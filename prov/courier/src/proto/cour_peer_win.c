@@ -23,12 +23,12 @@ static uint32_t cour_win_max(void)
 	return (uint32_t)cour_params.window;
 }
 
-bool cour_peer_txwin_room(struct cour_peer *peer)
+bool cour_peer_txwin_grow(struct cour_peer *peer)
 {
 	uint32_t used = peer->tx_next - peer->tx_una, cap;
 	struct cour_txpkt *ring;
 
-	if (COUR_LIKELY(used < peer->txcap))
+	if (used < peer->txcap)
 		return true;
 	cap = peer->txcap ? peer->txcap * 2 : COUR_MIN(COUR_WIN_MIN, cour_win_max());
 	if (cap > cour_win_max())
