@@ -860,14 +860,14 @@ Test(shm_ring, corrupt_cells_are_skipped)
 {
 	struct cour_shm_ring *r;
 	struct cour_shm_locator loc;
-	struct cour_shm_cell *c0;
+	struct cour_shm_slot *c0;
 	const void *p, *t;
 	uint32_t len, tl;
 	uint64_t t0;
 
 	cr_assert_eq(cour_shm_ring_create(8, 128, &r, &loc), 0);
-	c0 = (struct cour_shm_cell *)((uint8_t *)cour_shm_ring_base(r) + cour_shm_cell_off(8, 192, 0));
-	cr_assert_eq(((struct cour_shm_hdr *)cour_shm_ring_base(r))->cell_size, 192);
+	c0 = (struct cour_shm_slot *)((uint8_t *)cour_shm_ring_base(r) + cour_shm_slot_off(0));
+	cr_assert_eq(((struct cour_shm_hdr *)cour_shm_ring_base(r))->cell_size, 128);
 
 	/* a published packet longer than a cell: skipped at once */
 	cr_assert_eq(put_pkt(r, 1, 0, 20, NULL), 0);
@@ -882,7 +882,7 @@ Test(shm_ring, corrupt_cells_are_skipped)
 	/* a tag longer than the tag field: the same */
 	cr_assert_eq(put_pkt(r, 1, 2, 20, NULL), 0);
 	cr_assert_eq(put_pkt(r, 1, 3, 20, NULL), 0);
-	((struct cour_shm_cell *)((uint8_t *)c0 + 2 * 192))->tag_len = 33;
+	((struct cour_shm_slot *)((uint8_t *)c0 + 2 * COUR_SHM_SLOT))->tag_len = 33;
 	p = cour_shm_ring_peek(r, &len, &t, &tl);
 	cr_assert_not_null(p);
 	cr_assert_eq(check_pkt(p, len, t, tl, 1, 3), 0);
@@ -892,7 +892,7 @@ Test(shm_ring, corrupt_cells_are_skipped)
 	/* a state word no step writes (state 3) at the head: reset after it stays 100 ms */
 	cr_assert_eq(put_pkt(r, 1, 4, 20, NULL), 0);
 	cr_assert_eq(put_pkt(r, 1, 5, 20, NULL), 0);
-	*(uint64_t *)((uint8_t *)cour_shm_ring_base(r) + cour_shm_state_off(4)) =
+	*(uint64_t *)((uint8_t *)cour_shm_ring_base(r) + cour_shm_slot_off(4)) =
 		cour_shm_word(4, 3, 0);
 	t0 = cour_now_us();
 	p = wait_pkt(r, &len, &t, &tl, t0 + DEADLINE_US);
@@ -928,10 +928,9 @@ Test(shm_ring, garbage_never_hangs)
 			h->tail = (uint64_t)rand_r(&seed) << 32 | (uint64_t)rand_r(&seed);
 			h->armed = (uint32_t)rand_r(&seed);
 			for (int i = 0; i < 16; i++) {
-				struct cour_shm_cell *c = (struct cour_shm_cell *)
-					((uint8_t *)h + cour_shm_cell_off(16, 192, (uint32_t)i));
-				uint64_t *st = (uint64_t *)((uint8_t *)h +
-							    cour_shm_state_off((uint32_t)i));
+				struct cour_shm_slot *c = (struct cour_shm_slot *)
+					((uint8_t *)h + cour_shm_slot_off((uint32_t)i));
+				uint64_t *st = &c->state;
 
 				*st = (uint64_t)rand_r(&seed) << 33 ^ (uint64_t)rand_r(&seed);
 				if (rand_r(&seed) & 1)  /* some plausible: right lap, random state */
@@ -1104,11 +1103,12 @@ static int pages_present(const void *base, size_t len)
 
 /*
  * What a peer's ring costs a producer in resident memory, and how it gives it back once the
- * peer is quiet (the packets it put must survive that): the header's page, the page of the
- * state words it took and the page of each cell it wrote. Not the pages around them that the
- * owner's use put in the page cache: a read fault on a shared mapping maps those too (the
- * kernel's fault-around), which the layout keeps away from the header and the puts avoid by
- * never reading a state word. A 256-cell ring of 16 KiB cells, as the engine makes.
+ * peer is quiet (the packets it put must survive that): the header's page, the pages of the
+ * slots it took (sixteen to a page) and the pages of the cells its big packets went to. Not
+ * the pages around them that the owner's use put in the page cache: a read fault on a shared
+ * mapping maps those too (the kernel's fault-around), which the layout keeps away from the
+ * header and the puts avoid by never reading a state word. A 256-cell ring of 16 KiB cells,
+ * as the engine makes.
  */
 Test(shm_ring, a_producer_maps_only_what_it_uses)
 {
@@ -1129,12 +1129,15 @@ Test(shm_ring, a_producer_maps_only_what_it_uses)
 	cr_assert_eq(put_pkt(prod, 1, 1, 20, NULL), 0);
 	int n = pages_present(cour_shm_ring_base(prod), (size_t)loc.bytes);
 	cr_log_info("producer maps %d pages of %zu\n", n, (size_t)loc.bytes / 4096);
-	/* header, one state page, the two cells (on two pages, or three if one straddles) */
-	cr_assert_leq(n, 5, "a producer that put two small packets maps %d pages", n);
+	/* the header and the page of the two slots (positions 40 and 41) */
+	cr_assert_leq(n, 2, "a producer that put two small packets maps %d pages", n);
 	/* a quiet peer's ring leaves our page tables; what we put there stays the owner's */
 	cour_shm_ring_forget_pages(prod);
 	cr_assert_eq(pages_present(cour_shm_ring_base(prod), (size_t)loc.bytes), 0);
 	cr_assert_eq(put_pkt(prod, 1, 2, 3000, NULL), 0);
+	n = pages_present(cour_shm_ring_base(prod), (size_t)loc.bytes);
+	/* the header, its slot's page, its cell's (two: this one straddles a page boundary) */
+	cr_assert_leq(n, 4, "a 3000-byte packet maps %d pages", n);
 	for (uint32_t seq = 0; seq < 3; seq++) {
 		p = cour_shm_ring_peek(own, &len, &t, &tl);
 		cr_assert_not_null(p, "packet %u", seq);
@@ -1144,5 +1147,59 @@ Test(shm_ring, a_producer_maps_only_what_it_uses)
 	cour_shm_ring_forget_pages(own);       /* the owner's own mapping is never dropped */
 	cr_assert_gt(pages_present(cour_shm_ring_base(own), (size_t)loc.bytes), 4);
 	cour_shm_ring_close(prod);
+	cour_shm_ring_close(own);
+}
+
+/*
+ * Small packets live in their slots: an owner that carried laps of them has made resident the
+ * header and the slots (created so), not one page of the 4 MiB of cells; a packet exactly the
+ * slot's size and one a byte over arrive whole either way.
+ */
+Test(shm_ring, small_packets_stay_in_the_slots)
+{
+	struct cour_shm_ring *own;
+	struct cour_shm_locator loc;
+	const size_t hdr = sizeof(struct tpkt);
+	const void *p, *t;
+	uint32_t len, tl, seq = 0;
+	uint8_t *base;
+	size_t cells_off = cour_shm_cell_off(256, 16384 + 128, 0);
+
+	cr_assert_eq(cour_shm_ring_create(256, 16384 + 128, &own, &loc), 0);
+	base = cour_shm_ring_base(own);
+	for (int lap = 0; lap < 4; lap++) {
+		for (uint32_t i = 0; i < 256; i++, seq++) {
+			uint32_t plen = i % 3 == 0 ? COUR_SHM_INLINE - hdr : 1 + i % 100;
+
+			cr_assert_eq(put_pkt(own, 2, seq, plen, NULL), 0, "put %u", seq);
+			p = cour_shm_ring_peek(own, &len, &t, &tl);
+			cr_assert_not_null(p, "packet %u", seq);
+			cr_assert_eq(len, hdr + plen);
+			cr_assert_eq(check_pkt(p, len, t, tl, 2, seq), 0, "packet %u", seq);
+			cour_shm_ring_pop(own);
+		}
+	}
+	int in_cells = pages_present(base + cells_off, (size_t)loc.bytes - cells_off);
+	int all = pages_present(base, (size_t)loc.bytes);
+
+	cr_log_info("owner after 1024 small packets: %d pages, %d of them cells\n", all, in_cells);
+	cr_assert_eq(in_cells, 0, "small packets touched %d pages of cells", in_cells);
+	cr_assert_leq(all, 1 + 256 * COUR_SHM_SLOT / 4096, "header and slots only, not %d", all);
+
+	/* either side of the boundary, with other packets around */
+	for (uint32_t k = 0; k < 4; k++, seq++) {
+		uint32_t plen = (uint32_t)(COUR_SHM_INLINE - hdr) + k % 2;
+
+		cr_assert_eq(put_pkt(own, 3, seq, plen, NULL), 0);
+	}
+	for (uint32_t k = 0; k < 4; k++) {
+		p = cour_shm_ring_peek(own, &len, &t, &tl);
+		cr_assert_not_null(p);
+		cr_assert_eq(len, COUR_SHM_INLINE + k % 2);
+		cr_assert_eq(check_pkt(p, len, t, tl, 3, seq - 4 + k), 0, "packet %u", k);
+		cour_shm_ring_pop(own);
+	}
+	cr_assert_gt(pages_present(base + cells_off, (size_t)loc.bytes - cells_off), 0,
+		     "the packets over the slot's size went to cells");
 	cour_shm_ring_close(own);
 }

@@ -28,7 +28,7 @@
 
 struct cour_shm_ring {
 	/* read on every call: the geometry, private copies never re-read from the mapping */
-	uint8_t             *states;
+	uint8_t             *slots;
 	uint8_t             *cells;
 	uint32_t             mask;
 	uint32_t             cell_size;
@@ -58,14 +58,25 @@ struct cour_shm_ring {
 	uint64_t             grant_gen;
 };
 
-static inline struct cour_shm_cell *cour_shm_cell_at(const struct cour_shm_ring *r, uint64_t pos)
+static inline struct cour_shm_slot *cour_shm_slot_at(const struct cour_shm_ring *r, uint64_t pos)
 {
-	return (struct cour_shm_cell *)(r->cells + (size_t)(pos & r->mask) * r->cell_size);
+	return (struct cour_shm_slot *)(r->slots + (size_t)(pos & r->mask) * COUR_SHM_SLOT);
+}
+
+static inline uint8_t *cour_shm_cell_at(const struct cour_shm_ring *r, uint64_t pos)
+{
+	return r->cells + (size_t)(pos & r->mask) * r->cell_size;
 }
 
 static inline uint64_t *cour_shm_state_at(const struct cour_shm_ring *r, uint64_t pos)
 {
-	return (uint64_t *)(r->states + (size_t)(pos & r->mask) * COUR_SHM_STATE_STRIDE);
+	return &cour_shm_slot_at(r, pos)->state;
+}
+
+/* where a packet of len bytes at pos lives */
+static inline uint8_t *cour_shm_data_at(const struct cour_shm_ring *r, uint64_t pos, uint32_t len)
+{
+	return len <= COUR_SHM_INLINE ? cour_shm_slot_at(r, pos)->data : cour_shm_cell_at(r, pos);
 }
 
 static inline uint64_t cour_shm_word_seq(uint64_t w)
@@ -86,7 +97,7 @@ static inline int64_t cour_shm_seq_diff(uint64_t w, uint64_t pos)
 
 static uint32_t cour_shm_cell_size(uint32_t cell_payload)
 {
-	return (uint32_t)((sizeof(struct cour_shm_cell) + cell_payload + 63) & ~(size_t)63);
+	return (cell_payload + 63u) & ~63u;
 }
 
 static bool cour_shm_geometry_ok(uint32_t ncells, uint32_t cell_payload)
@@ -206,7 +217,7 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 	}
 
 	r->hdr = base;
-	r->states = (uint8_t *)base + cour_shm_state_off(0);
+	r->slots = (uint8_t *)base + cour_shm_slot_off(0);
 	r->cells = (uint8_t *)base + cour_shm_cell_off(ncells, cell_size, 0);
 	r->mask = ncells - 1;
 	r->cell_size = cell_size;
@@ -359,7 +370,7 @@ int cour_shm_ring_attach(const struct cour_shm_locator *loc, struct cour_shm_rin
 	}
 	close(fd);              /* the mapping keeps the file */
 	r->hdr = base;
-	r->states = (uint8_t *)base + cour_shm_state_off(0);
+	r->slots = (uint8_t *)base + cour_shm_slot_off(0);
 	r->cell_size = cour_shm_cell_size(cell_payload);
 	r->cells = (uint8_t *)base + cour_shm_cell_off(ncells, r->cell_size, 0);
 	r->mask = ncells - 1;
@@ -481,8 +492,8 @@ static void cour_shm_publish(struct cour_shm_ring *r, uint64_t pos, const void *
 			     uint32_t tag_len, const void *hdr, size_t hdr_len,
 			     const struct iovec *iov, size_t iovcnt, uint32_t total)
 {
-	struct cour_shm_cell *c = cour_shm_cell_at(r, pos);
-	uint8_t *p = c->data;
+	struct cour_shm_slot *c = cour_shm_slot_at(r, pos);
+	uint8_t *p = cour_shm_data_at(r, pos, total);
 
 	if (tag_len)
 		memcpy(c->tag, tag, tag_len);
@@ -615,7 +626,7 @@ const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const voi
 	assert(r->owner);
 	for (int i = 0; i < COUR_SHM_PEEK_SKIPS; i++) {
 		uint64_t w = __atomic_load_n(cour_shm_state_at(r, r->head), __ATOMIC_ACQUIRE);
-		struct cour_shm_cell *c;
+		struct cour_shm_slot *c;
 		uint32_t l, tl;
 
 		if (COUR_LIKELY(w == cour_shm_word(r->head, COUR_SHM_FREE, 0)))
@@ -626,7 +637,7 @@ const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const voi
 				continue;
 			break;
 		}
-		c = cour_shm_cell_at(r, r->head);
+		c = cour_shm_slot_at(r, r->head);
 		/* read once: a checked length must be the length used */
 		l = __atomic_load_n(&c->len, __ATOMIC_RELAXED);
 		tl = __atomic_load_n(&c->tag_len, __ATOMIC_RELAXED);
@@ -643,7 +654,7 @@ const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const voi
 			*tag = c->tag;
 		if (tag_len)
 			*tag_len = tl;
-		return c->data;
+		return cour_shm_data_at(r, r->head, l);
 	}
 	r->ready = false;
 	return NULL;

@@ -21,26 +21,31 @@
  *   256         | grant[64] (leases on the owner's memory, see Grants)           |
  *   768         | window[32] (regions producers may write into, cour_shm_window.h)|
  *   2816        +---------------------------------------------------------------+
- *               | (unused: the header is alone in its 64 KiB, see cour_shm_state_off)|
+ *               | (unused: the header is alone in its 64 KiB, see cour_shm_slot_off)|
  *   65536       +---------------------------------------------------------------+
- *               | state 0 (8), on a cache line of its own (64)                  |
- *               | state 1 ... state ncells-1                                    |
- *   +ncells*64  +---------------------------------------------------------------+
- *               | cell 0: (8, unused) | len (4) | tag_len (4) | tag (32) | data...|  cell_size
- *               | cell 1 ...                                                      |  bytes each,
- *               | cell ncells-1                                                   |  64-aligned
- *               +---------------------------------------------------------------+
+ *               | slot 0: state (8) | len (4) | tag_len (4) | tag (32) | data (208)|  256 bytes
+ *               | slot 1 ... slot ncells-1                                       |  each
+ *   +ncells*256 +---------------------------------------------------------------+
+ *               | cell 0: data of a packet too big for its slot                  |  cell_size
+ *               | cell 1 ... cell ncells-1                                       |  bytes each,
+ *               +---------------------------------------------------------------+  64-aligned
  *
- * The state words sit apart from their cells (version 4): a cell is 16 KiB, so a state word
- * at its start put every cell on a page of its own, which every producer that so much as
- * looked at the cell (a reservation that lost a race, a lagging tail walked forward) mapped
- * into its resident memory, and which the owner touched at creation (1 MiB for 256 cells). Now
- * a producer maps the state lines it takes (64 to a page; it never reads a state word before
- * its CAS, which would fault in the pages around it) and the cells it writes, the owner 16 KiB
- * of states: a small packet costs one page where it lands and nothing where it looked.
+ * Position p owns slot p and cell p (mod ncells). A packet of up to COUR_SHM_INLINE bytes lives
+ * in its slot, a bigger one in its cell (the slot then holds only the state, lengths and tag).
+ * Why two sizes (version 5): a cell is 16 KiB, so with every packet in its cell each small
+ * packet landed on a page of its own. The owner's first lap of 256 cells made 1 MiB resident
+ * (and took a page-allocating fault per packet), and a producer mapped a page per packet it
+ * put. Sixteen slots share a page: small packets (control, acknowledgements, short messages)
+ * keep the owner at 64 KiB and cost a producer a page per sixteen positions. Version 4 put the
+ * state words on lines of their own ahead of the cells for the same reason; the slots keep
+ * that, and the packet beside its word is on the line the consumer reads anyway.
+ * A producer never reads a state word before its CAS (a read fault on a shared mapping also
+ * maps the cached pages around it, the kernel's fault-around); it maps the slots it takes
+ * and the cells it writes, the owner its slots and the cells big packets used.
  *
- * Positions count packets from 0 forever (64 bits); position p lives in cell p & (ncells - 1).
- * A cell's state word says, for one position, who holds the cell:
+ * Positions count packets from 0 forever (64 bits); position p lives in slot and cell
+ * p & (ncells - 1), called "the cell" below. A slot's state word says, for one position, who
+ * holds the cell:
  *
  *   bits 63..24  seq: the position, low 40 bits
  *   bits 23..22  FREE (0), RESERVED (1), PUBLISHED (2); 3 is never written
@@ -202,8 +207,8 @@ void cour_shm_ring_forget_pages(struct cour_shm_ring *r);
 
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
-#define COUR_SHM_VERSION 4u      /* 3: windows; 4: state words apart from the cells */
-#define COUR_SHM_STATE_STRIDE 64 /* a state word's line */
+#define COUR_SHM_VERSION 5u      /* 3: windows; 4: state words apart; 5: small packets in slots */
+#define COUR_SHM_SLOT    256u    /* a position's state word, lengths, tag and small packet */
 
 #define COUR_SHM_SEQ_SHIFT   24
 #define COUR_SHM_STATE_SHIFT 22
@@ -233,11 +238,11 @@ static_assert(sizeof(struct cour_shm_window) == 64, "a window is one cache line"
 struct cour_shm_hdr {
 	uint64_t magic;
 	uint32_t version;
-	uint32_t hdr_size;          /* sizeof(struct cour_shm_hdr): where cell 0 starts */
+	uint32_t hdr_size;          /* sizeof(struct cour_shm_hdr) */
 	uint64_t nonce;             /* equals the locator's: a reused fd number is not our ring */
 	uint64_t bytes;             /* size of the file */
 	uint32_t ncells;
-	uint32_t cell_size;         /* stride: the cell header plus cell_payload, rounded to 64 */
+	uint32_t cell_size;         /* stride: cell_payload rounded up to 64 */
 	uint32_t cell_payload;
 	uint32_t owner_pid;
 	alignas(64) uint64_t head;  /* written by the consumer after each pop */
@@ -251,33 +256,34 @@ static_assert(offsetof(struct cour_shm_hdr, tail) == 128, "tail on its own line"
 static_assert(offsetof(struct cour_shm_hdr, armed) == 192, "armed on its own line");
 static_assert(offsetof(struct cour_shm_hdr, grant) == 256, "grants on lines of their own");
 static_assert(offsetof(struct cour_shm_hdr, window) == 768, "windows on lines of their own");
-static_assert(sizeof(struct cour_shm_hdr) == 2816, "cells start on a line of their own");
+static_assert(sizeof(struct cour_shm_hdr) == 2816, "the header's size is fixed");
 
-struct cour_shm_cell {
-	uint64_t unused;            /* (the state word, until version 4) */
-	uint32_t len;               /* payload bytes, valid once PUBLISHED */
+struct cour_shm_slot {
+	uint64_t state;             /* see the state word above */
+	uint32_t len;               /* packet bytes, valid once PUBLISHED */
 	uint32_t tag_len;
 	uint8_t  tag[COUR_SHM_TAG_MAX];
-	uint8_t  data[];            /* cell_payload bytes */
+	uint8_t  data[];            /* the packet, if len <= COUR_SHM_INLINE; else in the cell */
 };
-static_assert(offsetof(struct cour_shm_cell, len) == 8, "cell layout");
-static_assert(offsetof(struct cour_shm_cell, tag) == 16, "cell layout");
-static_assert(offsetof(struct cour_shm_cell, data) == 48, "cell layout");
+#define COUR_SHM_INLINE (COUR_SHM_SLOT - 48u)
+static_assert(offsetof(struct cour_shm_slot, len) == 8, "slot layout");
+static_assert(offsetof(struct cour_shm_slot, tag) == 16, "slot layout");
+static_assert(offsetof(struct cour_shm_slot, data) == 48, "slot layout");
 
-/* Offsets in the mapping of cell i's state word and of cell i. The states start 64 KiB in:
- * a read fault on a shared file mapping also maps the cached pages of its 64 KiB window
- * (the kernel's fault-around), so a producer reading a peer's header would map states and
- * cells it never uses; alone in its window, the header maps alone. */
-#define COUR_SHM_STATES_OFF 65536u
-static_assert(sizeof(struct cour_shm_hdr) <= COUR_SHM_STATES_OFF, "header before the states");
-static inline size_t cour_shm_state_off(uint32_t i)
+/* Offsets in the mapping of slot i and of cell i. The slots start 64 KiB in: a read fault on
+ * a shared file mapping also maps the cached pages of its 64 KiB window (the kernel's
+ * fault-around), so a producer reading a peer's header would map slots and cells it never
+ * uses; alone in its window, the header maps alone. */
+#define COUR_SHM_SLOTS_OFF 65536u
+static_assert(sizeof(struct cour_shm_hdr) <= COUR_SHM_SLOTS_OFF, "header before the slots");
+static inline size_t cour_shm_slot_off(uint32_t i)
 {
-	return COUR_SHM_STATES_OFF + (size_t)i * COUR_SHM_STATE_STRIDE;
+	return COUR_SHM_SLOTS_OFF + (size_t)i * COUR_SHM_SLOT;
 }
 
 static inline size_t cour_shm_cell_off(uint32_t ncells, uint32_t cell_size, uint32_t i)
 {
-	return cour_shm_state_off(ncells) + (size_t)i * cell_size;
+	return cour_shm_slot_off(ncells) + (size_t)i * cell_size;
 }
 
 static inline uint64_t cour_shm_word(uint64_t pos, unsigned state, uint32_t pid)
