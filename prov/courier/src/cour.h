@@ -153,6 +153,8 @@ int cour_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_
 		 void *context);
 int cour_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
 		   void *context);
+int cour_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
+		   struct fid_poll **pollset);
 int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
 		 void *context);
 

@@ -87,6 +87,9 @@ static int cour_cntr_update(struct cour_cntr *c, volatile uint64_t *field, uint6
 		__atomic_add_fetch(field, v, __ATOMIC_RELEASE);
 	else
 		__atomic_store_n(field, v, __ATOMIC_RELEASE);
+	/* fi_poll(3): a poll set reports changes since the application's last set or add */
+	c->poll_value = __atomic_load_n(&c->value, __ATOMIC_RELAXED);
+	c->poll_err = __atomic_load_n(&c->err, __ATOMIC_RELAXED);
 	cour_cntr_notify_locked(c);
 	cour_lock_release(&dom->lock);
 	return 0;

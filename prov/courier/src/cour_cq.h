@@ -60,6 +60,9 @@ struct cour_cntr {
 	int                  signal_fd;
 	volatile int         waiters;
 	bool                 fd_armed;     /* FI_WAIT_FD: signal_fd readable since the last read */
+	/* fi_poll's baseline: the values when a poll set last reported the counter, or when the
+	 * application last set or added to it (cour_poll.c) */
+	uint64_t             poll_value, poll_err;
 };
 
 /* Nothing to read: no entry and no error. Lock held. */

@@ -36,12 +36,6 @@ static int cour_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
 	return -FI_ENOSYS;
 }
 
-static int cour_no_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
-			     struct fid_poll **pollset)
-{
-	return -FI_ENOSYS;
-}
-
 static int cour_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
 			   struct fid_stx **stx, void *context)
 {
@@ -85,7 +79,7 @@ static struct fi_ops_domain cour_domain_ops = {
 	.endpoint = cour_ep_open,
 	.scalable_ep = cour_no_scalable_ep,
 	.cntr_open = cour_cntr_open,
-	.poll_open = cour_no_poll_open,
+	.poll_open = cour_poll_open,
 	.stx_ctx = cour_no_stx_ctx,
 	.srx_ctx = cour_no_srx_ctx,
 	.query_atomic = cour_domain_query_atomic,
