@@ -241,6 +241,9 @@ Test(poll, errors)
 	ps = open_poll();
 	ps2 = open_poll();
 	cr_assert_eq(fi_poll_add(ps, &cq->fid, 1), -FI_EINVAL, "reserved flags");
+	cr_assert_eq(fi_poll_add(ps, NULL, 0), -FI_EINVAL, "no fid");
+	cr_assert_eq(fi_poll_del(ps, NULL, 0), -FI_EINVAL, "no fid");
+	cr_assert_eq(fi_poll_open(&dom.domain_fid, NULL, NULL), -FI_EINVAL, "nowhere to put it");
 	cr_assert_eq(fi_poll_add(ps, &ps2->fid, 0), -FI_EINVAL, "a poll set is no member");
 	cr_assert_eq(fi_poll_add(ps, &foreign->fid, 0), -FI_EINVAL, "another domain's CQ");
 	cr_assert_eq(fi_poll_del(ps, &cq->fid, 0), -FI_ENOENT, "not a member");

@@ -60,8 +60,11 @@ bool cour_peer_rxwin_fit(struct cour_peer *peer, uint32_t seq)
 	if (cap > cour_win_max())
 		cap = cour_win_max();      /* span < params.window: the caller checked */
 	ring = calloc(cap, sizeof(*ring));
-	if (!ring)
+	if (!ring) {
+		/* the packet is dropped (drop_no_buf) and comes again: nothing is lost */
+		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a receive window of %u slots\n", cap);
 		return false;
+	}
 	/* everything held lies in (rx_next, rx_next + rxcap) */
 	for (uint32_t i = 1; i < peer->rxcap; i++) {
 		uint32_t s = peer->rx_next + i;
