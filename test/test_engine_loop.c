@@ -732,6 +732,10 @@ Test(engine_loop, unexpected_eager_and_rendezvous)
 	struct op tx[N] = { 0 }, rx[N] = { 0 };
 	char *rbuf[N];
 
+	/* room to buffer them: the 64 KiB message, more than a fresh peer's credit units, goes
+	 * as an RTS that the receiver clears into a buffer of its own; its send completes before
+	 * its receive as an eager one would */
+	cour_params.unexp_max = 1 << 20;
 	net_open(2, NULL, 0);
 	for (int k = 0; k < N; k++)
 		POST(fi_tsenddata(net.t[0].ep, tx_buf(sizes[k], 40 + k), sizes[k], NULL,
@@ -741,6 +745,8 @@ Test(engine_loop, unexpected_eager_and_rendezvous)
 	for (int k = 0; k < N; k++)
 		cr_assert_eq(tx[k].done != 0, sizes[k] <= em, "send of %zu bytes %s before its "
 			     "receive", sizes[k], tx[k].done ? "completed" : "did not complete");
+	cr_assert_eq(stats_of(0).credit_rts, 1, "the 64 KiB message costs 65 units of 16");
+	cr_assert_eq(stats_of(1).rts_adopted, 1);
 	/* receives in reverse order: matching picks out of the middle of the queue */
 	for (int k = N - 1; k >= 0; k--) {
 		rbuf[k] = rx_buf(sizes[k]);

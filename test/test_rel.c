@@ -214,7 +214,7 @@ Test(txwin, a_send_becomes_numbered_fragments)
 	cr_assert_eq(capwire.count, 3);
 	cr_assert_eq(peer->tx_una, 0);
 	cr_assert_eq(peer->tx_next, 3);
-	cr_assert_eq(peer->tx_credit_used, 1);
+	cr_assert_eq(peer->tx_credit_used, 2, "2000 bytes cost 1 + 2000 / 1024 units");
 	cr_assert_eq(peer->inflight_bytes, 2000 + 3 * COUR_PKT_HDR_LEN);
 	cr_assert_neq(peer->rto_deadline, 0, "the retransmit timer runs");
 	for (uint32_t i = 0; i < 3; i++) {
@@ -277,6 +277,7 @@ Test(txwin, acks_outside_the_window_change_nothing)
 
 Test(txwin, the_window_stops_the_sender_and_acks_reopen_it)
 {
+	capwire_ack(ep, 0, 0, 64);                 /* units for all four: only the window stops */
 	for (int i = 0; i < 4; i++)
 		capwire_send(ep, data, 4000, NULL, 0);   /* 5 packets each: 20 > window 16 */
 	cr_assert_eq(peer->tx_next, 16);
@@ -284,12 +285,12 @@ Test(txwin, the_window_stops_the_sender_and_acks_reopen_it)
 	cr_assert_eq(ep->pep.stats.window_stalls, 1);
 	cr_assert_not_null(peer->txq, "the rest waits its turn");
 
-	capwire_ack(ep, 3, 0, 8);
+	capwire_ack(ep, 3, 0, 64);
 	cr_assert_eq(peer->tx_next, 19, "three slots freed, three packets out");
-	capwire_ack(ep, 19, 0, 8);
+	capwire_ack(ep, 19, 0, 64);
 	cr_assert_eq(peer->tx_next, 20);
 	cr_assert_null(peer->txq);
-	capwire_ack(ep, 20, 0, 8);
+	capwire_ack(ep, 20, 0, 64);
 	cr_assert_eq(capwire_cq_count(&capwire.tx_cq), 4);
 	/* sends complete in order: the last packet of each is acknowledged in order */
 	cr_assert_eq(ep->pep.stats.tx_msgs, 4);
@@ -494,13 +495,14 @@ Test(txwin, grants_beyond_what_was_sent_are_refused)
 	for (int i = 0; i < 8; i++)
 		capwire_send(ep, data, 10, NULL, 0);
 	cr_assert_eq(peer->tx_credit_used, 8);
-	/* a receiver can have consumed at most 8 (+1 slack): a limit of 8 + 9 + 1 is a lie */
-	capwire_ack(ep, 0, 0, 18);
+	/* no receiver grants more than COUR_CREDIT_WIN_MAX units beyond what it was sent:
+	 * a limit past that is garbage (or a wrap-around) and would let us flood it */
+	capwire_ack(ep, 0, 0, 8 + COUR_CREDIT_WIN_MAX + 1);
 	cr_assert_eq(peer->tx_credit_limit, 8);
-	capwire_ack(ep, 0, 0, 17);
-	cr_assert_eq(peer->tx_credit_limit, 17);
+	capwire_ack(ep, 0, 0, 8 + COUR_CREDIT_WIN_MAX);
+	cr_assert_eq(peer->tx_credit_limit, 8 + COUR_CREDIT_WIN_MAX);
 	capwire_ack(ep, 0, 0, 12);                 /* an older, smaller grant */
-	cr_assert_eq(peer->tx_credit_limit, 17);
+	cr_assert_eq(peer->tx_credit_limit, 8 + COUR_CREDIT_WIN_MAX);
 }
 
 Test(txwin, credit_counters_wrap)

@@ -88,6 +88,14 @@ struct fi_courier_stats {
 	uint64_t peers;                     /* peer records now (sessions, strangers included) */
 	uint64_t win_bytes;                 /* bytes of send and receive windows held now */
 	uint64_t win_grows, win_frees;      /* window (re)allocations, and windows freed idle */
+	/* credits in bytes (FI_COURIER_CREDITS, _CREDITS_MAX, _UNEXP_MAX) */
+	uint64_t unexp_bytes, unexp_peak;   /* unexpected messages buffered now, and at most */
+	uint64_t credit_rts;                /* eager messages sent as RTS for lack of units */
+	uint64_t credit_grants;             /* loans of units made to peers that ran short */
+	uint64_t credit_refused;            /* ... cut short or refused: the budget was spent */
+	uint64_t credit_repaid;             /* units taken back from loans for other peers */
+	uint64_t rts_adopted;               /* unexpected RTS cleared into a buffer of ours
+					     * (within FI_COURIER_UNEXP_MAX) */
 };
 
 struct fi_courier_ops_ep {

@@ -513,6 +513,11 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 	fprintf(stderr, "courier stats %s: peers %" PRIu64 " win_bytes %" PRIu64 " win_grows %"
 		PRIu64 " win_frees %" PRIu64 "\n", str, s.peers, s.win_bytes, s.win_grows,
 		s.win_frees);
+	fprintf(stderr, "courier stats %s: unexp_bytes %" PRIu64 " unexp_peak %" PRIu64
+		" credit_rts %" PRIu64 " credit_grants %" PRIu64 " credit_refused %" PRIu64
+		" credit_repaid %" PRIu64 " rts_adopted %" PRIu64 "\n", str, s.unexp_bytes,
+		s.unexp_peak, s.credit_rts, s.credit_grants, s.credit_refused, s.credit_repaid,
+		s.rts_adopted);
 }
 
 /* ---- open and close ---- */

@@ -3,6 +3,7 @@
  * every ops table uses for what courier does not offer.
  */
 #include "cour.h"
+#include "proto/cour_wire_fmt.h"
 
 #include <stdio.h>
 
@@ -10,7 +11,8 @@ struct cour_params cour_params = {
 	.mtu = 0,
 	.window = 256,
 	.win_idle_ms = 200,
-	.credits = 64,
+	.credits = 16,
+	.credits_max = 2048,
 	.eager_max = 65536,
 	.inject_size = 4096,
 	.tx_size = 1024,
@@ -92,8 +94,13 @@ static void cour_params_define(void)
 		"(default: %zu)",
 		p->window);
 	fi_param_define(&cour_prov, "credits", FI_PARAM_SIZE_T,
-		"Eager messages a sender may have unconsumed at each receiver, 2..4096 "
-		"(default: %zu)", p->credits);
+		"Credit units (1 KiB each; a message costs 1 + bytes / 1024, an RTS 1) every peer "
+		"may have unconsumed at a receiver before it is granted more; the same on every "
+		"process, 2..4096 (default: %zu)", p->credits);
+	fi_param_define(&cour_prov, "credits_max", FI_PARAM_SIZE_T,
+		"Credit units a receiver lends one peer at most, out of FI_COURIER_UNEXP_MAX, when "
+		"it runs short; at least FI_COURIER_CREDITS, up to 65536 (default: %zu)",
+		p->credits_max);
 	fi_param_define(&cour_prov, "eager_max", FI_PARAM_SIZE_T,
 		"Largest message sent eagerly, bytes; larger messages use rendezvous "
 		"(default: %zu)", p->eager_max);
@@ -106,9 +113,11 @@ static void cour_params_define(void)
 		"Posted receives an endpoint guarantees (rx_attr->size); more may be posted while "
 		"memory lasts (default: %zu)", p->rx_size);
 	fi_param_define(&cour_prov, "unexp_max", FI_PARAM_SIZE_T,
-		"Unexpected message bytes an endpoint buffers while giving their senders' credits "
-		"back at once; past it, a credit comes back only when its message is received "
-		"(default: %zu)", p->unexp_max);
+		"An endpoint's budget, bytes, for credits lent to peers beyond FI_COURIER_CREDITS "
+		"and for unexpected messages whose credit went back at once; past it, credits "
+		"come back only as messages are received. A receiver buffers at most this plus "
+		"peers x FI_COURIER_CREDITS KiB of unexpected messages (default: %zu)",
+		p->unexp_max);
 	fi_param_define(&cour_prov, "ack_delay", FI_PARAM_INT,
 		"How long an ACK may wait to ride on outgoing data, microseconds (default: %d)",
 		p->ack_delay_us);
@@ -202,6 +211,9 @@ static void cour_params_define(void)
 		p->window = w;
 	}
 	cour_param_size("credits", &p->credits, 2, 4096);
+	cour_param_size("credits_max", &p->credits_max, 2, COUR_CREDIT_WIN_MAX);
+	if (p->credits_max < p->credits)
+		p->credits_max = p->credits;
 	cour_param_size("eager_max", &p->eager_max, 0, 1u << 24);
 	cour_param_size("inject_size", &p->inject_size, 16, 65536);
 	cour_param_size("tx_size", &p->tx_size, 16, 1u << 20);

@@ -27,8 +27,9 @@
  * Sessions: src/dst_session nonces in every header. A packet for an older session of ours is
  * answered with RESET; a packet or RESET showing a new session of the peer means the peer
  * restarted: operations to the old one complete in error, state starts over.
- * Credits (the GASNet design): a sender may have at most `credits` eager messages or RTS that the
- * receiver has not yet consumed; the receiver grants more as the application consumes them.
+ * Credits (the GASNet design, in bytes: proto/cour_credit.c): a sender may have at most its grant
+ * of credit units in eager messages and RTS that the receiver has not yet consumed; the receiver
+ * grants them again as the application consumes them, and lends more to a peer that runs short.
  * Control packets (ACK, RESET, CTS, DONE, RDATA) need no credit, so the protocol cannot deadlock.
  */
 #ifndef COUR_ENGINE_H
@@ -178,6 +179,10 @@ struct cour_rxmsg {
 	bool                 nomem;           /* unexpected copy failed: report FI_ENOMEM */
 	bool                 discard;         /* FI_DISCARD: drop the data as it arrives */
 	bool                 credit_early;    /* unexpected: credit given back when buffered */
+	bool                 adopted;         /* an RTS we cleared before its receive: its data
+					       * comes as RDATA into ubuf, then it is eager */
+	uint32_t             units;           /* credit units it took */
+	size_t               unexp_cost;      /* bytes it counts in stats.unexp_bytes, 0: none */
 	fi_addr_t            dgram_src;       /* datagrams have no peer: their source */
 	void                *claim_ctx;
 	uint64_t             tag, data;
@@ -247,8 +252,8 @@ struct cour_peer {
 	struct cour_txe     *tx_wait;         /* waiting for CTS or DONE */
 	uint32_t             sack_hi;         /* highest SACKed seq, if sack_valid and >= tx_una */
 	bool                 sack_valid;
-	uint32_t             tx_credit_limit; /* from the peer's headers */
-	uint32_t             tx_credit_used;  /* eager messages + RTS sent */
+	uint32_t             tx_credit_limit; /* from the peer's headers (credit units) */
+	uint32_t             tx_credit_used;  /* units of eager messages + RTS sent */
 	bool                 credit_stalled;  /* counted once per stall */
 	uint32_t             next_msg_id;
 	uint64_t             srtt_us, rttvar_us, rto_us;
@@ -266,9 +271,10 @@ struct cour_peer {
 					       * one arrives out of order */
 	uint32_t             rxcap;
 	uint32_t             rx_held;
-	uint32_t             credits_granted; /* cumulative limit we advertise */
+	uint32_t             credits_granted; /* cumulative limit we advertise (units) */
 	uint32_t             credits_sent;    /* the limit last put on the wire */
-	uint32_t             rx_msgs;         /* messages (eager, RTS) the peer started */
+	uint32_t             rx_units;        /* units of the messages the peer started */
+	uint32_t             grant_extra;     /* units lent beyond FI_COURIER_CREDITS */
 	bool                 ack_needed;
 	uint32_t             rx_since_ack;
 	uint64_t             ack_deadline;
@@ -372,6 +378,8 @@ struct cour_pep {
 
 	struct cour_pool     txe_pool, rxe_pool, rxmsg_pool, inject_pool, rxbuf_pool;
 	size_t               unexp_early;     /* bytes of unexpected messages whose credit is back */
+	size_t               grant_extra;     /* credit units lent to peers beyond the first grant */
+	bool                 grant_short;     /* a peer was refused a loan: loans are repaid */
 	size_t               rxbuf_size;
 
 	struct fi_courier_stats stats;        /* the engine's; the wire counts its own */
@@ -538,7 +546,14 @@ void cour_peer_win_free(struct cour_peer *peer);
 void cour_ep_timers(struct cour_pep *ep, uint64_t now);
 void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			const struct sockaddr_storage *sa, socklen_t sa_len);
-void cour_peer_credit_return(struct cour_peer *peer);
+/* Credits (proto/cour_credit.c). Sender: take what txe's first packet costs, or turn an
+ * eager message into an RTS, or stall (false). Receiver: admit a new message within the
+ * grant (false: beyond it), give consumed units back, lend more to a peer that wants them. */
+bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe);
+bool cour_credit_admit(struct cour_peer *peer, unsigned type, uint64_t total_len);
+void cour_peer_credit_return(struct cour_peer *peer, uint32_t units);
+void cour_credit_want(struct cour_peer *peer, uint64_t len);
+void cour_credit_peer_end(struct cour_peer *peer);
 /* The acknowledgement fields of any valid packet from the peer (ext: an ACK's SACK bitmap). */
 void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now,
 		   const uint8_t *ext, size_t extlen);

@@ -1,8 +1,6 @@
 /*
- * The engine's own messages (CTS, DONE and the other internal control txes) and the credits
- * of received messages: given back when the application consumes a message, or at once when an
- * unexpected message is buffered within FI_COURIER_UNEXP_MAX (so a sender never stalls behind
- * messages only unpostable receives would match).
+ * The engine's own messages: CTS, DONE and the other internal control txes (the credits of
+ * received messages are in cour_credit.c).
  */
 #include "proto/cour_engine.h"
 #include "proto/cour_msg_int.h"
@@ -46,45 +44,3 @@ void cour_send_ctrl_flags(struct cour_peer *peer, uint8_t type, uint32_t msg_id,
 	txe->msg_len = len;             /* CTS: the bytes the receiver accepts */
 	cour_peer_enqueue(peer, txe);
 }
-
-/* A consumed message gives its credit back, unless it came in an earlier session of the
- * peer (complete unexpected messages outlive a reset): the new session never spent it. */
-void cour_msg_credit_return(struct cour_peer *peer, const struct cour_rxmsg *m)
-{
-	if (m->session == peer->local_session && !m->credit_early)
-		cour_peer_credit_return(peer);
-}
-
-/* What an unexpected message holds of ep->unexp_early while its credit is back. */
-size_t cour_unexp_cost(const struct cour_rxmsg *m)
-{
-	return sizeof(*m) + (m->rts ? 0 : (size_t)m->total_len);
-}
-
-/*
- * An unexpected message that is buffered gives its credit back at once: a sender must never
- * stall behind messages that only receives the application has not posted yet would take
- * (MPI threads each posting after their sends; a sender that finalizes right after its
- * injects). Bounded by unexp_max bytes per endpoint: past it, credits come back only as
- * messages are received, which bounds the memory a flood of unexpected messages can take.
- */
-void cour_unexp_credit_early(struct cour_peer *peer, struct cour_rxmsg *m)
-{
-	struct cour_pep *ep = peer->ep;
-	size_t cost = cour_unexp_cost(m);
-
-	if (m->nomem || ep->unexp_early + cost > cour_params.unexp_max)
-		return;
-	cour_msg_credit_return(peer, m);
-	m->credit_early = true;
-	ep->unexp_early += cost;
-	ep->stats.unexp_credit_early++;
-}
-
-/* m leaves the unexpected queue (received or discarded): its early credit is settled. */
-void cour_unexp_settle(struct cour_pep *ep, struct cour_rxmsg *m)
-{
-	if (m->credit_early)
-		ep->unexp_early -= cour_unexp_cost(m);
-}
-

@@ -51,10 +51,11 @@ static inline void cour_rdv_del(struct cour_pep *ep, struct cour_rxmsg *m)
 	m->peer->rx_rdv_pending--;
 }
 
-/* credits of received messages (cour_msg_ctrl.c) */
+/* credits of received messages (cour_credit.c) */
 void cour_msg_credit_return(struct cour_peer *peer, const struct cour_rxmsg *m);
 size_t cour_unexp_cost(const struct cour_rxmsg *m);
-void cour_unexp_credit_early(struct cour_peer *peer, struct cour_rxmsg *m);
+bool cour_unexp_affordable(const struct cour_pep *ep, size_t bytes);
+void cour_unexp_add(struct cour_peer *peer, struct cour_rxmsg *m);
 void cour_unexp_settle(struct cour_pep *ep, struct cour_rxmsg *m);
 
 #endif

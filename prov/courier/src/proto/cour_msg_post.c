@@ -381,6 +381,10 @@ void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
 	HASH_ITER(hh, ep->rdv_by_id, m, tmp) {
 		if (m->peer != peer)
 			continue;
+		if (m->adopted && !m->rxe) {    /* still unexpected: its data will never come */
+			cour_msg_discard(ep, m, false);
+			continue;
+		}
 		cour_rdv_del(ep, m);
 		cour_msg_fail_matched(ep, m, err, prov_errno);
 	}

@@ -318,6 +318,8 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
 	if (!consumed) {
 		if (peer->rx_cur == m)
 			peer->rx_cur = NULL;
+		if (m->adopted && m->received < m->total_len)
+			cour_rdv_del(ep, m);
 		cour_pool_put(&ep->rxmsg_pool, m);
 		return;
 	}
@@ -331,13 +333,71 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
 		cour_msg_credit_return(peer, m);
 		return;
 	}
-	if (peer->rx_cur == m)
-		return;             /* finishes in cour_rx_eager_data */
+	if (peer->rx_cur == m || (m->adopted && m->received < m->total_len))
+		return;             /* finishes in cour_rx_eager_data or cour_rx_adopted_data */
 	cour_msg_credit_return(peer, m);
 	cour_pool_put(&ep->rxmsg_pool, m);
 }
 
 /* ---- receive side: packets ---- */
+
+/*
+ * An unexpected RTS for a message we can afford to buffer is cleared at once, into a buffer
+ * of ours: senders that went rendezvous only for lack of credit units (cour_credit.c) still
+ * complete before their receive is posted, as an eager send would, whenever the budget
+ * allows (two ranks that both send, then both receive, rely on that). From here on it is an
+ * eager message whose bytes come as RDATA. Not for delivery complete: placed in our buffer
+ * is not delivered.
+ */
+static void cour_rts_adopt(struct cour_peer *peer, struct cour_rxmsg *m)
+{
+	struct cour_pep *ep = peer->ep;
+
+	if (m->total_len > cour_params.eager_max || (m->hdr_flags & COUR_F_DC) ||
+	    !cour_unexp_affordable(ep, sizeof(*m) + m->total_len))
+		return;
+	m->ubuf = malloc(m->total_len ? m->total_len : 1);
+	if (!m->ubuf)
+		return;
+	m->rts = false;
+	m->adopted = true;
+	m->accept_len = m->total_len;
+	m->rx_id = ep->next_rx_id++;
+	cour_rdv_add(ep, m);
+	cour_send_ctrl(peer, COUR_PKT_CTS, m->msg_id, m->rx_id, m->total_len);
+	ep->stats.rts_adopted++;
+}
+
+/* RDATA of an adopted message, in order: into its receive once it has one, else our copy. */
+static void cour_rx_adopted_data(struct cour_peer *peer, struct cour_rxmsg *m,
+				 const struct cour_pkt_hdr *hdr, const char *payload, size_t plen)
+{
+	struct cour_pep *ep = peer->ep;
+
+	if (hdr->msg.offset != m->received || plen > m->total_len - m->received ||
+	    (hdr->base.flags & COUR_F_CMA)) {
+		COUR_DROP_BAD(ep, "RDATA that does not continue an adopted message");
+		return;
+	}
+	if (!ep->rx_placed) {           /* (else the wire read it into place) */
+		if (m->rxe)
+			cour_rx_copy(m, m->received, payload, plen);
+		else if (m->ubuf)
+			memcpy(m->ubuf + m->received, payload, plen);
+	}
+	m->received += plen;
+	if (m->received < m->total_len)
+		return;
+	cour_rdv_del(ep, m);
+	if (m->rxe) {
+		cour_rx_eager_done(peer, m);
+	} else if (m->discard) {
+		cour_msg_credit_return(peer, m);
+		free(m->ubuf);
+		cour_pool_put(&ep->rxmsg_pool, m);
+	}
+	/* else: unexpected and complete, it waits in its queue for a receive */
+}
 
 static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			    const char *payload, size_t plen)
@@ -357,19 +417,21 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		COUR_DROP_BAD(ep, "RTS longer than max_msg_size");
 		return;
 	}
-	/* a sender may start only as many messages as we granted: one that ignores the grant
-	 * would make us hold unbounded unexpected data */
-	if (!cour_seq_lt(peer->rx_msgs, peer->credits_granted)) {
+	/* a sender may start only what we granted: one that ignores the grant would make us
+	 * hold unbounded unexpected data */
+	if (!cour_credit_admit(peer, hdr->base.type, hdr->msg.total_len)) {
 		COUR_DROP_BAD(ep, "message beyond the credits granted");
 		return;
 	}
-	peer->rx_msgs++;
+	if (rts && (hdr->base.flags & COUR_F_WANT))
+		cour_credit_want(peer, hdr->msg.total_len);
 	m = cour_pool_get(&ep->rxmsg_pool);
 	if (!m) {
 		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a message: dropped\n");
 		return;
 	}
 	memset(m, 0, sizeof(*m));
+	m->units = cour_credit_cost(hdr->base.type, hdr->msg.total_len);
 	m->session = peer->local_session;
 	m->peer = peer;
 	m->msg_id = hdr->msg.msg_id;
@@ -386,7 +448,9 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		cour_bind(ep, m, rxe);
 	} else {
 		ep->stats.unexpected_msgs++;
-		if (!rts && m->total_len) {
+		if (rts)
+			cour_rts_adopt(peer, m);
+		else if (m->total_len) {
 			m->ubuf = malloc(m->total_len);
 			if (!m->ubuf) {
 				COUR_WARN(FI_LOG_EP_DATA, "out of memory for an unexpected "
@@ -395,7 +459,7 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 			}
 		}
 		DL_APPEND(*(tagged ? &ep->unexp_tag : &ep->unexp_msg), m);
-		cour_unexp_credit_early(peer, m);
+		cour_unexp_add(peer, m);
 	}
 	if (!rts)
 		cour_rx_eager_data(peer, m, payload, plen);
@@ -489,7 +553,8 @@ static void cour_handle_cts(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		cour_txe_complete(peer->ep, txe, 0, 0);
 		return;
 	}
-	txe->hdr_flags &= (uint16_t)~COUR_F_CMA;  /* RDATA's offset is an offset again */
+	/* RDATA's offset is an offset again, and it wants nothing */
+	txe->hdr_flags &= (uint16_t)~(COUR_F_CMA | COUR_F_WANT);
 	txe->op_type = COUR_PKT_RDATA;
 	txe->rx_id = hdr->msg.rx_id;
 	txe->total_len = hdr->msg.total_len;
@@ -526,8 +591,11 @@ void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 	uint64_t off;
 
 	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
-	if (!m || m->peer != peer || m->discard || !m->rxe || hdr->msg.offset != m->received ||
-	    plen > m->accept_len - m->received)
+	if (m && m->adopted && !m->rxe && m->ubuf && m->peer == peer &&
+	    hdr->msg.offset == m->received && plen <= m->total_len - m->received)
+		return m->ubuf + m->received;
+	if (!m || m->peer != peer || m->discard || !m->rxe || m->adopted ||
+	    hdr->msg.offset != m->received || plen > m->accept_len - m->received)
 		return NULL;
 	off = m->slice_off + m->received;
 	for (uint32_t i = 0; i < m->rxe->iov_count; i++) {
@@ -549,6 +617,10 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 	uint32_t id = hdr->msg.rx_id;
 
 	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
+	if (m && m->adopted && m->peer == peer) {
+		cour_rx_adopted_data(peer, m, hdr, payload, plen);
+		return;
+	}
 	if (m && m->peer == peer && m->split_hole && (hdr->base.flags & COUR_F_CMA) &&
 	    hdr->msg.offset == COUR_SPLIT_PROBE && !plen) {
 		/* the sender wrote the part of our half we were refused (or could not) */

@@ -27,6 +27,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 {
 	uint64_t now = cour_now_us();
 
+	cour_credit_peer_end(peer);             /* a loan ends with its session */
 	peer->local_session = cour_session_new();
 	peer->remote_session = 0;
 	peer->tx_una = peer->tx_next = 0;
@@ -46,7 +47,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->rx_held = 0;
 	peer->credits_granted = (uint32_t)cour_params.credits;
 	peer->credits_sent = 0;
-	peer->rx_msgs = 0;
+	peer->rx_units = 0;
 	peer->ack_needed = false;
 	peer->rx_since_ack = 0;
 	peer->ack_deadline = 0;
@@ -66,6 +67,7 @@ static void cour_peer_free(struct cour_pep *ep, struct cour_peer *peer)
 		ep->peer_last = NULL;
 	cour_shm_peer_detach(peer);
 	cour_peer_win_free(peer);
+	cour_credit_peer_end(peer);
 	free(peer);
 	ep->peer_count--;
 }
@@ -430,19 +432,9 @@ void cour_peer_push(struct cour_peer *peer)
 	while (peer->txq && cour_peer_window_open(peer)) {
 		struct cour_txe *txe = peer->txq;
 
-		if (txe->built == 0 && cour_pkt_needs_credit(txe->op_type)) {
-			if (!cour_seq_lt(peer->tx_credit_used, peer->tx_credit_limit)) {
-				if (!peer->credit_stalled) {
-					ep->stats.credit_stalls++;
-					peer->last_heard_us = cour_now_us();
-				}
-				peer->credit_stalled = true;
-				break;
-			}
-			peer->credit_stalled = false;
-			peer->probe_deadline = 0;
-			peer->tx_credit_used++;
-		}
+		if (txe->built == 0 && cour_pkt_needs_credit(txe->op_type) &&
+		    !cour_credit_take(peer, txe))
+			break;
 		while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
 			;
 	}
@@ -497,23 +489,6 @@ void cour_send_reset(struct cour_pep *ep, struct cour_peer *peer, uint32_t their
 	hdr.base.dst_session = their_session;
 	hdr.base.crc = cour_crc32c(0, &hdr, COUR_BASE_HDR_LEN);
 	cour_peer_send_now(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
-}
-
-/* Grant one more eager message to the peer; the grant rides on the next packet, or on an ACK
- * soon if half the credits are waiting to go back. */
-void cour_peer_credit_return(struct cour_peer *peer)
-{
-	peer->credits_granted++;
-	if (peer->credits_granted - peer->credits_sent >= (uint32_t)cour_params.credits / 2) {
-		cour_peer_send_ack(peer, 0);
-		return;
-	}
-	if (!peer->ack_needed) {
-		peer->ack_needed = true;
-		peer->ack_deadline = cour_ep_clock(peer->ep) + (uint64_t)cour_params.ack_delay_us;
-		cour_ep_timer_at(peer->ep, peer->ack_deadline);
-	}
-	cour_peer_activate(peer);
 }
 
 static void cour_peer_fail_list(struct cour_peer *peer, struct cour_txe **list, int prov_errno)

@@ -123,7 +123,8 @@ static void cour_peer_probe(struct cour_peer *peer, uint64_t now)
 		return;
 	}
 	cour_peer_silence_warn(peer, quiet);
-	cour_peer_send_ack(peer, COUR_F_PROBE);
+	/* a credit-stalled sender asks again for units: its first WANT may have been lost */
+	cour_peer_send_ack(peer, COUR_F_PROBE | (peer->credit_stalled ? COUR_F_WANT : 0));
 	peer->probe_deadline = now + COUR_PROBE_US;
 }
 

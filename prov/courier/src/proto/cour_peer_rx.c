@@ -173,6 +173,8 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	peer->last_heard_us = now;
 	if (h->type == COUR_PKT_ACK) {
 		ep->stats.acks_rcvd++;
+		if (COUR_UNLIKELY(h->flags & COUR_F_WANT))
+			cour_credit_want(peer, 0);  /* a stalled sender: more units, if we can */
 		if (probe)
 			cour_peer_send_ack(peer, 0);
 	}

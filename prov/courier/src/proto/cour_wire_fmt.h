@@ -1,5 +1,5 @@
 /*
- * courier wire format, version 2. docs/protocol.md describes it for humans; this header is the
+ * courier wire format, version 3. docs/protocol.md describes it for humans; this header is the
  * truth. All fields are little-endian; courier builds only on little-endian hosts (checked
  * below), so encoding is a plain store.
  *
@@ -21,8 +21,10 @@
  *   seq          sequence number of a sequenced packet (types EAGER..ATOMIC); 0 otherwise
  *   ack          cumulative: every sequenced packet below it has been received and processed
  *   sack         bit i set: packet ack + 1 + i has been received too
- *   credits      cumulative credit limit: the sender of this header may be sent eager
- *                messages (and RTS) numbered below this value
+ *   credits      cumulative credit limit, in credit units (COUR_CREDIT_UNIT bytes): the
+ *                sender of this header may be sent messages until the units they cost
+ *                (cour_credit_cost) add up to this value. Before any header arrives a
+ *                peer may send FI_COURIER_CREDITS units (the same on every process)
  *
  * Every other packet adds the operation header (48 bytes):
  *
@@ -72,7 +74,7 @@
 #error "courier's wire format is little-endian and has no byte swapping yet"
 #endif
 
-#define COUR_WIRE_VERSION 2
+#define COUR_WIRE_VERSION 3
 
 enum cour_pkt_type {
 	COUR_PKT_ACK = 1,   /* unsequenced: ack, sack, credits only */
@@ -103,6 +105,18 @@ static inline int cour_pkt_needs_credit(unsigned type)
 	return type == COUR_PKT_EAGER || type == COUR_PKT_RTS;
 }
 
+/*
+ * Credits are counted in units of what a receiver may have to buffer, so that what a sender
+ * is granted bounds bytes, not messages: an eager message of len bytes costs 1 + len / unit
+ * (the 1 pays for its record), an RTS costs 1 (its data lands only in a posted buffer).
+ */
+#define COUR_CREDIT_UNIT     1024u
+#define COUR_CREDIT_WIN_MAX  65536u     /* no grant ever runs further ahead of use */
+static inline uint32_t cour_credit_cost(unsigned type, uint64_t total_len)
+{
+	return type == COUR_PKT_RTS ? 1u : 1u + (uint32_t)(total_len / COUR_CREDIT_UNIT);
+}
+
 /* Packets that change memory at the receiver: reads it still serves must not see them. */
 static inline int cour_pkt_writes_memory(unsigned type)
 {
@@ -123,7 +137,10 @@ enum {
 	COUR_F_PUSHED  = 1 << 6,   /* on WRITE|CMA: the initiator already wrote total_len bytes
 				    * at raddr under key tag through the target's window
 				    * (proto/cour_rma_push.c): raise the events, answer nothing */
-	COUR_F_ALL     = (1 << 7) - 1
+	COUR_F_WANT    = 1 << 7,   /* on RTS and ACK: the sender ran short of credit units for
+				    * what it has to send (an RTS it would have sent eager):
+				    * grant more if you can (proto/cour_credit.c) */
+	COUR_F_ALL     = (1 << 8) - 1
 };
 
 struct cour_base_hdr {

@@ -12,12 +12,13 @@ struct cour_params {
 	size_t   mtu;              /* max UDP payload per packet, bytes (0: per peer, from the route) */
 	size_t   window;           /* send window, packets per peer */
 	int      win_idle_ms;      /* a quiet peer's windows are freed after this long */
-	size_t   credits;          /* eager messages a sender may have unconsumed at a receiver */
+	size_t   credits;          /* credit units every peer starts with (1 KiB each) */
+	size_t   credits_max;      /* units a receiver lends one peer at most */
 	size_t   eager_max;        /* largest message sent eagerly; larger ones use rendezvous */
 	size_t   inject_size;      /* bytes copied at call time by fi_inject and FI_INJECT */
 	size_t   tx_size;          /* transmit queue depth per endpoint */
 	size_t   rx_size;          /* posted receives guaranteed per endpoint (more may be posted) */
-	size_t   unexp_max;        /* unexpected bytes buffered with their credit already back */
+	size_t   unexp_max;        /* budget: credits lent + unexpected bytes with credit back */
 	int      ack_delay_us;     /* how long an ACK may wait for a packet to ride on */
 	int      rto_min_us;       /* retransmit timeout floor */
 	int      rto_max_us;       /* retransmit timeout ceiling (after backoff) */

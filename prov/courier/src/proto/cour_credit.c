@@ -1,0 +1,207 @@
+/*
+ * Credit flow control, counted in bytes. A receiver must be able to buffer every eager message
+ * a sender starts before the application has posted its receive; credits bound that, so what
+ * the receiver can be made to hold is its own choice and not a multiple of how many peers it
+ * has (the gemini and usnic seeds: per-peer buffers grow O(N) per process, O(N^2) per job).
+ *
+ *  - A message costs cour_credit_cost units of COUR_CREDIT_UNIT bytes: 1 + len / unit eager,
+ *    1 for an RTS (rendezvous data lands only in a posted buffer).
+ *  - Every peer starts with FI_COURIER_CREDITS units, a small grant: N peers that never asked
+ *    for more can make us hold N x that, no more.
+ *  - A sender short of units for an eager message sends it as an RTS instead (one unit, and it
+ *    says COUR_F_WANT); one with no unit at all stalls and says WANT in an ACK. The receiver
+ *    then lends it more, up to FI_COURIER_CREDITS_MAX, out of the endpoint's budget
+ *    (FI_COURIER_UNEXP_MAX), which unexpected messages whose credit went back early share.
+ *  - Grants are cumulative (the header carries a limit), so a loan comes back only as the
+ *    peer's later messages are consumed: while other peers are refused for lack of budget,
+ *    consumed units of peers holding loans repay them instead of being granted again.
+ * Nothing here can deadlock: a sender with one unit can always announce its next message, and
+ * an RTS holds only a record until a receive takes it.
+ */
+#include "proto/cour_engine.h"
+#include "proto/cour_msg_int.h"
+
+/* Units the peer may have unconsumed at us now. */
+static uint32_t cour_grant_win(const struct cour_peer *peer)
+{
+	return (uint32_t)cour_params.credits + peer->grant_extra;
+}
+
+/* What is left of the budget that loans and early-returned unexpected messages share. */
+static size_t cour_budget_room(const struct cour_pep *ep)
+{
+	size_t used = ep->unexp_early + ep->grant_extra * COUR_CREDIT_UNIT;
+
+	return used < cour_params.unexp_max ? cour_params.unexp_max - used : 0;
+}
+
+/* ---- sender ---- */
+
+/* Short of units for an eager message, but not of one: announce it instead, zero-copy from
+ * the same buffer once the receiver has a place for it. */
+static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe)
+{
+	txe->op_type = COUR_PKT_RTS;
+	txe->total_len = 0;
+	if (cour_cma_usable(peer, txe->msg_len, txe->iov_count))
+		txe->hdr_flags |= COUR_F_CMA;
+	txe->hdr_flags |= COUR_F_WANT;
+	peer->ep->stats.credit_rts++;
+}
+
+bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
+{
+	uint32_t avail = cour_seq_lt(peer->tx_credit_used, peer->tx_credit_limit) ?
+			 peer->tx_credit_limit - peer->tx_credit_used : 0;
+	uint32_t cost = cour_credit_cost(txe->op_type, txe->total_len);
+
+	if (COUR_UNLIKELY(cost > avail)) {
+		if (avail && txe->op_type == COUR_PKT_EAGER) {
+			cour_txe_eager_to_rts(peer, txe);
+			cost = 1;
+		} else {
+			if (!peer->credit_stalled) {
+				peer->ep->stats.credit_stalls++;
+				peer->last_heard_us = cour_now_us();
+				peer->credit_stalled = true;
+				cour_peer_send_ack(peer, COUR_F_WANT);
+			}
+			return false;
+		}
+	}
+	peer->credit_stalled = false;
+	peer->probe_deadline = 0;
+	peer->tx_credit_used += cost;
+	return true;
+}
+
+/* ---- receiver ---- */
+
+bool cour_credit_admit(struct cour_peer *peer, unsigned type, uint64_t total_len)
+{
+	uint32_t cost = cour_credit_cost(type, total_len);
+
+	if (!cour_seq_le(peer->rx_units + cost, peer->credits_granted))
+		return false;
+	peer->rx_units += cost;
+	return true;
+}
+
+/* Units the peer's messages no longer hold: granted again (on the next packet, or on an ACK
+ * soon if half its window waits to go back), or kept to repay a loan others need. */
+void cour_peer_credit_return(struct cour_peer *peer, uint32_t units)
+{
+	struct cour_pep *ep = peer->ep;
+
+	if (COUR_UNLIKELY(ep->grant_short && peer->grant_extra)) {
+		uint32_t repay = COUR_MIN(units, peer->grant_extra);
+
+		peer->grant_extra -= repay;
+		ep->grant_extra -= repay;
+		ep->stats.credit_repaid += repay;
+		units -= repay;
+		if (cour_budget_room(ep) >= cour_params.unexp_max / 4)
+			ep->grant_short = false;
+		if (!units)
+			return;
+	}
+	peer->credits_granted += units;
+	if (peer->credits_granted - peer->credits_sent >= cour_grant_win(peer) / 2) {
+		cour_peer_send_ack(peer, 0);
+		return;
+	}
+	if (!peer->ack_needed) {
+		peer->ack_needed = true;
+		peer->ack_deadline = cour_ep_clock(ep) + (uint64_t)cour_params.ack_delay_us;
+		cour_ep_timer_at(ep, peer->ack_deadline);
+	}
+	cour_peer_activate(peer);
+}
+
+/* The peer said WANT (len: the message it sent as an RTS for lack of units, or 0): lend it
+ * twice its window, or twice that message, within credits_max and the budget; the new limit
+ * goes out at once. */
+void cour_credit_want(struct cour_peer *peer, uint64_t len)
+{
+	struct cour_pep *ep = peer->ep;
+	uint32_t win = cour_grant_win(peer), want, add;
+	size_t room;
+
+	want = COUR_MAX(2 * win, 2 * cour_credit_cost(COUR_PKT_EAGER, len));
+	want = COUR_MIN(want, (uint32_t)cour_params.credits_max);
+	if (want <= win)
+		return;
+	room = cour_budget_room(ep) / COUR_CREDIT_UNIT;
+	add = (uint32_t)COUR_MIN((size_t)(want - win), room);
+	if (add < want - win) {
+		ep->grant_short = true;
+		ep->stats.credit_refused++;
+	}
+	if (!add)
+		return;
+	peer->grant_extra += add;
+	ep->grant_extra += add;
+	peer->credits_granted += add;
+	ep->stats.credit_grants++;
+	cour_peer_send_ack(peer, 0);
+}
+
+/* The peer's session ends (reset, or the record is freed): its loan goes back. */
+void cour_credit_peer_end(struct cour_peer *peer)
+{
+	peer->ep->grant_extra -= peer->grant_extra;
+	peer->grant_extra = 0;
+}
+
+/* ---- messages ---- */
+
+/* A consumed message gives its units back, unless it came in an earlier session of the peer
+ * (complete unexpected messages outlive a reset): the new session never spent them. */
+void cour_msg_credit_return(struct cour_peer *peer, const struct cour_rxmsg *m)
+{
+	if (m->session == peer->local_session && !m->credit_early)
+		cour_peer_credit_return(peer, m->units);
+}
+
+/* What an unexpected message holds of the endpoint's memory. */
+size_t cour_unexp_cost(const struct cour_rxmsg *m)
+{
+	return sizeof(*m) + (m->rts ? 0 : (size_t)m->total_len);
+}
+
+bool cour_unexp_affordable(const struct cour_pep *ep, size_t bytes)
+{
+	return bytes <= cour_budget_room(ep);
+}
+
+/*
+ * An unexpected message is counted, and gives its credit back at once if the budget allows: a
+ * sender must never stall behind messages that only receives the application has not posted
+ * yet would take (MPI threads each posting after their sends; a sender that finalizes right
+ * after its injects). Past the budget, units come back only as messages are received.
+ */
+void cour_unexp_add(struct cour_peer *peer, struct cour_rxmsg *m)
+{
+	struct cour_pep *ep = peer->ep;
+	size_t cost = cour_unexp_cost(m);
+
+	m->unexp_cost = cost;
+	ep->stats.unexp_bytes += cost;
+	if (ep->stats.unexp_bytes > ep->stats.unexp_peak)
+		ep->stats.unexp_peak = ep->stats.unexp_bytes;
+	if (m->nomem || cost > cour_budget_room(ep))
+		return;
+	cour_msg_credit_return(peer, m);
+	m->credit_early = true;
+	ep->unexp_early += cost;
+	ep->stats.unexp_credit_early++;
+}
+
+/* m leaves the unexpected queue (received or discarded): its counts are settled. */
+void cour_unexp_settle(struct cour_pep *ep, struct cour_rxmsg *m)
+{
+	ep->stats.unexp_bytes -= m->unexp_cost;
+	if (m->credit_early)
+		ep->unexp_early -= m->unexp_cost;
+	m->unexp_cost = 0;
+}
