@@ -90,6 +90,7 @@ void capwire_params(void)
 	cour_params.window = 16;
 	cour_params.win_idle_ms = 200;
 	cour_params.credits = 8;
+	cour_params.credits_max = 8;     /* no loans unless a test asks (test_credit.c) */
 	cour_params.eager_max = 4096;
 	cour_params.inject_size = 64;
 	cour_params.tx_size = 64;

@@ -1,0 +1,318 @@
+/*
+ * Credits in bytes (proto/cour_credit.c) over the capture wire (test_capwire.h): what a message
+ * costs, what a sender short of units does (an RTS, or a stall that says WANT), what a receiver
+ * admits, lends out of its budget (FI_COURIER_UNEXP_MAX) and takes back, and the RTS it clears
+ * into its own buffer (adopted) so that the send completes before its receive is posted.
+ * Parameters: credits 8 units (of 1 KiB), credits_max 64, eager_max 4096, 928 payload bytes per
+ * packet; no budget unless a test gives one.
+ */
+#include "test_capwire.h"
+#include "proto/cour_msg_int.h"
+
+#include <criterion/criterion.h>
+
+static struct cour_ep *ep;
+static struct cour_peer *peer;
+static uint32_t next_seq;
+static char data[8192];
+
+static void setup(void)
+{
+	capwire_params();
+	cour_params.credits_max = 64;
+	ep = capwire_open(FI_MSG | FI_TAGGED);
+	peer = capwire_peer(ep);
+	next_seq = 0;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 13 + 5);
+}
+
+static void teardown(void)
+{
+	capwire_close(ep);
+}
+
+TestSuite(credit, .init = setup, .fini = teardown, .timeout = 20);
+
+/* The ACK packets we sent that carry flag. */
+static size_t acks_with(uint16_t flag)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < capwire_count(COUR_PKT_ACK); i++)
+		if (capwire_nth(COUR_PKT_ACK, i)->hdr.base.flags & flag)
+			n++;
+	return n;
+}
+
+/* The grant we advertise now, as the next packet would carry it. */
+static uint32_t granted(void)
+{
+	return peer->credits_granted;
+}
+
+/* From the remote peer, next in sequence: an RTS for len bytes (flags: WANT...), or a whole
+ * one-packet eager message. */
+static void arrive_rts(uint32_t msg_id, uint64_t len, uint16_t flags)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_RTS, next_seq, 0, 0, 8);
+
+	h.base.flags = COUR_F_TAGGED | flags;
+	h.msg.msg_id = msg_id;
+	h.msg.tag = 0x77;
+	h.msg.total_len = len;
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(peer->rx_next, ++next_seq, "the RTS was not accepted");
+}
+
+/* A whole eager message of len bytes, in as many packets as it takes; false: refused. */
+static bool arrive_eager(uint32_t msg_id, size_t len)
+{
+	uint64_t bad = ep->pep.stats.drop_bad_hdr;
+	size_t off = 0;
+
+	do {
+		struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, next_seq, 0, 0, 8);
+		size_t n = COUR_MIN(len - off, (size_t)CAPWIRE_ROOM);
+
+		h.base.flags = COUR_F_TAGGED;
+		h.msg.msg_id = msg_id;
+		h.msg.tag = 0x77;
+		h.msg.total_len = len;
+		h.msg.offset = off;
+		capwire_rx(ep, &h, data + off, n);
+		if (ep->pep.stats.drop_bad_hdr != bad)
+			return false;
+		cr_assert_eq(peer->rx_next, ++next_seq, "a fragment was not accepted");
+		off += n;
+	} while (off < len);
+	return true;
+}
+
+static void arrive_rdata(uint32_t rx_id, uint64_t off, size_t len)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_RDATA, next_seq, 0, 0, 8);
+
+	h.msg.rx_id = rx_id;
+	h.msg.offset = off;
+	capwire_rx(ep, &h, data + off, len);
+	cr_assert_eq(peer->rx_next, ++next_seq, "the RDATA was not accepted");
+}
+
+static int post(void *buf, size_t len, void *ctx)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+
+	return cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0x77, 0, ctx, 0, true);
+}
+
+/* ---- the cost ---- */
+
+Test(credit, a_message_costs_one_unit_and_one_per_kib)
+{
+	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 0), 1);
+	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 1023), 1);
+	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 1024), 2);
+	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 65536), 65);
+	cr_assert_eq(cour_credit_cost(COUR_PKT_RTS, 1u << 30), 1, "an RTS holds only a record");
+}
+
+/* ---- sender ---- */
+
+Test(credit, an_eager_message_short_of_units_goes_as_an_rts_that_wants_more)
+{
+	const struct capwire_pkt *rts;
+
+	for (int i = 0; i < 3; i++)
+		capwire_send(ep, data, 10, NULL, 0);
+	capwire_send(ep, data, 4000, NULL, 0);     /* 4 units: 5 left, still eager */
+	cr_assert_eq(peer->tx_credit_used, 7);
+	capwire_send(ep, data, 3000, NULL, 0);     /* 3 units, 1 left: announced instead */
+	cr_assert_eq(capwire_count(COUR_PKT_RTS), 1);
+	rts = capwire_nth(COUR_PKT_RTS, 0);
+	cr_assert(rts->hdr.base.flags & COUR_F_WANT);
+	cr_assert_eq(rts->plen, 0, "no payload goes before the receiver clears it");
+	cr_assert_eq(peer->tx_credit_used, 8);
+	cr_assert_eq(ep->pep.stats.credit_rts, 1);
+	cr_assert_not(peer->credit_stalled);
+	capwire_send(ep, data, 10, NULL, 0);       /* no unit at all: it waits */
+	cr_assert(peer->credit_stalled);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 3 + 5, "three small ones, 4000 bytes in 5");
+}
+
+Test(credit, a_stall_says_want_once_and_units_release_it)
+{
+	for (int i = 0; i < 9; i++)
+		capwire_send(ep, data, 10, NULL, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 8);
+	cr_assert_eq(acks_with(COUR_F_WANT), 1, "the stalled sender asks for more");
+	capwire_send(ep, data, 10, NULL, 0);
+	cr_assert_eq(acks_with(COUR_F_WANT), 1, "once per stall");
+	capwire_ack(ep, 8, 0, 24);                 /* lent 16 more */
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 10);
+	cr_assert_not(peer->credit_stalled);
+}
+
+/* ---- receiver ---- */
+
+Test(credit, a_message_beyond_the_grant_in_bytes_is_refused)
+{
+	/* 8 units: 7000 bytes (7) and 900 (1) fill them; the next 900 bytes are one too many */
+	cr_assert(arrive_eager(1, 7000));
+	cr_assert(arrive_eager(2, 900));
+	cr_assert_eq(peer->rx_units, 8);
+	cr_assert_not(arrive_eager(3, 900), "a sender that ignores the grant is refused");
+	cr_assert_eq(ep->pep.stats.unexp_bytes, 2 * sizeof(struct cour_rxmsg) + 7900);
+	cr_assert_eq(ep->pep.stats.unexp_peak, ep->pep.stats.unexp_bytes);
+}
+
+static void arrive_want_ack(void)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_ACK, 0, 0, 0, 8);
+
+	h.base.flags = COUR_F_WANT;
+	capwire_rx(ep, &h, NULL, 0);
+}
+
+Test(credit, want_lends_twice_the_window_up_to_credits_max)
+{
+	cour_params.unexp_max = 1 << 20;
+	arrive_want_ack();
+	cr_assert_eq(peer->grant_extra, 8);
+	cr_assert_eq(granted(), 16);
+	cr_assert_eq(capwire_last()->hdr.base.type, COUR_PKT_ACK, "the loan goes out at once");
+	cr_assert_eq(capwire_last()->hdr.base.credits, 16);
+	arrive_want_ack();
+	arrive_want_ack();
+	arrive_want_ack();
+	cr_assert_eq(granted(), 64, "never beyond credits_max");
+	cr_assert_eq(ep->pep.grant_extra, 56);
+	cr_assert_eq(ep->pep.stats.credit_grants, 3);
+	/* an RTS sent for lack of units asks for room for twice its message: 4000 bytes, 4
+	 * units, is below the window already */
+	arrive_rts(1, 4000, COUR_F_WANT);
+	cr_assert_eq(ep->pep.stats.credit_grants, 3);
+}
+
+Test(credit, an_exhausted_budget_lends_what_is_left_and_loans_are_repaid)
+{
+	char buf[64];
+
+	cour_params.unexp_max = 6 * COUR_CREDIT_UNIT;
+	arrive_want_ack();
+	cr_assert_eq(peer->grant_extra, 6, "6 units of budget for the 8 wanted");
+	cr_assert_eq(ep->pep.stats.credit_refused, 1);
+	cr_assert_eq(granted(), 14);
+	/* consumed messages now repay the loan instead of being granted again */
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(post(buf, sizeof(buf), NULL), 0);
+		cr_assert(arrive_eager((uint32_t)i, 10));
+	}
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 2);
+	cr_assert_eq(peer->grant_extra, 4);
+	cr_assert_eq(ep->pep.stats.credit_repaid, 2);
+	cr_assert_eq(granted(), 14);
+	/* a quarter of the budget is free again: consumed units are granted again */
+	cr_assert_not(ep->pep.grant_short);
+	cr_assert_eq(post(buf, sizeof(buf), NULL), 0);
+	cr_assert(arrive_eager(2, 10));
+	cr_assert_eq(peer->grant_extra, 4);
+	cr_assert_eq(granted(), 15);
+}
+
+Test(credit, a_loan_ends_with_the_session)
+{
+	cour_params.unexp_max = 1 << 20;
+	arrive_want_ack();
+	cr_assert_eq(ep->pep.grant_extra, 8);
+	cour_peer_reset(peer, COUR_E_PEER_RESET);
+	cr_assert_eq(ep->pep.grant_extra, 0);
+	cr_assert_eq(peer->grant_extra, 0);
+	cr_assert_eq(peer->credits_granted, 8);
+}
+
+/* ---- an RTS cleared into our buffer before its receive ---- */
+
+/* The CTS we sent last: its rx_id, after checking what it accepts. */
+static uint32_t cts_for(uint32_t msg_id, uint64_t len)
+{
+	size_t n = capwire_count(COUR_PKT_CTS);
+	const struct capwire_pkt *cts;
+
+	cr_assert_gt(n, 0, "no CTS was sent");
+	cts = capwire_nth(COUR_PKT_CTS, n - 1);
+	cr_assert_eq(cts->hdr.msg.msg_id, msg_id);
+	cr_assert_eq(cts->hdr.msg.total_len, len);
+	return cts->hdr.msg.rx_id;
+}
+
+Test(credit, an_affordable_unexpected_rts_is_cleared_into_our_buffer)
+{
+	char buf[4096] = { 0 };
+	uint32_t rx_id;
+
+	cour_params.unexp_max = 1 << 20;
+	arrive_rts(9, 3000, COUR_F_WANT);
+	rx_id = cts_for(9, 3000);
+	cr_assert_eq(ep->pep.stats.rts_adopted, 1);
+	arrive_rdata(rx_id, 0, 928);
+	arrive_rdata(rx_id, 928, 928);
+	arrive_rdata(rx_id, 1856, 928);
+	arrive_rdata(rx_id, 2784, 216);
+	cr_assert_eq(ep->pep.stats.unexp_bytes, sizeof(struct cour_rxmsg) + 3000);
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 0, "no receive yet");
+	cr_assert_eq(post(buf, sizeof(buf), (void *)0x99), 0);
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 1);
+	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 0)->len, 3000);
+	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 0)->op_context, (void *)0x99);
+	cr_assert_arr_eq(buf, data, 3000);
+	cr_assert_eq(ep->pep.stats.unexp_bytes, 0);
+}
+
+Test(credit, a_receive_posted_while_an_adopted_message_arrives_takes_the_rest)
+{
+	char buf[2000] = { 0 };
+	uint32_t rx_id;
+
+	cour_params.unexp_max = 1 << 20;
+	arrive_rts(4, 3000, 0);
+	rx_id = cts_for(4, 3000);
+	arrive_rdata(rx_id, 0, 928);
+	cr_assert_eq(post(buf, sizeof(buf), (void *)0x44), 0);
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 0);
+	arrive_rdata(rx_id, 928, 928);
+	arrive_rdata(rx_id, 1856, 928);
+	arrive_rdata(rx_id, 2784, 216);
+	/* truncated: 2000 of 3000 bytes */
+	cr_assert_eq(capwire_cq_err_count(&capwire.rx_cq), 1);
+	cr_assert_eq(capwire_cq_err(&capwire.rx_cq, 0)->err, FI_ETRUNC);
+	cr_assert_eq(capwire_cq_err(&capwire.rx_cq, 0)->olen, 1000);
+	cr_assert_arr_eq(buf, data, sizeof(buf));
+	cr_assert_null(ep->pep.rdv_by_id);
+}
+
+Test(credit, an_rts_is_left_waiting_without_budget_or_with_delivery_complete)
+{
+	cr_assert_eq(cour_params.unexp_max, 0);
+	arrive_rts(1, 3000, 0);
+	cour_params.unexp_max = 1 << 20;
+	arrive_rts(2, 3000, COUR_F_DC);
+	arrive_rts(3, 5000, 0);                  /* over eager_max: a rendezvous of its own */
+	cr_assert_eq(capwire_count(COUR_PKT_CTS), 0);
+	cr_assert_eq(ep->pep.stats.rts_adopted, 0);
+}
+
+Test(credit, a_reset_drops_an_adopted_message_still_arriving)
+{
+	uint32_t rx_id;
+
+	cour_params.unexp_max = 1 << 20;
+	arrive_rts(6, 3000, 0);
+	rx_id = cts_for(6, 3000);
+	arrive_rdata(rx_id, 0, 928);
+	cour_peer_reset(peer, COUR_E_PEER_RESET);
+	cr_assert_null(ep->pep.unexp_tag);
+	cr_assert_null(ep->pep.rdv_by_id);
+	cr_assert_eq(ep->pep.stats.unexp_bytes, 0);
+	cr_assert_eq(peer->rx_rdv_pending, 0);
+}
