@@ -140,6 +140,37 @@ Test(credit, an_eager_message_short_of_units_goes_as_an_rts_that_wants_more)
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 3 + 5, "three small ones, 4000 bytes in 5");
 }
 
+Test(credit, eager_messages_behind_a_short_rts_wait_for_it_to_keep_their_order)
+{
+	struct cour_pkt_hdr cts;
+
+	for (int i = 0; i < 5; i++)
+		capwire_send(ep, data, 10, NULL, 0);
+	capwire_send(ep, data, 4000, NULL, 0);     /* 4 units, 3 left: an RTS */
+	capwire_send(ep, data, 10, NULL, 0);       /* 1 unit would do, but it would overtake */
+	cr_assert_eq(capwire_count(COUR_PKT_RTS), 2);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 5);
+	cr_assert_eq(peer->short_rts, 2);
+	/* the receiver clears the first: the next small message may go eager again only once
+	 * the second is cleared too */
+	cts = capwire_hdr(peer, COUR_PKT_CTS, next_seq++, 7, 0, 8);
+	cts.msg.msg_id = capwire_nth(COUR_PKT_RTS, 0)->hdr.msg.msg_id;
+	cts.msg.rx_id = 1;
+	cts.msg.total_len = 4000;
+	capwire_rx(ep, &cts, NULL, 0);
+	cr_assert_eq(peer->short_rts, 1);
+	cr_assert_eq(capwire_count(COUR_PKT_RDATA), 5, "its data follows in order");
+	cts.base.seq = next_seq++;
+	cts.msg.msg_id = capwire_nth(COUR_PKT_RTS, 1)->hdr.msg.msg_id;
+	cts.msg.rx_id = 2;
+	cts.msg.total_len = 10;
+	capwire_rx(ep, &cts, NULL, 0);
+	cr_assert_eq(peer->short_rts, 0);
+	capwire_send(ep, data, 10, NULL, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 6);
+	cr_assert_eq(capwire_count(COUR_PKT_RTS), 2);
+}
+
 Test(credit, a_stall_says_want_once_and_units_release_it)
 {
 	for (int i = 0; i < 9; i++)
@@ -275,7 +306,7 @@ Test(credit, a_receive_posted_while_an_adopted_message_arrives_takes_the_rest)
 	uint32_t rx_id;
 
 	cour_params.unexp_max = 1 << 20;
-	arrive_rts(4, 3000, 0);
+	arrive_rts(4, 3000, COUR_F_WANT);
 	rx_id = cts_for(4, 3000);
 	arrive_rdata(rx_id, 0, 928);
 	cr_assert_eq(post(buf, sizeof(buf), (void *)0x44), 0);
@@ -291,13 +322,14 @@ Test(credit, a_receive_posted_while_an_adopted_message_arrives_takes_the_rest)
 	cr_assert_null(ep->pep.rdv_by_id);
 }
 
-Test(credit, an_rts_is_left_waiting_without_budget_or_with_delivery_complete)
+Test(credit, an_rts_is_left_waiting_without_budget_delivery_complete_or_want)
 {
 	cr_assert_eq(cour_params.unexp_max, 0);
-	arrive_rts(1, 3000, 0);
+	arrive_rts(1, 3000, COUR_F_WANT);
 	cour_params.unexp_max = 1 << 20;
-	arrive_rts(2, 3000, COUR_F_DC);
-	arrive_rts(3, 5000, 0);                  /* over eager_max: a rendezvous of its own */
+	arrive_rts(2, 3000, COUR_F_DC | COUR_F_WANT);
+	arrive_rts(3, 5000, COUR_F_WANT);        /* over eager_max: a rendezvous of its own */
+	arrive_rts(4, 3000, 0);                  /* the sender chose rendezvous (a single copy) */
 	cr_assert_eq(capwire_count(COUR_PKT_CTS), 0);
 	cr_assert_eq(ep->pep.stats.rts_adopted, 0);
 }
@@ -307,7 +339,7 @@ Test(credit, a_reset_drops_an_adopted_message_still_arriving)
 	uint32_t rx_id;
 
 	cour_params.unexp_max = 1 << 20;
-	arrive_rts(6, 3000, 0);
+	arrive_rts(6, 3000, COUR_F_WANT);
 	rx_id = cts_for(6, 3000);
 	arrive_rdata(rx_id, 0, 928);
 	cour_peer_reset(peer, COUR_E_PEER_RESET);

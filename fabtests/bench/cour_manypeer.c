@@ -21,7 +21,11 @@
  *                          64 KiB message at once and the server has received all of them (with
  *                          burst_hwm_bytes_per_peer, the VmHWM growth); every payload's pattern
  *                          is checked. The server's receive buffers are allocated and touched
- *                          before the start, so only the provider's memory counts
+ *                          before the start, so only the provider's memory counts. With -U
+ *                          (fan-in of unexpected messages) the server posts those receives only
+ *                          once every client has posted its send and -s ms of progress have
+ *                          passed: what the provider buffered for receives not yet posted is in
+ *                          burst_hwm_bytes_per_peer
  *   burst_idle_bytes_per_peer
  *                          the same after another -s ms of idle progress: what is kept
  *   first_contact_ms       from the first client's first send to the server having all N
@@ -115,6 +119,7 @@ enum mp_ctl_type {
 	MP_CTL_DONE_RATE,	/* child -> parent: messages timed, nanoseconds */
 	MP_CTL_QUIT,
 	MP_CTL_FAIL,		/* either way: the reason, text */
+	MP_CTL_POSTED_BURST,	/* child -> parent (-U): every burst send is posted */
 };
 
 struct mp_ctl_hdr {
@@ -133,6 +138,7 @@ struct mp_opts {
 	int timeout_s;
 	long mem_limit_mb;	/* clients process; -1: half of MemAvailable at start */
 	bool no_shm;
+	bool unexp_burst;	/* -U: the server posts the burst's receives after it arrived */
 };
 
 /* Every operation's context: the completion's op_context is the op. */
@@ -1197,6 +1203,12 @@ static int mp_clients_burst(struct mp *mp)
 		if (ret)
 			return ret;
 	}
+	/* unexpected at the server: a provider may complete our sends only once it posts */
+	if (mp->o.unexp_burst) {
+		ret = mp_ctl_send(mp, MP_CTL_POSTED_BURST, NULL, 0);
+		if (ret)
+			return ret;
+	}
 	ret = mp_wait(mp, MP_K_BURST, (uint64_t)n);
 	return ret ? ret : mp_ctl_send(mp, MP_CTL_DONE_BURST, &t0, sizeof(t0));
 }
@@ -1381,9 +1393,21 @@ static int mp_server_burst(struct mp *mp)
 	uint64_t t_all, t0;
 
 	mp_phase(mp, "burst");
-	ret = mp_fill_rx(mp, MP_K_BURST);
-	if (!ret)
+	if (mp->o.unexp_burst) {
+		/* everything arrives before its receive: the provider holds what it accepts */
 		ret = mp_ctl_send(mp, MP_CTL_GO_BURST, NULL, 0);
+		if (!ret)
+			ret = mp_ctl_recv(mp, MP_CTL_POSTED_BURST, NULL, 0, NULL, true,
+					  "the clients' burst sends posted");
+		if (!ret)
+			ret = mp_idle(mp, mp->o.idle_ms);
+		if (!ret)
+			ret = mp_fill_rx(mp, MP_K_BURST);
+	} else {
+		ret = mp_fill_rx(mp, MP_K_BURST);
+		if (!ret)
+			ret = mp_ctl_send(mp, MP_CTL_GO_BURST, NULL, 0);
+	}
 	if (!ret)
 		ret = mp_recv_all(mp, MP_K_BURST, &t_all);
 	if (!ret)
@@ -1755,7 +1779,7 @@ static void mp_usage(FILE *out, const char *prog)
 {
 	fprintf(out,
 		"usage: %s [-p prov] [-n N] [-s idle_ms] [-R secs|count] [-W window] [-A count]\n"
-		"          [-T secs] [-m MB] [-D] [-h]\n"
+		"          [-T secs] [-m MB] [-D] [-U] [-h]\n"
 		"Server memory, first-contact time and message rate as the number of peers grows:\n"
 		"one process with one server endpoint, a forked one with N client endpoints, on\n"
 		"127.0.0.1. Prints a table and RESULT <name> <N> <value> lines; FAIL <phase>: <why>\n"
@@ -1772,6 +1796,8 @@ static void mp_usage(FILE *out, const char *prog)
 		"            take more than this (default: half of MemAvailable; 0: no limit)\n"
 		"  -D        endpoints may not use shared memory (FI_OPT_SHARED_MEMORY_PERMITTED\n"
 		"            false: courier; fails where not supported)\n"
+		"  -U        fan-in of unexpected messages: the server posts the burst's receives\n"
+		"            only after every client posted its send and -s ms have passed\n"
 		"  -h        this help\n",
 		prog, MP_DEF_IDLE_MS, MP_DEF_RATE_SECS, MP_DEF_WINDOW, MP_DEF_AV_COUNT,
 		MP_DEF_TIMEOUT);
@@ -1823,7 +1849,7 @@ static int mp_parse(int argc, char **argv, struct mp_opts *o)
 		.av_count = MP_DEF_AV_COUNT, .window = MP_DEF_WINDOW, .timeout_s = MP_DEF_TIMEOUT,
 		.mem_limit_mb = -1,
 	};
-	while ((c = getopt(argc, argv, "p:n:s:R:W:A:T:m:Dh")) != -1) {
+	while ((c = getopt(argc, argv, "p:n:s:R:W:A:T:m:DUh")) != -1) {
 		int bad = 0;
 
 		switch (c) {
@@ -1836,6 +1862,7 @@ static int mp_parse(int argc, char **argv, struct mp_opts *o)
 		case 'T': bad = mp_parse_long(optarg, 1, 86400, &v); o->timeout_s = (int)v; break;
 		case 'm': bad = mp_parse_long(optarg, 0, 1L << 30, &o->mem_limit_mb); break;
 		case 'D': o->no_shm = true; break;
+		case 'U': o->unexp_burst = true; break;
 		case 'h': mp_usage(stdout, argv[0]); return 1;
 		default: mp_usage(stderr, argv[0]); return -1;
 		}

@@ -9,7 +9,9 @@
  *  - Every peer starts with FI_COURIER_CREDITS units, a small grant: N peers that never asked
  *    for more can make us hold N x that, no more.
  *  - A sender short of units for an eager message sends it as an RTS instead (one unit, and it
- *    says COUR_F_WANT); one with no unit at all stalls and says WANT in an ACK. The receiver
+ *    says COUR_F_WANT), and so the eager messages behind it until that RTS is cleared, so that
+ *    messages up to eager_max still complete in the order sent; one with no unit at all
+ *    stalls and says WANT in an ACK. The receiver
  *    then lends it more, up to FI_COURIER_CREDITS_MAX, out of the endpoint's budget
  *    (FI_COURIER_UNEXP_MAX), which unexpected messages whose credit went back early share.
  *  - Grants are cumulative (the header carries a limit), so a loan comes back only as the
@@ -46,7 +48,22 @@ static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe)
 	if (cour_cma_usable(peer, txe->msg_len, txe->iov_count))
 		txe->hdr_flags |= COUR_F_CMA;
 	txe->hdr_flags |= COUR_F_WANT;
+	txe->short_rts = true;
+	peer->short_rts++;
 	peer->ep->stats.credit_rts++;
+}
+
+/* Its CTS came: messages behind it need no longer wait to keep their order. */
+void cour_credit_rts_cleared(struct cour_peer *peer, struct cour_txe *txe)
+{
+	if (txe->short_rts) {
+		txe->short_rts = false;
+		peer->short_rts--;
+	}
+	if (txe->rts_plain) {
+		txe->rts_plain = false;
+		peer->rts_plain--;
+	}
 }
 
 bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
@@ -55,7 +72,9 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 			 peer->tx_credit_limit - peer->tx_credit_used : 0;
 	uint32_t cost = cour_credit_cost(txe->op_type, txe->total_len);
 
-	if (COUR_UNLIKELY(cost > avail)) {
+	/* Behind an eager message sent as RTS, later ones go as RTS too until it is cleared:
+	 * sent eager they would complete before it, out of the order they were sent in */
+	if (COUR_UNLIKELY(cost > avail || (peer->short_rts && txe->op_type == COUR_PKT_EAGER))) {
 		if (avail && txe->op_type == COUR_PKT_EAGER) {
 			cour_txe_eager_to_rts(peer, txe);
 			cost = 1;
@@ -67,6 +86,17 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 				cour_peer_send_ack(peer, COUR_F_WANT);
 			}
 			return false;
+		}
+	}
+	/* A single-copy rendezvous completes the moment it is matched: behind a plain one
+	 * still waiting for its CTS (a short RTS, or one sent before the peer's ring was
+	 * mapped) it goes plain too, its data behind the other's */
+	if (txe->op_type == COUR_PKT_RTS) {
+		if (COUR_UNLIKELY(peer->rts_plain))
+			txe->hdr_flags &= (uint16_t)~COUR_F_CMA;
+		if (!(txe->hdr_flags & COUR_F_CMA)) {
+			txe->rts_plain = true;
+			peer->rts_plain++;
 		}
 	}
 	peer->credit_stalled = false;

@@ -108,6 +108,8 @@ struct cour_txe {
 	bool                 resp_done;       /* the target's answer arrived (RMA_RESP/all data) */
 	bool                 split_wait;      /* split copy: the receiver still reads our buffer */
 	bool                 notice;          /* the engine's own RDATA (a split hole filled) */
+	bool                 short_rts;       /* an eager message sent as RTS (cour_credit.c) */
+	bool                 rts_plain;       /* an RTS without single copy, waiting for CTS */
 	uint64_t             split_at;        /* split copy: where the receiver's half ends... */
 	uint64_t             split_base;      /* ...and its buffer (byte 0), for a refused half */
 	int                  resp_err;        /* ... and its courier prov_errno, 0: success */
@@ -255,6 +257,8 @@ struct cour_peer {
 	uint32_t             tx_credit_limit; /* from the peer's headers (credit units) */
 	uint32_t             tx_credit_used;  /* units of eager messages + RTS sent */
 	bool                 credit_stalled;  /* counted once per stall */
+	uint32_t             short_rts;       /* eager messages sent as RTS, not yet cleared */
+	uint32_t             rts_plain;       /* RTS without single copy, not yet cleared */
 	uint32_t             next_msg_id;
 	uint64_t             srtt_us, rttvar_us, rto_us;
 	uint64_t             rto_deadline;    /* 0: not armed */
@@ -554,6 +558,7 @@ bool cour_credit_admit(struct cour_peer *peer, unsigned type, uint64_t total_len
 void cour_peer_credit_return(struct cour_peer *peer, uint32_t units);
 void cour_credit_want(struct cour_peer *peer, uint64_t len);
 void cour_credit_peer_end(struct cour_peer *peer);
+void cour_credit_rts_cleared(struct cour_peer *peer, struct cour_txe *txe);
 /* The acknowledgement fields of any valid packet from the peer (ext: an ACK's SACK bitmap). */
 void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64_t now,
 		   const uint8_t *ext, size_t extlen);

@@ -140,6 +140,8 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	txe->snap = NULL;           /* the RMA fields stay unread for messages, but this is freed */
 	txe->split_wait = false;
 	txe->notice = false;
+	txe->short_rts = false;
+	txe->rts_plain = false;
 	txe->raddr = 0;
 	txe->msg_id = peer->next_msg_id++;
 	txe->hdr_flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |

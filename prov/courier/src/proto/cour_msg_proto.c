@@ -342,19 +342,20 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
 /* ---- receive side: packets ---- */
 
 /*
- * An unexpected RTS for a message we can afford to buffer is cleared at once, into a buffer
- * of ours: senders that went rendezvous only for lack of credit units (cour_credit.c) still
- * complete before their receive is posted, as an eager send would, whenever the budget
- * allows (two ranks that both send, then both receive, rely on that). From here on it is an
- * eager message whose bytes come as RDATA. Not for delivery complete: placed in our buffer
- * is not delivered.
+ * An unexpected RTS that the sender sent only for lack of credit units (it says WANT;
+ * cour_credit.c) is cleared at once into a buffer of ours if we can afford it: such sends
+ * still complete before their receive is posted, as eager ones would (two ranks that both
+ * send, then both receive, rely on that). From here on it is an eager message whose bytes
+ * come as RDATA. Not a rendezvous of its own (a single copy would complete it the moment it
+ * is matched, before one cleared earlier and still arriving), nor delivery complete: placed
+ * in our buffer is not delivered.
  */
 static void cour_rts_adopt(struct cour_peer *peer, struct cour_rxmsg *m)
 {
 	struct cour_pep *ep = peer->ep;
 
-	if (m->total_len > cour_params.eager_max || (m->hdr_flags & COUR_F_DC) ||
-	    !cour_unexp_affordable(ep, sizeof(*m) + m->total_len))
+	if (!(m->hdr_flags & COUR_F_WANT) || m->total_len > cour_params.eager_max ||
+	    (m->hdr_flags & COUR_F_DC) || !cour_unexp_affordable(ep, sizeof(*m) + m->total_len))
 		return;
 	m->ubuf = malloc(m->total_len ? m->total_len : 1);
 	if (!m->ubuf)
@@ -537,6 +538,7 @@ static void cour_handle_cts(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		COUR_DROP_BAD(peer->ep, "CTS for no waiting rendezvous");
 		return;
 	}
+	cour_credit_rts_cleared(peer, txe);
 	if ((hdr->base.flags & COUR_F_CMA) && hdr->msg.offset) {
 		cour_tx_cma_split(peer, txe, hdr);
 		return;
