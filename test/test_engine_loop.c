@@ -762,6 +762,56 @@ Test(engine_loop, unexpected_eager_and_rendezvous)
 	}
 }
 
+/*
+ * Fan-in (issue 19): seven senders each burst 16 messages of 16 KiB at a receiver that has
+ * posted nothing. What it buffers is bounded by its own budget, FI_COURIER_UNEXP_MAX, plus
+ * FI_COURIER_CREDITS units of 1 KiB per peer, not by what the senders send (1.75 MiB here,
+ * all of which 64 message credits a peer let in before); the rest waits as rendezvous
+ * requests. Then every message is received, in an order of the receiver's choosing, whole.
+ */
+Test(engine_loop, fan_in_is_bounded_by_the_receivers_budget)
+{
+	enum { S = MAX_EPS - 1, M = 16, LEN = 16 << 10 };
+	struct op tx[S][M], rx[S][M];
+	char *rbuf[S][M];
+	size_t bound;
+	uint64_t rts = 0;
+
+	memset(tx, 0, sizeof(tx));
+	memset(rx, 0, sizeof(rx));
+	cour_params.unexp_max = 256 << 10;
+	bound = cour_params.unexp_max + S * cour_params.credits * COUR_CREDIT_UNIT;
+	net_open(MAX_EPS, NULL, 0);
+	for (int k = 0; k < M; k++)
+		for (int s = 0; s < S; s++)
+			POST(fi_tsend(net.t[s + 1].ep, tx_buf(LEN, 100 * s + k), LEN, NULL,
+				      net.t[0].fa, (uint64_t)s << 8 | k, &tx[s][k]));
+	pump_for(300);
+	cr_assert_leq(stats_of(0).unexp_peak, bound, "the receiver held %" PRIu64 " bytes of "
+		      "unexpected messages; its budget and the peers' first grants are %zu",
+		      stats_of(0).unexp_peak, bound);
+	cr_assert_gt(stats_of(0).unexp_peak, cour_params.unexp_max / 2, "the budget was used");
+	for (int s = 0; s < S; s++)
+		rts += stats_of(s + 1).credit_rts;
+	cr_assert_gt(rts, 0, "senders short of units sent requests");
+	cr_assert_gt(stats_of(0).rts_adopted, 0, "requests were cleared into the budget");
+	/* the last sender's messages first, each sender's in order */
+	for (int s = S - 1; s >= 0; s--)
+		for (int k = 0; k < M; k++) {
+			rbuf[s][k] = rx_buf(LEN);
+			POST(fi_trecv(net.t[0].ep, rbuf[s][k], LEN, NULL, net.t[s + 1].fa,
+				      (uint64_t)s << 8 | k, 0, &rx[s][k]));
+		}
+	WAIT_UNTIL(all_done(&tx[0][0], S * M) && all_done(&rx[0][0], S * M), WAIT_MS);
+	for (int s = 0; s < S; s++)
+		for (int k = 0; k < M; k++) {
+			expect_ok(&tx[s][k], FI_SEND | FI_TAGGED, "fan-in send");
+			expect_msg(&rx[s][k], FI_RECV | FI_TAGGED, LEN, (uint64_t)s << 8 | k, s + 1,
+				   rbuf[s][k], LEN, 100 * s + k, "fan-in");
+		}
+	cr_assert_eq(stats_of(0).unexp_bytes, 0);
+}
+
 Test(engine_loop, peek_claim_discard)
 {
 	size_t em = cour_params.eager_max, len[] = { 500, 700, em + 1000, 300, 900 };
