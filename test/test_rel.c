@@ -471,6 +471,33 @@ Test(txwin, a_sack_for_an_old_ack_is_ignored)
 	cr_assert_eq(ep->pep.stats.retrans_fast, 0);
 }
 
+/* ---- flushing ---- */
+
+Test(txwin, a_send_behind_many_packets_in_flight_waits_for_the_next_progress_pass)
+{
+	size_t f;
+
+	cour_params.window = 64;
+	capwire_ack(ep, 0, 0, 64);                 /* units for every send below */
+	capwire_send(ep, data, 10, NULL, 0);
+	cr_assert_eq(capwire.flushes, 1, "few packets in flight: it leaves at once");
+	cr_assert_not(ep->pep.tx_deferred);
+	for (int i = 1; i < COUR_DEFER_INFLIGHT; i++)
+		capwire_send(ep, data, 10, NULL, 0);
+	cr_assert_eq(capwire.flushes, COUR_DEFER_INFLIGHT - 1, "the sixteenth waits");
+	cr_assert(ep->pep.tx_deferred);
+	f = capwire.flushes;
+	capwire_send(ep, data, 10, NULL, 0);
+	cr_assert_eq(capwire.flushes, f, "so do the ones after it");
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), COUR_DEFER_INFLIGHT + 1,
+		     "built and queued in the wire, in order (the progress pass flushes them)");
+	/* inside a progress pass nothing waits */
+	ep->pep.in_progress = true;
+	capwire_send(ep, data, 10, NULL, 0);
+	ep->pep.in_progress = false;
+	cr_assert_eq(capwire.flushes, f + 1);
+}
+
 /* ---- credits ---- */
 
 Test(txwin, the_ninth_eager_message_waits_for_credit)

@@ -52,6 +52,11 @@ static void cour_ep_progress(struct cour_pep *ep)
 	uint64_t now;
 	bool slept = ep->shm_armed;
 
+	ep->in_progress = true;
+	if (ep->tx_deferred) {          /* sends posted since the last pass, in one batch */
+		ep->tx_deferred = false;
+		cour_wire_flush(ep);
+	}
 	/* drain, but bounded so one busy endpoint cannot starve the others */
 	if (ep->shm_ring) {
 		if (COUR_UNLIKELY(slept)) {
@@ -96,6 +101,7 @@ timers:
 	} else if (COUR_UNLIKELY(ep->quiet != NULL)) {
 		cour_peer_win_sweep(ep, cour_ep_clock_refresh(ep, false));
 	}
+	ep->in_progress = false;
 }
 
 void cour_domain_progress_locked(struct cour_domain *dom)
@@ -120,6 +126,9 @@ int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 	}
 	DL_FOREACH2(dom->pdom.peps, ep, pdom_next) {
 		uint64_t g = cour_rma_split_deadline(ep);
+
+		if (ep->tx_deferred)
+			return 0;        /* sends wait to be flushed: no sleep */
 
 		if (g && (best < 0 || (int64_t)(g > now ? g - now : 0) < best))
 			best = g > now ? (int64_t)(g - now) : 0;

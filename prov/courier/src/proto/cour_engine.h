@@ -57,6 +57,8 @@
 
 #define COUR_IOV_MAX     8     /* iov_limit advertised (tx and rx) */
 #define COUR_ACK_EVERY   8     /* in-order packets after which an ACK goes out at once */
+#define COUR_DEFER_INFLIGHT 16 /* packets in flight past which a post's flush waits for
+				* the next progress pass (proto/cour_peer.c) */
 #define COUR_RX_BATCH    COUR_WIRE_RX_BATCH
 _Static_assert(COUR_IOV_MAX <= COUR_WIRE_IOV_MAX, "a packet's payload iovecs fit a wire's");
 _Static_assert(COUR_PKT_HDR_LEN <= COUR_WIRE_HDR_MAX, "a packet header fits a wire's");
@@ -350,6 +352,8 @@ struct cour_pep {
 	/* the wire, chosen at open (wire/cour_wire.h): its fd, bound address and batches */
 	struct cour_wire     wire;
 	bool                 tx_blocked;      /* a ring was full: retry in the next progress */
+	bool                 in_progress;     /* cour_ep_progress is running */
+	bool                 tx_deferred;     /* packets queued in the wire for the next pass */
 	/* same-host peers (proto/cour_shm_peer.c): our receive ring, NULL when shm is off */
 	struct cour_shm_ring *shm_ring;
 	struct cour_shm_locator shm_loc;

@@ -442,6 +442,15 @@ void cour_peer_push(struct cour_peer *peer)
 	}
 	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer) && !peer->shm_blocked)
 		ep->stats.window_stalls++;
+	/* A send posted while many of the peer's packets are in flight leaves with the next
+	 * progress pass, batched with those posted meanwhile (one GSO call for a run): the ACKs
+	 * those packets draw bring that pass at the latest. Posted with few in flight (a
+	 * pingpong), it leaves now. */
+	if (!ep->in_progress && !peer->via_shm &&
+	    peer->tx_next - peer->tx_una >= COUR_DEFER_INFLIGHT) {
+		ep->tx_deferred = true;
+		return;
+	}
 	cour_wire_flush(ep);
 }
 
