@@ -14,6 +14,7 @@
 static struct cour_ep *ep;
 static struct cour_peer *peer;
 static uint32_t next_seq;
+static uint64_t tag;                       /* of the messages that arrive next */
 static char data[8192];
 
 static void setup(void)
@@ -23,6 +24,7 @@ static void setup(void)
 	ep = capwire_open(FI_MSG | FI_TAGGED);
 	peer = capwire_peer(ep);
 	next_seq = 0;
+	tag = 0x77;
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (char)(i * 13 + 5);
 }
@@ -59,7 +61,7 @@ static void arrive_rts(uint32_t msg_id, uint64_t len, uint16_t flags)
 
 	h.base.flags = COUR_F_TAGGED | flags;
 	h.msg.msg_id = msg_id;
-	h.msg.tag = 0x77;
+	h.msg.tag = tag;
 	h.msg.total_len = len;
 	capwire_rx(ep, &h, NULL, 0);
 	cr_assert_eq(peer->rx_next, ++next_seq, "the RTS was not accepted");
@@ -77,7 +79,7 @@ static bool arrive_eager(uint32_t msg_id, size_t len)
 
 		h.base.flags = COUR_F_TAGGED;
 		h.msg.msg_id = msg_id;
-		h.msg.tag = 0x77;
+		h.msg.tag = tag;
 		h.msg.total_len = len;
 		h.msg.offset = off;
 		capwire_rx(ep, &h, data + off, n);
@@ -103,7 +105,7 @@ static int post(void *buf, size_t len, void *ctx)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
 
-	return cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0x77, 0, ctx, 0, true);
+	return cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, tag, 0, ctx, 0, true);
 }
 
 /* ---- the cost ---- */
@@ -347,4 +349,33 @@ Test(credit, a_reset_drops_an_adopted_message_still_arriving)
 	cr_assert_null(ep->pep.rdv_by_id);
 	cr_assert_eq(ep->pep.stats.unexp_bytes, 0);
 	cr_assert_eq(peer->rx_rdv_pending, 0);
+}
+
+/* The fuzzer found it: an adopted message the application discarded while its data still
+ * arrived is no longer unexpected; a reset must not unlink it from that queue again. */
+Test(credit, a_reset_after_an_adopted_message_was_discarded_keeps_the_queue_whole)
+{
+	char buf[64];
+	uint32_t rx_id;
+
+	cour_params.unexp_max = 1 << 20;
+	tag = 1;
+	cr_assert(arrive_eager(1, 10));
+	tag = 2;
+	arrive_rts(2, 3000, COUR_F_WANT);
+	rx_id = cts_for(2, 3000);
+	arrive_rdata(rx_id, 0, 928);
+	tag = 3;
+	cr_assert(arrive_eager(3, 10));
+	tag = 2;
+	cr_assert_eq(cour_msg_recv(&ep->pep, NULL, 0, FI_ADDR_UNSPEC, 2, 0, NULL,
+				   FI_PEEK | FI_DISCARD, true), 0);
+	tag = 1;
+	cr_assert_eq(post(buf, sizeof(buf), NULL), 0);    /* the first one leaves the queue */
+	cour_peer_reset(peer, COUR_E_PEER_RESET);
+	cr_assert_not_null(ep->pep.unexp_tag);
+	cr_assert_eq(ep->pep.unexp_tag->tag, 3, "the third message stays, alone");
+	cr_assert_null(ep->pep.unexp_tag->next);
+	cr_assert_eq(ep->pep.unexp_tag->prev, ep->pep.unexp_tag, "and the queue's tail is it");
+	cr_assert_null(ep->pep.rdv_by_id);
 }

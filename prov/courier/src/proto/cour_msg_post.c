@@ -383,8 +383,13 @@ void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
 	HASH_ITER(hh, ep->rdv_by_id, m, tmp) {
 		if (m->peer != peer)
 			continue;
-		if (m->adopted && !m->rxe) {    /* still unexpected: its data will never come */
-			cour_msg_discard(ep, m, false);
+		if (m->adopted && !m->rxe) {    /* its data will never come */
+			if (m->discard) {       /* the application discarded it already */
+				cour_rdv_del(ep, m);
+				cour_pool_put(&ep->rxmsg_pool, m);
+			} else {                /* still unexpected */
+				cour_msg_discard(ep, m, false);
+			}
 			continue;
 		}
 		cour_rdv_del(ep, m);
