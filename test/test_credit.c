@@ -379,3 +379,31 @@ Test(credit, a_reset_after_an_adopted_message_was_discarded_keeps_the_queue_whol
 	cr_assert_eq(ep->pep.unexp_tag->prev, ep->pep.unexp_tag, "and the queue's tail is it");
 	cr_assert_null(ep->pep.rdv_by_id);
 }
+
+/* The fuzzer again: an adopted message of 0 bytes has all its bytes from the start, but its
+ * one empty RDATA is still to come; it must stay where that RDATA finds it. */
+Test(credit, an_adopted_message_of_no_bytes_waits_for_its_empty_rdata)
+{
+	char buf[16];
+	uint32_t rx_id;
+
+	cour_params.unexp_max = 1 << 20;
+	arrive_rts(7, 0, COUR_F_WANT);
+	rx_id = cts_for(7, 0);
+	cr_assert_eq(post(buf, sizeof(buf), (void *)0x70), 0);
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 0, "not before its RDATA");
+	cr_assert_not_null(ep->pep.rdv_by_id);
+	arrive_rdata(rx_id, 0, 0);
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 1);
+	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 0)->len, 0);
+	cr_assert_null(ep->pep.rdv_by_id);
+	/* and one discarded before its RDATA goes when that comes */
+	arrive_rts(8, 0, COUR_F_WANT);
+	rx_id = cts_for(8, 0);
+	cr_assert_eq(cour_msg_recv(&ep->pep, NULL, 0, FI_ADDR_UNSPEC, tag, 0, NULL,
+				   FI_PEEK | FI_DISCARD, true), 0);
+	cr_assert_not_null(ep->pep.rdv_by_id);
+	arrive_rdata(rx_id, 0, 0);
+	cr_assert_null(ep->pep.rdv_by_id);
+	cr_assert_null(ep->pep.unexp_tag);
+}

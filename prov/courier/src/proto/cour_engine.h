@@ -183,8 +183,9 @@ struct cour_rxmsg {
 	bool                 nomem;           /* unexpected copy failed: report FI_ENOMEM */
 	bool                 discard;         /* FI_DISCARD: drop the data as it arrives */
 	bool                 credit_early;    /* unexpected: credit given back when buffered */
-	bool                 adopted;         /* an RTS we cleared before its receive: its data
-					       * comes as RDATA into ubuf, then it is eager */
+	bool                 adopting;        /* an RTS we cleared before its receive, whose data
+					       * still comes as RDATA (in rdv_by_id) into ubuf or
+					       * the receive: then it is an eager message */
 	uint32_t             units;           /* credit units it took */
 	size_t               unexp_cost;      /* bytes it counts in stats.unexp_bytes, 0: none */
 	fi_addr_t            dgram_src;       /* datagrams have no peer: their source */

@@ -383,7 +383,7 @@ void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
 	HASH_ITER(hh, ep->rdv_by_id, m, tmp) {
 		if (m->peer != peer)
 			continue;
-		if (m->adopted && !m->rxe) {    /* its data will never come */
+		if (m->adopting && !m->rxe) {   /* its data will never come */
 			if (m->discard) {       /* the application discarded it already */
 				cour_rdv_del(ep, m);
 				cour_pool_put(&ep->rxmsg_pool, m);

@@ -284,7 +284,7 @@ bool cour_msg_bind_unexp(struct cour_pep *ep, struct cour_rxmsg *m, struct cour_
 	bool rts = m->rts, retired;
 
 	retired = cour_bind(ep, m, rxe);  /* (a single-copy rendezvous finishes m in there) */
-	if (!rts && m->received == m->total_len)
+	if (!rts && !m->adopting && m->received == m->total_len)
 		cour_rx_eager_done(m->peer, m);
 	/* else: rendezvous cleared to send, or the rest of an eager message is on its way */
 	return retired;
@@ -318,7 +318,7 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
 	if (!consumed) {
 		if (peer->rx_cur == m)
 			peer->rx_cur = NULL;
-		if (m->adopted && m->received < m->total_len)
+		if (m->adopting)
 			cour_rdv_del(ep, m);
 		cour_pool_put(&ep->rxmsg_pool, m);
 		return;
@@ -333,7 +333,7 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
 		cour_msg_credit_return(peer, m);
 		return;
 	}
-	if (peer->rx_cur == m || (m->adopted && m->received < m->total_len))
+	if (peer->rx_cur == m || m->adopting)
 		return;             /* finishes in cour_rx_eager_data or cour_rx_adopted_data */
 	cour_msg_credit_return(peer, m);
 	cour_pool_put(&ep->rxmsg_pool, m);
@@ -361,7 +361,7 @@ static void cour_rts_adopt(struct cour_peer *peer, struct cour_rxmsg *m)
 	if (!m->ubuf)
 		return;
 	m->rts = false;
-	m->adopted = true;
+	m->adopting = true;
 	m->accept_len = m->total_len;
 	m->rx_id = ep->next_rx_id++;
 	cour_rdv_add(ep, m);
@@ -389,7 +389,9 @@ static void cour_rx_adopted_data(struct cour_peer *peer, struct cour_rxmsg *m,
 	m->received += plen;
 	if (m->received < m->total_len)
 		return;
+	/* all in (a message of 0 bytes too: its one empty RDATA came) */
 	cour_rdv_del(ep, m);
+	m->adopting = false;
 	if (m->rxe) {
 		cour_rx_eager_done(peer, m);
 	} else if (m->discard) {
@@ -593,10 +595,10 @@ void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 	uint64_t off;
 
 	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
-	if (m && m->adopted && !m->rxe && m->ubuf && m->peer == peer &&
+	if (m && m->adopting && !m->rxe && m->ubuf && m->peer == peer &&
 	    hdr->msg.offset == m->received && plen <= m->total_len - m->received)
 		return m->ubuf + m->received;
-	if (!m || m->peer != peer || m->discard || !m->rxe || m->adopted ||
+	if (!m || m->peer != peer || m->discard || !m->rxe || m->adopting ||
 	    hdr->msg.offset != m->received || plen > m->accept_len - m->received)
 		return NULL;
 	off = m->slice_off + m->received;
@@ -619,7 +621,7 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 	uint32_t id = hdr->msg.rx_id;
 
 	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
-	if (m && m->adopted && m->peer == peer) {
+	if (m && m->adopting && m->peer == peer) {
 		cour_rx_adopted_data(peer, m, hdr, payload, plen);
 		return;
 	}
