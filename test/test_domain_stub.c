@@ -49,6 +49,11 @@ void cour_domain_wait(struct cour_domain *dom, int extra_fd, int timeout_ms)
 	poll(&pfd, extra_fd >= 0 ? 1 : 0, timeout_ms);
 }
 
+void cour_domains_wait(struct cour_domain **doms, int ndoms, int extra_fd, int timeout_ms)
+{
+	cour_domain_wait(ndoms ? doms[0] : NULL, extra_fd, timeout_ms);
+}
+
 int cour_no_close(struct fid *fid) { return -FI_ENOSYS; }
 int cour_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags) { return -FI_ENOSYS; }
 int cour_no_control(struct fid *fid, int command, void *arg) { return -FI_ENOSYS; }

@@ -116,6 +116,8 @@ int cour_domain_poll_fds_locked(struct cour_domain *dom, struct pollfd *pfds, in
  * progresses and re-checks its condition.
  */
 void cour_domain_wait(struct cour_domain *dom, int extra_fd, int timeout_ms);
+/* The same over several domains at once (a wait set's members). */
+void cour_domains_wait(struct cour_domain **doms, int ndoms, int extra_fd, int timeout_ms);
 
 /*
  * An application read that found nothing. A process that polls in a loop on a host with more

@@ -202,6 +202,8 @@ static int cour_cntr_close(struct fid *fid)
 			  cour_ref_get(&c->refcnt));
 		return -FI_EBUSY;
 	}
+	if (c->wait_set)
+		cour_wait_set_leave(c->wait_set, dom, c->signal_fd);
 	if (c->signal_fd >= 0)
 		close(c->signal_fd);
 	free(c);
@@ -238,12 +240,20 @@ int cour_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		return -FI_ENOMEM;
 	}
 	ret = cour_wait_fd_open(attr->wait_obj, FI_LOG_CNTR, "fi_cntr_open", &c->signal_fd);
+	if (!ret && attr->wait_obj == FI_WAIT_SET) {
+		ret = cour_wait_set_join(attr->wait_set, dom->fabric, dom, c->signal_fd,
+					 FI_LOG_CNTR, "fi_cntr_open");
+		if (ret)
+			close(c->signal_fd);
+		c->wait_set = attr->wait_set;
+	}
 	if (ret) {
 		free(c);
 		return ret;
 	}
 	c->domain = dom;
-	c->wait_obj = attr->wait_obj;
+	/* in a wait set: an FI_WAIT_FD counter whose fd the set watches */
+	c->wait_obj = attr->wait_obj == FI_WAIT_SET ? FI_WAIT_FD : attr->wait_obj;
 	c->events = attr->events;
 	c->cntr_fid.fid.fclass = FI_CLASS_CNTR;
 	c->cntr_fid.fid.context = context;

@@ -42,13 +42,13 @@ int cour_wait_fd_open(enum fi_wait_obj wait_obj, enum fi_log_subsys subsys, cons
 		return 0;
 	case FI_WAIT_UNSPEC:
 	case FI_WAIT_FD:
+	case FI_WAIT_SET:	/* an fd as FI_WAIT_FD, in the set's epoll (cour_wait.c) */
 	case FI_WAIT_YIELD:	/* a blocking wait is a valid way to honour a spin request */
 		break;
-	case FI_WAIT_SET:
 	case FI_WAIT_MUTEX_COND:
 	case FI_WAIT_POLLFD:
 		COUR_WARN(subsys, "%s: wait object %d not supported (use FI_WAIT_NONE, "
-			  "FI_WAIT_UNSPEC or FI_WAIT_FD)\n", what, (int)wait_obj);
+			  "FI_WAIT_UNSPEC, FI_WAIT_FD or FI_WAIT_SET)\n", what, (int)wait_obj);
 		return -FI_ENOSYS;
 	default:
 		COUR_WARN(subsys, "%s: unknown wait object %d\n", what, (int)wait_obj);
@@ -449,6 +449,8 @@ static void cour_cq_free(struct cour_cq *cq)
 		next = ce->next;
 		free(ce);
 	}
+	if (cq->wait_set)
+		cour_wait_set_leave(cq->wait_set, cq->domain, cq->signal_fd);
 	if (cq->signal_fd >= 0)
 		close(cq->signal_fd);
 	free(cq->ring);
@@ -530,11 +532,21 @@ int cour_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_
 		ret = -FI_ENOMEM;
 		goto close_fd;
 	}
+	if (attr->wait_obj == FI_WAIT_SET) {
+		ret = cour_wait_set_join(attr->wait_set, dom->fabric, dom, cq->signal_fd,
+					 FI_LOG_CQ, "fi_cq_open");
+		if (ret) {
+			free(cq->ring);
+			goto close_fd;
+		}
+		cq->wait_set = attr->wait_set;
+	}
 
 	cq->domain = dom;
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
 	cq->entry_size = cour_cq_entry_size(cq->format);
-	cq->wait_obj = attr->wait_obj;
+	/* a member of a wait set is an FI_WAIT_FD CQ whose fd the set watches */
+	cq->wait_obj = attr->wait_obj == FI_WAIT_SET ? FI_WAIT_FD : attr->wait_obj;
 	cq->wait_cond = attr->wait_obj == FI_WAIT_NONE ? FI_CQ_COND_NONE : attr->wait_cond;
 	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
 	cq->cq_fid.fid.context = context;

@@ -34,6 +34,7 @@ struct cour_cq {
 	struct cour_cq_err   *errs, *errs_tail;
 	size_t               err_count;
 	int                  signal_fd;    /* eventfd: fi_cq_signal and FI_WAIT_FD */
+	struct fid_wait     *wait_set;     /* FI_WAIT_SET: the set watching signal_fd */
 	volatile int         waiters;      /* sleepers in sread: writers kick signal_fd if > 0 */
 	volatile bool        signaled;     /* fi_cq_signal: wake one sread with -FI_EAGAIN */
 	/* Ordering of successes against errors (see struct cour_cq_err): successes ever written
@@ -60,6 +61,7 @@ struct cour_cntr {
 	int                  signal_fd;
 	volatile int         waiters;
 	bool                 fd_armed;     /* FI_WAIT_FD: signal_fd readable since the last read */
+	struct fid_wait     *wait_set;     /* FI_WAIT_SET: the set watching signal_fd */
 	/* fi_poll's baseline: the values when a poll set last reported the counter, or when the
 	 * application last set or added to it (cour_poll.c) */
 	uint64_t             poll_value, poll_err;
@@ -93,6 +95,7 @@ struct cour_eq {
 	size_t                count;
 	void                 *err_data;    /* handed out by the last fi_eq_readerr, freed on the next */
 	int                   signal_fd;   /* eventfd, -1 with FI_WAIT_NONE */
+	struct fid_wait      *wait_set;    /* FI_WAIT_SET: the set watching signal_fd */
 };
 
 /* Queue an error event (fi_eq_write cannot express one). err->err positive; err->err_data, if
@@ -111,6 +114,15 @@ void cour_fd_drain(int fd);    /* make it unreadable again */
 int cour_wait_getwait(int fd, int command, void *arg);
 /* ms left until deadline_us, rounded up; -1 when deadline_us is 0 (no deadline). */
 int cour_wait_remaining_ms(uint64_t deadline_us);
+
+/* ---- wait sets (cour_wait.c) ---- */
+int cour_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+		   struct fid_wait **waitset);
+/* A CQ, counter (dom: its domain) or EQ (dom NULL) opened with FI_WAIT_SET puts its fd in the
+ * set; the set's close refuses while members remain. */
+int cour_wait_set_join(struct fid_wait *set, struct cour_fabric *fabric, struct cour_domain *dom,
+		       int fd, enum fi_log_subsys subsys, const char *what);
+void cour_wait_set_leave(struct fid_wait *set, struct cour_domain *dom, int fd);
 /* fi_cq_strerror / fi_eq_strerror: the cour_errno string, copied into buf when one is given. */
 const char *cour_strerror(int prov_errno, char *buf, size_t len);
 

@@ -241,6 +241,8 @@ static int cour_eq_close(struct fid *fid)
 		free(ev);
 	}
 	free(eq->err_data);
+	if (eq->wait_set)
+		cour_wait_set_leave(eq->wait_set, NULL, eq->signal_fd);
 	if (eq->signal_fd >= 0)
 		close(eq->signal_fd);
 	pthread_mutex_destroy(&eq->mutex);
@@ -269,13 +271,20 @@ int cour_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_
 		return -FI_ENOMEM;
 	}
 	ret = cour_wait_fd_open(attr->wait_obj, FI_LOG_EQ, "fi_eq_open", &eq->signal_fd);
+	if (!ret && attr->wait_obj == FI_WAIT_SET) {
+		ret = cour_wait_set_join(attr->wait_set, fab, NULL, eq->signal_fd, FI_LOG_EQ,
+					 "fi_eq_open");
+		if (ret)
+			close(eq->signal_fd);
+		eq->wait_set = attr->wait_set;
+	}
 	if (ret) {
 		free(eq);
 		return ret;
 	}
 	pthread_mutex_init(&eq->mutex, NULL);
 	eq->fabric = fab;
-	eq->wait_obj = attr->wait_obj;
+	eq->wait_obj = attr->wait_obj == FI_WAIT_SET ? FI_WAIT_FD : attr->wait_obj;
 	eq->eq_fid.fid.fclass = FI_CLASS_EQ;
 	eq->eq_fid.fid.context = context;
 	eq->eq_fid.fid.ops = &cour_eq_fi_ops;

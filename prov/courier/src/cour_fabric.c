@@ -25,12 +25,6 @@ static int cour_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
 	return -FI_ENOSYS;
 }
 
-static int cour_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
-			     struct fid_wait **waitset)
-{
-	return -FI_ENOSYS;
-}
-
 static int cour_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
 			   struct fid_domain **dom, uint64_t flags, void *context)
 {
@@ -95,7 +89,7 @@ static struct fi_ops_fabric cour_fabric_ops = {
 	.domain = cour_domain_open,
 	.passive_ep = cour_no_passive_ep,
 	.eq_open = cour_eq_open,
-	.wait_open = cour_no_wait_open,
+	.wait_open = cour_wait_open,
 	.trywait = cour_fabric_trywait,
 	.domain2 = cour_no_domain2,
 };

@@ -176,10 +176,10 @@ static void cour_sleep(struct pollfd *pfds, int n, int64_t us)
 	ppoll(pfds, (nfds_t)n, &ts, NULL);
 }
 
-void cour_domain_wait(struct cour_domain *dom, int extra_fd, int timeout_ms)
+void cour_domains_wait(struct cour_domain **doms, int ndoms, int extra_fd, int timeout_ms)
 {
 	struct pollfd pfds[COUR_POLL_MAX + 1];
-	int64_t us;
+	int64_t us = -1;
 	int n = 0;
 
 	if (extra_fd >= 0) {
@@ -188,13 +188,24 @@ void cour_domain_wait(struct cour_domain *dom, int extra_fd, int timeout_ms)
 		pfds[0].revents = 0;
 		n = 1;
 	}
-	cour_lock_acquire(&dom->lock);
-	n += cour_domain_poll_fds_locked(dom, pfds + n, COUR_POLL_MAX);
-	us = cour_domain_next_timer_locked(dom, cour_now_us());
-	cour_lock_release(&dom->lock);
+	for (int i = 0; i < ndoms; i++) {
+		int64_t d;
+
+		cour_lock_acquire(&doms[i]->lock);
+		n += cour_domain_poll_fds_locked(doms[i], pfds + n, COUR_POLL_MAX + 1 - n);
+		d = cour_domain_next_timer_locked(doms[i], cour_now_us());
+		cour_lock_release(&doms[i]->lock);
+		if (d >= 0 && (us < 0 || d < us))
+			us = d;
+	}
 	if (timeout_ms >= 0 && (us < 0 || us > (int64_t)timeout_ms * 1000))
 		us = (int64_t)timeout_ms * 1000;
 	cour_sleep(pfds, n, us);
+}
+
+void cour_domain_wait(struct cour_domain *dom, int extra_fd, int timeout_ms)
+{
+	cour_domains_wait(&dom, 1, extra_fd, timeout_ms);
 }
 
 void cour_domain_kick(struct cour_domain *dom)
