@@ -3,7 +3,7 @@
  * costs, what a sender short of units does (an RTS, or a stall that says WANT), what a receiver
  * admits, lends out of its budget (FI_COURIER_UNEXP_MAX) and takes back, and the RTS it clears
  * into its own buffer (adopted) so that the send completes before its receive is posted.
- * Parameters: credits 8 units (of 1 KiB), credits_max 64, eager_max 4096, 928 payload bytes per
+ * Parameters: credits 8 units (of 256 bytes), credits_max 64, eager_max 4096, 928 payload bytes per
  * packet; no budget unless a test gives one.
  */
 #include "test_capwire.h"
@@ -110,12 +110,13 @@ static int post(void *buf, size_t len, void *ctx)
 
 /* ---- the cost ---- */
 
-Test(credit, a_message_costs_one_unit_and_one_per_kib)
+Test(credit, a_message_costs_one_unit_and_one_per_256_bytes)
 {
+	cr_assert_eq(COUR_CREDIT_UNIT, 256);
 	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 0), 1);
-	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 1023), 1);
-	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 1024), 2);
-	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 65536), 65);
+	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 255), 1);
+	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 256), 2);
+	cr_assert_eq(cour_credit_cost(COUR_PKT_EAGER, 65536), 257);
 	cr_assert_eq(cour_credit_cost(COUR_PKT_RTS, 1u << 30), 1, "an RTS holds only a record");
 }
 
@@ -127,9 +128,9 @@ Test(credit, an_eager_message_short_of_units_goes_as_an_rts_that_wants_more)
 
 	for (int i = 0; i < 3; i++)
 		capwire_send(ep, data, 10, NULL, 0);
-	capwire_send(ep, data, 4000, NULL, 0);     /* 4 units: 5 left, still eager */
+	capwire_send(ep, data, 1023, NULL, 0);     /* 4 units: 5 left, still eager */
 	cr_assert_eq(peer->tx_credit_used, 7);
-	capwire_send(ep, data, 3000, NULL, 0);     /* 3 units, 1 left: announced instead */
+	capwire_send(ep, data, 768, NULL, 0);      /* 4 units, 1 left: announced instead */
 	cr_assert_eq(capwire_count(COUR_PKT_RTS), 1);
 	rts = capwire_nth(COUR_PKT_RTS, 0);
 	cr_assert(rts->hdr.base.flags & COUR_F_WANT);
@@ -139,7 +140,7 @@ Test(credit, an_eager_message_short_of_units_goes_as_an_rts_that_wants_more)
 	cr_assert_not(peer->credit_stalled);
 	capwire_send(ep, data, 10, NULL, 0);       /* no unit at all: it waits */
 	cr_assert(peer->credit_stalled);
-	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 3 + 5, "three small ones, 4000 bytes in 5");
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 3 + 2, "three small ones, 1023 bytes in 2");
 }
 
 Test(credit, eager_messages_behind_a_short_rts_wait_for_it_to_keep_their_order)
@@ -190,12 +191,12 @@ Test(credit, a_stall_says_want_once_and_units_release_it)
 
 Test(credit, a_message_beyond_the_grant_in_bytes_is_refused)
 {
-	/* 8 units: 7000 bytes (7) and 900 (1) fill them; the next 900 bytes are one too many */
-	cr_assert(arrive_eager(1, 7000));
-	cr_assert(arrive_eager(2, 900));
+	/* 8 units: 1536 bytes (7) and 100 (1) fill them; the next 100 bytes are one too many */
+	cr_assert(arrive_eager(1, 1536));
+	cr_assert(arrive_eager(2, 100));
 	cr_assert_eq(peer->rx_units, 8);
-	cr_assert_not(arrive_eager(3, 900), "a sender that ignores the grant is refused");
-	cr_assert_eq(ep->pep.stats.unexp_bytes, 2 * sizeof(struct cour_rxmsg) + 7900);
+	cr_assert_not(arrive_eager(3, 100), "a sender that ignores the grant is refused");
+	cr_assert_eq(ep->pep.stats.unexp_bytes, 2 * sizeof(struct cour_rxmsg) + 1636);
 	cr_assert_eq(ep->pep.stats.unexp_peak, ep->pep.stats.unexp_bytes);
 }
 
@@ -221,8 +222,8 @@ Test(credit, want_lends_twice_the_window_up_to_credits_max)
 	cr_assert_eq(granted(), 64, "never beyond credits_max");
 	cr_assert_eq(ep->pep.grant_extra, 56);
 	cr_assert_eq(ep->pep.stats.credit_grants, 3);
-	/* an RTS sent for lack of units asks for room for twice its message: 4000 bytes, 4
-	 * units, is below the window already */
+	/* an RTS sent for lack of units asks for room for twice its message: 4000 bytes, 16
+	 * units (32 for two), is below the window already */
 	arrive_rts(1, 4000, COUR_F_WANT);
 	cr_assert_eq(ep->pep.stats.credit_grants, 3);
 }

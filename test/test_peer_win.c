@@ -16,7 +16,9 @@ static char data[8192];
 static void setup(void)
 {
 	capwire_params();
-	cour_params.credits = 32;         /* room for the unexpected messages the tests send */
+	/* room for the unexpected messages the tests send: 4 x 4000 bytes and more, in units of
+	 * 256 bytes */
+	cour_params.credits = 256;
 	ep = capwire_open(FI_MSG | FI_TAGGED);
 	peer = capwire_peer(ep);
 	for (size_t i = 0; i < sizeof(data); i++)

@@ -184,6 +184,9 @@ Test(sack, an_empty_or_full_bitmap)
 
 static struct cour_ep *ep;
 static struct cour_peer *peer;
+/* credit units for every send of a test about the window, not about credits (a 4000-byte
+ * message costs 16 of the 8 the capture wire's peer starts with) */
+#define PLENTY 4096u
 static char data[8192];
 
 static void setup(void)
@@ -210,11 +213,13 @@ static struct cour_txpkt *slot(uint32_t seq)
 
 Test(txwin, a_send_becomes_numbered_fragments)
 {
+	peer->tx_credit_limit = PLENTY;
 	capwire_send(ep, data, 2000, (void *)0x51, 0);
 	cr_assert_eq(capwire.count, 3);
 	cr_assert_eq(peer->tx_una, 0);
 	cr_assert_eq(peer->tx_next, 3);
-	cr_assert_eq(peer->tx_credit_used, 2, "2000 bytes cost 1 + 2000 / 1024 units");
+	cr_assert_eq(peer->tx_credit_used, 1 + 2000 / COUR_CREDIT_UNIT, "2000 bytes cost 1 + "
+		     "2000 / 256 units");
 	cr_assert_eq(peer->inflight_bytes, 2000 + 3 * COUR_PKT_HDR_LEN);
 	cr_assert_neq(peer->rto_deadline, 0, "the retransmit timer runs");
 	for (uint32_t i = 0; i < 3; i++) {
@@ -298,6 +303,7 @@ Test(txwin, the_window_stops_the_sender_and_acks_reopen_it)
 
 Test(txwin, sequence_numbers_wrap_in_the_window)
 {
+	peer->tx_credit_limit = PLENTY;
 	peer->tx_una = peer->tx_next = 0xfffffffeu;
 	capwire_send(ep, data, 3000, (void *)0x77, 0);   /* 4 packets */
 	cr_assert_eq(capwire.count, 4);
@@ -320,6 +326,7 @@ Test(txwin, sequence_numbers_wrap_in_the_window)
  */
 Test(txwin, a_window_of_8_survives_the_wrap)
 {
+	peer->tx_credit_limit = PLENTY;
 	cour_params.window = 8;
 	peer->tx_una = peer->tx_next = 0xfffffffcu;
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);  /* seqs 0xfffffffc..0xffffffff */
@@ -387,6 +394,7 @@ Test(txwin, rto_expiry_resends_the_head_and_backs_off_to_the_ceiling)
 
 Test(txwin, a_sack_marks_packets_and_fast_retransmit_fills_the_holes)
 {
+	peer->tx_credit_limit = PLENTY;
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);   /* seqs 0..3 */
 	capwire_send(ep, data, 2 * CAPWIRE_ROOM, NULL, 0);   /* seqs 4, 5 (eager_max 4096) */
 	capwire_clear();
@@ -413,6 +421,7 @@ Test(txwin, a_sack_marks_packets_and_fast_retransmit_fills_the_holes)
 
 Test(txwin, sacks_released_by_a_cumulative_ack_leave_no_holes_behind)
 {
+	peer->tx_credit_limit = PLENTY;
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);   /* seqs 0..3 */
 	capwire_send(ep, data, 2 * CAPWIRE_ROOM, NULL, 0);   /* seqs 4, 5 */
 	capwire_ack(ep, 0, 0x7, 8);               /* 1..3 SACKed: 0 resent */
@@ -427,6 +436,7 @@ Test(txwin, sacks_released_by_a_cumulative_ack_leave_no_holes_behind)
 
 Test(txwin, fast_retransmit_waits_for_three_sacked_above_a_hole)
 {
+	peer->tx_credit_limit = PLENTY;
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);
 	capwire_ack(ep, 0, 0x3, 8);               /* 1 and 2 arrived: maybe 0 is only late */
 	cr_assert_eq(ep->pep.stats.retrans_fast, 0);
@@ -437,6 +447,7 @@ Test(txwin, fast_retransmit_waits_for_three_sacked_above_a_hole)
 
 Test(txwin, a_resent_hole_is_resent_again_only_after_its_copy_could_be_sacked)
 {
+	peer->tx_credit_limit = PLENTY;
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);
 	capwire_send(ep, data, CAPWIRE_ROOM, NULL, 0);
 	peer->srtt_us = 10000000;                  /* 10 s: the next SACK is surely early */
@@ -582,6 +593,7 @@ Test(txwin, control_packets_need_no_credit)
  */
 Test(txwin, karn_covers_every_packet_an_ack_releases)
 {
+	peer->tx_credit_limit = PLENTY;
 	uint64_t srtt;
 
 	capwire_send(ep, data, 4 * CAPWIRE_ROOM, NULL, 0);   /* seqs 0..3 */

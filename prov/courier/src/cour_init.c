@@ -11,8 +11,8 @@ struct cour_params cour_params = {
 	.mtu = 0,
 	.window = 256,
 	.win_idle_ms = 200,
-	.credits = 16,
-	.credits_max = 2048,
+	.credits = 64,
+	.credits_max = 8192,
 	.eager_max = 65536,
 	.inject_size = 4096,
 	.tx_size = 1024,
@@ -94,12 +94,12 @@ static void cour_params_define(void)
 		"(default: %zu)",
 		p->window);
 	fi_param_define(&cour_prov, "credits", FI_PARAM_SIZE_T,
-		"Credit units (1 KiB each; a message costs 1 + bytes / 1024, an RTS 1) every peer "
-		"may have unconsumed at a receiver before it is granted more; the same on every "
-		"process, 2..4096 (default: %zu)", p->credits);
+		"Credit units (256 bytes each; a message costs 1 + bytes / 256, an RTS 1) every "
+		"peer may have unconsumed at a receiver before it is granted more; the same on every "
+		"process, 2..16384 (default: %zu)", p->credits);
 	fi_param_define(&cour_prov, "credits_max", FI_PARAM_SIZE_T,
 		"Credit units a receiver lends one peer at most, out of FI_COURIER_UNEXP_MAX, when "
-		"it runs short; at least FI_COURIER_CREDITS, up to 65536 (default: %zu)",
+		"it runs short; at least FI_COURIER_CREDITS, up to 262144 (default: %zu)",
 		p->credits_max);
 	fi_param_define(&cour_prov, "eager_max", FI_PARAM_SIZE_T,
 		"Largest message sent eagerly, bytes; larger messages use rendezvous "
@@ -116,7 +116,7 @@ static void cour_params_define(void)
 		"An endpoint's budget, bytes, for credits lent to peers beyond FI_COURIER_CREDITS "
 		"and for unexpected messages whose credit went back at once; past it, credits "
 		"come back only as messages are received. A receiver buffers at most this plus "
-		"peers x FI_COURIER_CREDITS KiB of unexpected messages (default: %zu)",
+		"peers x FI_COURIER_CREDITS x 256 bytes of unexpected messages (default: %zu)",
 		p->unexp_max);
 	fi_param_define(&cour_prov, "ack_delay", FI_PARAM_INT,
 		"How long an ACK may wait to ride on outgoing data, microseconds (default: %d)",
@@ -210,7 +210,7 @@ static void cour_params_define(void)
 			  p->window, w);
 		p->window = w;
 	}
-	cour_param_size("credits", &p->credits, 2, 4096);
+	cour_param_size("credits", &p->credits, 2, 16384);
 	cour_param_size("credits_max", &p->credits_max, 2, COUR_CREDIT_WIN_MAX);
 	if (p->credits_max < p->credits)
 		p->credits_max = p->credits;

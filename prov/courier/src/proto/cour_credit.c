@@ -6,8 +6,8 @@
  *
  *  - A message costs cour_credit_cost units of COUR_CREDIT_UNIT bytes: 1 + len / unit eager,
  *    1 for an RTS (rendezvous data lands only in a posted buffer).
- *  - Every peer starts with FI_COURIER_CREDITS units, a small grant: N peers that never asked
- *    for more can make us hold N x that, no more.
+ *  - Every peer starts with FI_COURIER_CREDITS units (64: 64 small messages, 16 KiB), a small
+ *    grant: N peers that never asked for more can make us hold N x that, no more.
  *  - A sender short of units for an eager message sends it as an RTS instead (one unit, and it
  *    says COUR_F_WANT), and so the eager messages behind it until that RTS is cleared, so that
  *    messages up to eager_max still complete in the order sent; one with no unit at all

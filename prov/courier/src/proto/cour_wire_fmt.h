@@ -21,7 +21,7 @@
  *   seq          sequence number of a sequenced packet (types EAGER..ATOMIC); 0 otherwise
  *   ack          cumulative: every sequenced packet below it has been received and processed
  *   sack         bit i set: packet ack + 1 + i has been received too
- *   credits      cumulative credit limit, in credit units (COUR_CREDIT_UNIT bytes): the
+ *   credits      cumulative credit limit, in credit units (COUR_CREDIT_UNIT, 256 bytes): the
  *                sender of this header may be sent messages until the units they cost
  *                (cour_credit_cost) add up to this value. Before any header arrives a
  *                peer may send FI_COURIER_CREDITS units (the same on every process)
@@ -110,8 +110,8 @@ static inline int cour_pkt_needs_credit(unsigned type)
  * is granted bounds bytes, not messages: an eager message of len bytes costs 1 + len / unit
  * (the 1 pays for its record), an RTS costs 1 (its data lands only in a posted buffer).
  */
-#define COUR_CREDIT_UNIT     1024u
-#define COUR_CREDIT_WIN_MAX  65536u     /* no grant ever runs further ahead of use */
+#define COUR_CREDIT_UNIT     256u       /* small enough that 64 small messages cost 16 KiB */
+#define COUR_CREDIT_WIN_MAX  262144u    /* no grant ever runs further ahead of use (64 MiB) */
 static inline uint32_t cour_credit_cost(unsigned type, uint64_t total_len)
 {
 	return type == COUR_PKT_RTS ? 1u : 1u + (uint32_t)(total_len / COUR_CREDIT_UNIT);

@@ -12,7 +12,7 @@ struct cour_params {
 	size_t   mtu;              /* max UDP payload per packet, bytes (0: per peer, from the route) */
 	size_t   window;           /* send window, packets per peer */
 	int      win_idle_ms;      /* a quiet peer's windows are freed after this long */
-	size_t   credits;          /* credit units every peer starts with (1 KiB each) */
+	size_t   credits;          /* credit units every peer starts with (256 bytes each) */
 	size_t   credits_max;      /* units a receiver lends one peer at most */
 	size_t   eager_max;        /* largest message sent eagerly; larger ones use rendezvous */
 	size_t   inject_size;      /* bytes copied at call time by fi_inject and FI_INJECT */
