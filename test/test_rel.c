@@ -187,7 +187,7 @@ static struct cour_peer *peer;
 /* credit units for every send of a test about the window, not about credits (a 4000-byte
  * message costs 16 of the 8 the capture wire's peer starts with) */
 #define PLENTY 4096u
-static char data[8192];
+static char data[20 * CAPWIRE_ROOM];
 
 static void setup(void)
 {
@@ -495,18 +495,32 @@ Test(txwin, a_send_behind_many_packets_in_flight_waits_for_the_next_progress_pas
 	cr_assert_not(ep->pep.tx_deferred);
 	for (int i = 1; i < COUR_DEFER_INFLIGHT; i++)
 		capwire_send(ep, data, 10, NULL, 0);
-	cr_assert_eq(capwire.flushes, COUR_DEFER_INFLIGHT - 1, "the sixteenth waits");
+	cr_assert_eq(capwire.flushes, COUR_DEFER_INFLIGHT, "16 in flight, all sent");
+	cr_assert_not(ep->pep.tx_deferred);
+	capwire_send(ep, data, 10, NULL, 0);
+	cr_assert_eq(capwire.flushes, COUR_DEFER_INFLIGHT, "the seventeenth waits");
 	cr_assert(ep->pep.tx_deferred);
 	f = capwire.flushes;
 	capwire_send(ep, data, 10, NULL, 0);
 	cr_assert_eq(capwire.flushes, f, "so do the ones after it");
-	cr_assert_eq(capwire_count(COUR_PKT_EAGER), COUR_DEFER_INFLIGHT + 1,
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), COUR_DEFER_INFLIGHT + 2,
 		     "built and queued in the wire, in order (the progress pass flushes them)");
 	/* inside a progress pass nothing waits */
 	ep->pep.in_progress = true;
 	capwire_send(ep, data, 10, NULL, 0);
 	ep->pep.in_progress = false;
 	cr_assert_eq(capwire.flushes, f + 1);
+}
+
+Test(txwin, one_big_send_with_nothing_in_flight_leaves_at_once)
+{
+	peer->tx_credit_limit = PLENTY;
+	cour_params.window = 64;
+	cour_params.eager_max = 32768;
+	capwire_send(ep, data, 20 * CAPWIRE_ROOM, NULL, 0);   /* 20 packets in one push */
+	cr_assert_eq(peer->tx_next, 20);
+	cr_assert_eq(capwire.flushes, 1, "nothing it waits behind would draw an ACK");
+	cr_assert_not(ep->pep.tx_deferred);
 }
 
 /* ---- credits ---- */

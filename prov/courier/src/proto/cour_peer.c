@@ -420,6 +420,7 @@ static bool cour_peer_window_open(struct cour_peer *peer)
 void cour_peer_push(struct cour_peer *peer)
 {
 	struct cour_pep *ep = peer->ep;
+	uint32_t in_flight = peer->tx_next - peer->tx_una;    /* before this push */
 	uint64_t now;
 
 	if (!peer->ctrlq && !peer->txq)
@@ -444,10 +445,10 @@ void cour_peer_push(struct cour_peer *peer)
 		ep->stats.window_stalls++;
 	/* A send posted while many of the peer's packets are in flight leaves with the next
 	 * progress pass, batched with those posted meanwhile (one GSO call for a run): the ACKs
-	 * those packets draw bring that pass at the latest. Posted with few in flight (a
-	 * pingpong), it leaves now. */
-	if (!ep->in_progress && !peer->via_shm &&
-	    peer->tx_next - peer->tx_una >= COUR_DEFER_INFLIGHT) {
+	 * those packets draw bring that pass at the latest. Counted before this push: what it
+	 * built itself draws no ACK until it is sent (one big message must not wait). Posted
+	 * with few in flight (a pingpong), it leaves now. */
+	if (!ep->in_progress && !peer->via_shm && in_flight >= COUR_DEFER_INFLIGHT) {
 		ep->tx_deferred = true;
 		return;
 	}
