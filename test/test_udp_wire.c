@@ -30,6 +30,7 @@ struct cour_params cour_params;
 struct seen {
 	size_t   len;
 	bool     borrowed;
+	bool     placed;      /* read into the place the stand-in named (rx->placed) */
 	uint32_t id;          /* the datagram's number, from its header */
 	uint8_t  fill;        /* what its payload should be made of */
 	bool     intact;
@@ -40,9 +41,27 @@ struct end {
 	struct cour_pool pool;
 	struct seen      seen[MAX_SEEN];
 	size_t           nseen;
+	/* placing: the stand-in plays an engine receiving one stream of pieces, datagram ids
+	 * base, base + 1... in order, plen payload bytes each, end to end in place (cap of
+	 * them); next is the id it waits for */
+	bool             placing;
+	uint8_t         *place;
+	uint32_t         base, next, cap, clobber;
+	size_t           plen;
 };
 
 static struct end ends[3];
+
+/* the payload byte at datagram offset i (header included) of datagram id */
+static uint8_t pattern(uint32_t id, size_t i)
+{
+	return (uint8_t)((uint8_t)(id * 7 + 1) + i);
+}
+
+static bool in_stream(const struct end *e, uint32_t id)
+{
+	return e->placing && id >= e->base && id - e->base < e->cap;
+}
 
 static void *rec_packet(void *arg, void *buf, size_t len, const struct sockaddr_storage *sa,
 			socklen_t sa_len)
@@ -64,19 +83,68 @@ static void *rec_packet(void *arg, void *buf, size_t len, const struct sockaddr_
 	for (size_t i = HDR_LEN; i < len; i++)
 		if (p[i] != (uint8_t)(s->fill + i))
 			s->intact = false;
+	/* what an engine does with the piece it waits for, had it not been placed: copy it */
+	if (in_stream(e, s->id) && s->id == e->next) {
+		memcpy(e->place + (s->id - e->base) * e->plen, p + HDR_LEN, len - HDR_LEN);
+		e->next++;
+	}
+	e->w.rx_direct = e->placing;
 	return buf;       /* never kept: the wire reads the next one into it */
 }
 
-static void *rec_direct(void *arg, const void *hdr, size_t len,
+static void *rec_direct(void *arg, const void *hdr, size_t len, size_t seg, size_t *run,
 			const struct sockaddr_storage *sa, socklen_t sa_len)
 {
-	return NULL;
+	struct end *e = arg;
+	size_t first = run ? seg : len;
+	uint32_t id;
+
+	memcpy(&id, hdr, sizeof(id));
+	if (!in_stream(e, id) || id != e->next || first - HDR_LEN != e->plen)
+		return NULL;
+	if (run)
+		*run = COUR_MIN((len + seg - 1) / seg, (size_t)(e->cap - (id - e->base)));
+	return e->place + (id - e->base) * e->plen;
+}
+
+static bool rec_in_run(const void *first, const void *hdr, size_t i, size_t plen)
+{
+	uint32_t a, b;
+
+	memcpy(&a, first, sizeof(a));
+	memcpy(&b, hdr, sizeof(b));
+	return b == a + i;
 }
 
 static void rec_placed(void *arg, void *hdr, const void *payload, size_t len,
 		       const struct sockaddr_storage *sa, socklen_t sa_len)
 {
-	cr_assert_fail("nothing was placed in advance");
+	struct end *e = arg;
+	const uint8_t *h = hdr, *p = payload;
+	struct seen *s;
+
+	cr_assert_lt(e->nseen, MAX_SEEN);
+	s = &e->seen[e->nseen++];
+	s->len = len;
+	s->borrowed = e->w.rx_borrowed;
+	s->placed = true;
+	memcpy(&s->id, h, sizeof(s->id));
+	s->fill = h[4];
+	cr_assert(e->placing && s->id == e->next, "placed %u, waiting for %u", s->id, e->next);
+	cr_assert_eq(p, e->place + (s->id - e->base) * e->plen, "%u placed elsewhere", s->id);
+	s->intact = true;
+	for (size_t i = HDR_LEN; i < len; i++)
+		if (p[i - HDR_LEN] != (uint8_t)(s->fill + i))
+			s->intact = false;
+	e->next++;
+	/* an engine that, with this piece in, releases the next one it held out of order
+	 * writes that one's bytes into its place at once */
+	if (s->id == e->clobber && in_stream(e, e->next)) {
+		for (size_t i = 0; i < e->plen; i++)
+			e->place[(e->next - e->base) * e->plen + i] =
+				pattern(e->next, i + HDR_LEN);
+		e->next++;
+	}
 }
 
 static void rec_refused(void *arg, const struct sockaddr_storage *sa, socklen_t sa_len)
@@ -91,6 +159,7 @@ static bool rec_is_handshake(const void *pkt, size_t len)
 static const struct cour_wire_rx_ops rec_ops = {
 	.packet = rec_packet,
 	.direct = rec_direct,
+	.in_run = rec_in_run,
 	.placed = rec_placed,
 	.refused = rec_refused,
 	.is_handshake = rec_is_handshake,
@@ -136,13 +205,13 @@ static void teardown(void)
 TestSuite(udp_wire, .init = setup, .fini = teardown, .timeout = 30);
 
 /* Datagram id to `to`: HDR_LEN header bytes (id, fill) and a payload derived from both. */
-static uint8_t payload[MAX_SEEN][2048];
+static uint8_t payload[MAX_SEEN][12288];
 static uint8_t hdrs[MAX_SEEN][HDR_LEN];
 
 static void queue(struct end *from, struct end *to, uint32_t id, size_t len)
 {
 	struct iovec v = { .iov_base = payload[id], .iov_len = len - HDR_LEN };
-	uint8_t fill = (uint8_t)(id * 7 + 1);
+	uint8_t fill = pattern(id, 0);
 
 	cr_assert_lt(id, MAX_SEEN);
 	cr_assert_leq(len - HDR_LEN, sizeof(payload[id]));
@@ -321,6 +390,140 @@ Test(udp_wire, a_train_of_odd_sized_datagrams_reaches_the_engine_aligned)
 	check_seen(&ends[1], 0, lens, 6);
 	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
 	cr_expect_eq(ends[1].pool.in_use, COUR_WIRE_RX_BATCH, "the aligning buffer went back");
+}
+
+/* ---- reading data into place (rx_direct) ---- */
+
+static uint8_t place_buf[64 * 12288];
+
+/* e waits for the stream of ids base.. (cap of them, plen payload bytes each) */
+static void start_placing(struct end *e, uint32_t base, uint32_t cap, size_t plen)
+{
+	cr_assert_leq(cap * plen, sizeof(place_buf));
+	memset(place_buf, 0, sizeof(place_buf));
+	e->placing = true;
+	e->place = place_buf;
+	e->base = e->next = base;
+	e->cap = cap;
+	e->plen = plen;
+	e->clobber = UINT32_MAX;
+	e->w.rx_direct = true;     /* as the engine says when big data comes */
+}
+
+/* the place holds the payloads of ids base..base + n - 1, end to end */
+static void check_place(const struct end *e, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		for (size_t i = 0; i < e->plen; i++)
+			cr_assert_eq(e->place[k * e->plen + i], pattern(e->base + k, i + HDR_LEN),
+				     "piece %u byte %zu", e->base + k, i);
+}
+
+Test(udp_wire, a_gro_train_of_data_is_read_into_place)
+{
+	size_t lens[40];
+
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	start_placing(&ends[1], 0, 40, 1400 - HDR_LEN);
+	for (uint32_t i = 0; i < 40; i++) {
+		lens[i] = 1400;
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	ends[0].w.ops->flush(&ends[0].w);
+	cr_expect_eq(ends[0].w.stats.gso_sends, 1);
+	receive(&ends[1], 40);
+	check_seen(&ends[1], 0, lens, 40);
+	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
+	cr_expect_eq(ends[1].w.stats.rx_pkts, 40);
+	for (int i = 0; i < 40; i++) {
+		cr_expect(ends[1].seen[i].placed, "datagram %d copied, not placed", i);
+		cr_expect(ends[1].seen[i].borrowed, "datagram %d of a train not lent", i);
+	}
+	check_place(&ends[1], 40);
+	cr_expect_eq(ends[1].pool.in_use, COUR_WIRE_RX_BATCH);
+}
+
+/* Pieces 0-4, a stranger (200) where 5 belongs, then 6-9. With held, the engine, once 4 is
+ * in, fills 5's place from a packet it held, over the stranger's bytes: the stranger comes up
+ * intact all the same (copied out before anything was handled), and 6-9 stay placed. Without,
+ * 6-9 were read into their places but are no longer the next pieces (5 is): they come up as
+ * copies, intact. */
+static void stranger_in_a_train(bool held)
+{
+	static const uint32_t ids[10] = { 0, 1, 2, 3, 4, 200, 6, 7, 8, 9 };
+
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	start_placing(&ends[1], 0, 40, 1400 - HDR_LEN);
+	if (held)
+		ends[1].clobber = 4;
+	for (uint32_t i = 0; i < 10; i++)
+		queue(&ends[0], &ends[1], ids[i], 1400);
+	ends[0].w.ops->flush(&ends[0].w);
+	receive(&ends[1], 10);
+	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
+	for (int i = 0; i < 10; i++) {
+		const struct seen *x = &ends[1].seen[i];
+
+		cr_expect_eq(x->id, ids[i], "datagram %d: id %u", i, x->id);
+		cr_expect_eq(x->len, 1400);
+		cr_expect(x->intact, "datagram %u corrupted", x->id);
+		cr_expect_eq(x->placed, i < 5 || (held && i > 5), "datagram %u: placed %d", x->id,
+			     x->placed);
+		cr_expect(x->borrowed);
+	}
+	cr_expect_eq(ends[1].next, held ? 10 : 5);
+	check_place(&ends[1], held ? 10 : 5);
+}
+
+Test(udp_wire, a_stranger_in_a_train_is_copied_out_before_its_place_is_filled)
+{
+	stranger_in_a_train(true);
+}
+
+Test(udp_wire, pieces_after_a_stranger_in_a_train_come_up_as_copies)
+{
+	stranger_in_a_train(false);
+}
+
+Test(udp_wire, a_train_longer_than_the_room_hands_the_rest_up_as_usual)
+{
+	size_t lens[40];
+
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	start_placing(&ends[1], 0, 25, 1400 - HDR_LEN);
+	for (uint32_t i = 0; i < 40; i++) {
+		lens[i] = i < 39 ? 1400 : 700;
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	ends[0].w.ops->flush(&ends[0].w);
+	receive(&ends[1], 40);
+	check_seen(&ends[1], 0, lens, 40);
+	for (int i = 0; i < 40; i++)
+		cr_expect_eq(ends[1].seen[i].placed, i < 25, "datagram %d", i);
+	check_place(&ends[1], 25);
+	cr_expect_eq(ends[1].pool.in_use, COUR_WIRE_RX_BATCH);
+}
+
+Test(udp_wire, big_datagrams_are_read_into_place_and_small_ones_end_it)
+{
+	size_t lens[5] = { 10016, 10016, 10016, 600, 600 };
+
+	open_end(&ends[0], false, false);
+	open_end(&ends[1], false, false);
+	start_placing(&ends[1], 0, 3, 10000);
+	for (uint32_t i = 0; i < 5; i++)
+		queue(&ends[0], &ends[1], i, lens[i]);
+	ends[0].w.ops->flush(&ends[0].w);
+	receive(&ends[1], 5);
+	check_seen(&ends[1], 0, lens, 5);
+	for (int i = 0; i < 5; i++) {
+		cr_expect_eq(ends[1].seen[i].placed, i < 3, "datagram %d", i);
+		cr_expect(!ends[1].seen[i].borrowed, "datagram %d lent", i);
+	}
+	check_place(&ends[1], 3);
 }
 
 /* This test's own network namespace, its loopback up with the given MTU; false (and the test

@@ -594,6 +594,7 @@ void cour_msg_ep_close(struct cour_pep *ep);
 
 void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
 void *cour_rma_write_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
+void *cour_rma_read_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
 
 /* ---- proto/cour_rma_proto.c: RMA and atomics ---- */
 int  cour_rma_post(struct cour_pep *ep, uint8_t type, const struct iovec *iov, size_t count,

@@ -116,9 +116,12 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	}
 	from.is_v4 = ep->wire.addr.is_v4;
 	ep->stats.rx_bytes += len;
-	/* big data streams in over the wire: its next poll reads such packets in place */
-	if (len >= COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed &&
-	    (h->type == COUR_PKT_RDATA || h->type == COUR_PKT_WRITE))
+	/* big data streams in over the wire, in big datagrams or GRO trains of them: its next
+	 * poll reads such packets in place */
+	if ((ep->wire.rx_borrowed ? ep->wire.rx_train_len : len) >=
+		    COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed &&
+	    (h->type == COUR_PKT_RDATA || h->type == COUR_PKT_WRITE ||
+	     h->type == COUR_PKT_READ_RESP))
 		ep->wire.rx_direct = true;
 	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
 		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
@@ -259,28 +262,47 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	return fresh;
 }
 
-/* Where the payload of the datagram whose header the wire peeked belongs: an in-order RDATA
- * or WRITE continuation with a contiguous destination, or NULL. */
-static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len,
-			       const struct sockaddr_storage *sa, socklen_t sa_len)
+/* Where plen bytes of payload of the in-order piece h (RDATA, WRITE or READ_RESP) belong, in
+ * one contiguous place, or NULL. */
+static void *cour_ep_piece_dest(struct cour_peer *peer, const struct cour_pkt_hdr *h,
+				size_t plen)
+{
+	switch (h->base.type) {
+	case COUR_PKT_RDATA:
+		return cour_msg_rdata_dest(peer, h, plen);
+	case COUR_PKT_WRITE:
+		return cour_rma_write_dest(peer, h, plen);
+	default:
+		return cour_rma_read_dest(peer, h, plen);
+	}
+}
+
+/* Where the payload of the datagram whose header the wire peeked belongs: an in-order RDATA,
+ * WRITE or READ_RESP continuation with a contiguous destination, or NULL. For a GRO train
+ * (run), also how many of its datagrams fit end to end from there, were they the next pieces
+ * of the same data: the wire checks that each is (cour_ep_rx_in_run) once they are read. */
+static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len, size_t seg,
+			       size_t *run, const struct sockaddr_storage *sa, socklen_t sa_len)
 {
 	struct cour_pep *ep = arg;
 	struct cour_pkt_hdr h;
 	struct cour_peer *peer;
 	struct cour_addr from;
-	size_t plen = len - COUR_PKT_HDR_LEN;
+	size_t first = run ? seg : len, plen = first - COUR_PKT_HDR_LEN;
 	uint32_t want;
+	void *dst;
 
 	memcpy(&h, peeked, sizeof(h));
 	want = h.base.crc;
 	/* only what the handler would accept as is: the payload lands before it runs, and a
 	 * pending READ_RESP may need the old bytes (cour_rma_order_guard). A payload under a
 	 * checksum is checked after it landed (cour_ep_rx_placed drops it if bad), so only into
-	 * a receive that nobody reads before it completes, never into RMA memory */
-	if (len <= COUR_PKT_HDR_LEN || len > COUR_MAX_PKT || h.base.version != COUR_WIRE_VERSION ||
-	    (h.base.flags & ~COUR_F_ALL) ||
-	    (h.base.type != COUR_PKT_RDATA &&
-	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & COUR_F_PCSUM))))
+	 * a receive or a read that nobody reads before it completes, never into RMA memory */
+	if (first <= COUR_PKT_HDR_LEN || first > COUR_MAX_PKT ||
+	    h.base.version != COUR_WIRE_VERSION || (h.base.flags & ~COUR_F_ALL) ||
+	    (h.base.type != COUR_PKT_RDATA && h.base.type != COUR_PKT_READ_RESP &&
+	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & COUR_F_PCSUM))) ||
+	    (h.base.type == COUR_PKT_READ_RESP && (h.base.flags & COUR_F_CMA)))
 		return NULL;
 	h.base.crc = 0;
 	if (!(h.base.flags & COUR_F_PCSUM) && cour_crc32c(0, &h, COUR_PKT_HDR_LEN) != want)
@@ -293,8 +315,43 @@ static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len,
 	    h.base.src_session != peer->remote_session ||
 	    h.base.dst_session != peer->local_session)
 		return NULL;
-	return h.base.type == COUR_PKT_RDATA ? cour_msg_rdata_dest(peer, &h, plen)
-					     : cour_rma_write_dest(peer, &h, plen);
+	dst = cour_ep_piece_dest(peer, &h, plen);
+	if (!dst || !run)
+		return dst;
+	/* the longest prefix of the train whose payloads fit end to end from dst (a prefix
+	 * fits if a longer one does: binary search) */
+	size_t nseg = (len + seg - 1) / seg, lo = 1, hi = nseg;
+	size_t last = len - (nseg - 1) * seg;
+
+	if (last <= COUR_PKT_HDR_LEN)
+		hi = nseg - 1;      /* a last datagram with no payload is no piece */
+	while (lo < hi) {
+		size_t k = (lo + hi + 1) / 2;
+		size_t ext = k < nseg ? k * plen : (nseg - 1) * plen + last - COUR_PKT_HDR_LEN;
+
+		if (cour_ep_piece_dest(peer, &h, ext) == dst)
+			lo = k;
+		else
+			hi = k - 1;
+	}
+	*run = lo;
+	return dst;
+}
+
+/* Whether hdr, i datagrams into a train after first, is the piece of the same data with the
+ * payload plen * i bytes further (what cour_ep_rx_direct assumed). */
+static bool cour_ep_rx_in_run(const void *first, const void *hdr, size_t i, size_t plen)
+{
+	struct cour_pkt_hdr a, b;
+
+	memcpy(&a, first, sizeof(a));
+	memcpy(&b, hdr, sizeof(b));
+	return b.base.version == a.base.version && b.base.type == a.base.type &&
+	       b.base.src_session == a.base.src_session &&
+	       b.base.dst_session == a.base.dst_session && b.base.seq == a.base.seq + (uint32_t)i &&
+	       b.msg.msg_id == a.msg.msg_id && b.msg.rx_id == a.msg.rx_id &&
+	       b.msg.tag == a.msg.tag && b.msg.raddr == a.msg.raddr &&
+	       b.msg.total_len == a.msg.total_len && b.msg.offset == a.msg.offset + i * plen;
 }
 
 /* The checksum of a datagram read as header + payload in place (cour_pkt_valid's, split) */
@@ -351,6 +408,7 @@ static bool cour_pkt_is_hello(const void *pkt, size_t len)
 const struct cour_wire_rx_ops cour_ep_wire_rx = {
 	.packet = cour_ep_wire_packet,
 	.direct = cour_ep_rx_direct,
+	.in_run = cour_ep_rx_in_run,
 	.placed = cour_ep_rx_placed,
 	.refused = cour_ep_wire_refused,
 	.is_handshake = cour_pkt_is_hello,

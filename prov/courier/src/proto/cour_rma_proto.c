@@ -126,18 +126,53 @@ static void cour_rma_answered(struct cour_peer *peer, struct cour_txe *txe, int 
 	}
 }
 
+/* The read a READ_RESP answers, if it waits for exactly those bytes next */
+static struct cour_txe *cour_rma_read_waiting(struct cour_peer *peer,
+					      const struct cour_pkt_hdr *hdr, size_t plen)
+{
+	struct cour_txe *txe = cour_rma_find_op(peer, hdr->msg.msg_id);
+
+	if (!txe || txe->op_type != COUR_PKT_READ_REQ || txe->resp_done ||
+	    hdr->msg.total_len != txe->msg_len || hdr->msg.offset != txe->received ||
+	    plen > txe->msg_len - hdr->msg.offset)
+		return NULL;
+	return txe;
+}
+
+/* Where a READ_RESP's payload goes in the application's buffer, if in one piece: the UDP
+ * wire reads it straight there (cour_ep_rx_direct) */
+void *cour_rma_read_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen)
+{
+	struct cour_txe *txe = cour_rma_read_waiting(peer, hdr, plen);
+	uint64_t off = hdr->msg.offset;
+
+	if (!txe || (hdr->base.flags & COUR_F_CMA))
+		return NULL;
+	for (uint32_t i = 0; i < txe->iov_count; i++) {
+		size_t l = txe->iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		return l - off >= plen ? (char *)txe->iov[i].iov_base + off : NULL;
+	}
+	return NULL;
+}
+
 /* READ_RESP: bytes [offset, offset + plen) of the read, into the application's buffer */
 static void cour_rma_read_data(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			       const char *payload, size_t plen)
 {
-	struct cour_txe *txe = cour_rma_find_op(peer, hdr->msg.msg_id);
+	struct cour_txe *txe = cour_rma_read_waiting(peer, hdr, plen);
 	uint64_t off = hdr->msg.offset, pos = 0;
 
-	if (!txe || txe->op_type != COUR_PKT_READ_REQ || txe->resp_done ||
-	    hdr->msg.total_len != txe->msg_len || off != txe->received ||
-	    plen > txe->msg_len - off) {
+	if (!txe) {
 		COUR_DROP_BAD(peer->ep, "READ_RESP for no read waiting at that offset");
 		return;
+	}
+	if (peer->ep->rx_placed) {      /* the wire read it into place */
+		off += plen;
+		plen = 0;
 	}
 	for (uint32_t i = 0; i < txe->iov_count && plen; i++) {
 		size_t l = txe->iov[i].iov_len;

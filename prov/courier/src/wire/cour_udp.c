@@ -413,11 +413,15 @@ static int cour_udp_send_now(struct cour_wire *w, const void *sa,
 /*
  * Big data packets straight into place. A batch read puts every datagram in a packet buffer,
  * and the handler copies the payload on to the receive or the RMA region: for a stream of
- * 64 KB packets that second copy costs as much as the kernel's. So while such packets stream
- * in (rx_direct), each datagram's header is peeked first; when the engine says where its
- * payload belongs (rx->direct: for the engine, an in-order RDATA or WRITE fragment), the
- * datagram is read as header + that place, and rx->placed checks and handles it. Two system calls per packet instead of a share of one: worth
- * it only for big packets, so a round that meets none returns to batches.
+ * 64 KB packets, or of GRO trains of 1.4 KB ones, that second copy costs as much as the
+ * kernel's. So while such data streams in (rx_direct), each datagram's header is peeked first;
+ * when the engine says where its payload belongs (rx->direct: for the engine, an in-order
+ * RDATA, WRITE or READ_RESP piece), the datagram is read as header + that place, and
+ * rx->placed checks and handles it. A GRO train is read the same way, as header, place,
+ * header, place... for as many of its datagrams as the engine expects to continue the same
+ * data (the rest into a packet buffer). Two system calls per datagram or train instead of a
+ * share of one: worth it only for big ones, so a round that places nothing returns to
+ * batches.
  */
 /* The control data of one received datagram: the GRO segment size (0: a single datagram)
  * and the socket's running count of drops. */
@@ -454,6 +458,7 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 	}
 	w->stats.gro_trains++;
 	w->rx_borrowed = true;
+	w->rx_train_len = len;
 	/* a segment size that is not a multiple of 8 leaves later headers unaligned for the
 	 * engine's structs: those go through an aligned buffer */
 	void *align = (gso % 8) ? cour_pool_get(w->rxbuf_pool) : NULL;
@@ -475,7 +480,80 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 	if (align)
 		cour_pool_put(w->rxbuf_pool, align);
 	w->rx_borrowed = false;
+	w->rx_train_len = 0;
 	return buf;
+}
+
+/* The most datagrams of a GRO train read into place (the kernel coalesces at most 64) */
+#define COUR_UDP_TRAIN_MAX 64
+
+/* Hand up datagram i of the train in buf (gso bytes apart) from its place in buf, through an
+ * aligned buffer where the segment size leaves its header unaligned. */
+static void cour_udp_train_seg(struct cour_wire *w, char *pkt, size_t len, void **align,
+			       const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	if ((uintptr_t)pkt % 8) {
+		if (!*align)
+			*align = cour_pool_get(w->rxbuf_pool);
+		if (!*align) {
+			cour_wire_drop(w, "no buffer to align a GRO segment");
+			return;
+		}
+		memcpy(*align, pkt, len);
+		pkt = *align;
+	}
+	w->rx->packet(w->rx_arg, pkt, len, sa, sa_len);
+}
+
+/*
+ * A GRO train of len bytes in datagrams of gso bytes, the first run of them read as hdrs[i] +
+ * place (dst, payloads end to end), the rest into buf at their offsets in the train. Which
+ * of the first run really continue the data is known only now (rx->in_run): one that does
+ * not got its payload in another piece's place, so it is copied into buf, at its offset,
+ * before anything is handled (handling a piece can fill the places after it, from held
+ * packets it releases). The bytes it left in that place belong to a receive or an RMA write
+ * still in progress: the genuine piece overwrites them before anyone may read them.
+ */
+static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE_HDR_MAX],
+				  char *dst, size_t run, char *buf, size_t len, size_t gso,
+				  const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	size_t hl = w->rx->hdr_len, plen = gso - hl, nseg = (len + gso - 1) / gso;
+	bool out[COUR_UDP_TRAIN_MAX] = { false };
+	void *align = NULL;
+
+	for (size_t i = 1; i < run; i++) {
+		if (w->rx->in_run(hdrs[0], hdrs[i], i, plen))
+			continue;
+		out[i] = true;
+		memcpy(buf + i * gso, hdrs[i], hl);
+		memcpy(buf + i * gso + hl, dst + i * plen, COUR_MIN(gso, len - i * gso) - hl);
+	}
+	w->stats.gro_trains++;
+	w->rx_borrowed = true;
+	w->rx_train_len = len;
+	for (size_t i = 0; i < nseg; i++) {
+		size_t seg = COUR_MIN(gso, len - i * gso);
+		char *at = dst + i * plen;
+
+		w->stats.rx_pkts++;
+		w->stats.gro_segs++;
+		if (i < run && !out[i]) {
+			/* still where the engine wants it now that the pieces before are in
+			 * (one of them may have ended the session, or made this a duplicate) */
+			if (w->rx->direct(w->rx_arg, hdrs[i], seg, 0, NULL, sa, sa_len) == at) {
+				w->rx->placed(w->rx_arg, hdrs[i], at, seg, sa, sa_len);
+				continue;
+			}
+			memcpy(buf + i * gso, hdrs[i], hl);
+			memcpy(buf + i * gso + hl, at, seg - hl);
+		}
+		cour_udp_train_seg(w, buf + i * gso, seg, &align, sa, sa_len);
+	}
+	if (align)
+		cour_pool_put(w->rxbuf_pool, align);
+	w->rx_borrowed = false;
+	w->rx_train_len = 0;
 }
 
 static int cour_udp_poll_direct(struct cour_wire *w)
@@ -484,16 +562,17 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 	int n = 0, placed = 0;
 
 	while (n < COUR_WIRE_RX_BATCH) {
-		_Alignas(8) uint8_t hdr[COUR_WIRE_HDR_MAX];
-		struct iovec v[2] = { { .iov_base = hdr, .iov_len = hl } };
+		_Alignas(8) uint8_t hdrs[COUR_UDP_TRAIN_MAX][COUR_WIRE_HDR_MAX];
+		struct iovec v[2 * COUR_UDP_TRAIN_MAX + 1] = {
+			{ .iov_base = hdrs[0], .iov_len = hl } };
 		struct msghdr m = {
 			.msg_name = &w->rx_sa[0], .msg_namelen = sizeof(w->rx_sa[0]),
 			.msg_iov = v, .msg_iovlen = 1,
 			.msg_control = w->rx_ctl[0].buf, .msg_controllen = sizeof(w->rx_ctl[0].buf),
 		};
 		ssize_t len = recvmsg(w->fd, &m, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
-		uint32_t gso;
-		void *dst = NULL;
+		size_t gso, run = 1, cnt = 0;
+		char *dst = NULL, *buf = w->rx_bufs[0];
 
 		if (len < 0) {
 			cour_udp_sock_error(w, errno);
@@ -501,20 +580,36 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 		}
 		n++;
 		gso = cour_udp_rx_ctl(w, &m);
-		/* a GRO train is read whole and split: its second datagram's header would land
-		 * in the middle of the place */
-		if ((size_t)len >= hl + COUR_WIRE_DIRECT_MIN && (size_t)len <= w->rxbuf_size &&
-		    (!gso || gso >= (size_t)len))
-			dst = w->rx->direct(w->rx_arg, hdr, (size_t)len, &w->rx_sa[0],
-					    m.msg_namelen);
-		if (dst) {
-			v[1].iov_base = dst;
-			v[1].iov_len = (size_t)len - hl;
-			m.msg_iovlen = 2;
-		} else {
-			v[0].iov_base = w->rx_bufs[0];
-			v[0].iov_len = w->rxbuf_size;
+		if (gso >= (size_t)len)
+			gso = 0;
+		if ((size_t)len >= hl + COUR_WIRE_DIRECT_MIN && (size_t)len <= w->rxbuf_size) {
+			if (!gso)
+				dst = w->rx->direct(w->rx_arg, hdrs[0], (size_t)len, 0, NULL,
+						    &w->rx_sa[0], m.msg_namelen);
+			else if (gso > hl && (size_t)len <= COUR_UDP_TRAIN_MAX * gso)
+				dst = w->rx->direct(w->rx_arg, hdrs[0], (size_t)len, gso, &run,
+						    &w->rx_sa[0], m.msg_namelen);
 		}
+		if (dst && !gso) {
+			v[1] = (struct iovec){ .iov_base = dst, .iov_len = (size_t)len - hl };
+			cnt = 2;
+		} else if (dst) {
+			run = COUR_MIN(run, (size_t)COUR_UDP_TRAIN_MAX);
+			for (size_t i = 0; i < run; i++) {
+				size_t seg = COUR_MIN(gso, (size_t)len - i * gso);
+
+				v[cnt++] = (struct iovec){ .iov_base = hdrs[i], .iov_len = hl };
+				v[cnt++] = (struct iovec){ .iov_base = dst + i * (gso - hl),
+							   .iov_len = seg - hl };
+			}
+			if (run * gso < (size_t)len)
+				v[cnt++] = (struct iovec){ .iov_base = buf + run * gso,
+							   .iov_len = (size_t)len - run * gso };
+		} else {
+			v[0] = (struct iovec){ .iov_base = buf, .iov_len = w->rxbuf_size };
+			cnt = 1;
+		}
+		m.msg_iovlen = cnt;
 		m.msg_namelen = sizeof(w->rx_sa[0]);
 		m.msg_control = w->rx_ctl[0].buf;
 		m.msg_controllen = sizeof(w->rx_ctl[0].buf);
@@ -522,25 +617,31 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 		ssize_t got = recvmsg(w->fd, &m, MSG_DONTWAIT);
 		if (got < 0)
 			break;       /* (only a competing reader could have taken it) */
-		gso = cour_udp_rx_ctl(w, &m);
+		size_t gso2 = cour_udp_rx_ctl(w, &m);
+		if (gso2 >= (size_t)got)
+			gso2 = 0;
 		if (m.msg_flags & MSG_TRUNC) {
 			w->stats.rx_pkts++;
 			cour_wire_drop(w, "larger than any courier packet");
 			continue;
 		}
-		if (dst && got == len && (!gso || gso >= (size_t)got)) {
-			placed++;
-			w->stats.rx_pkts++;
-			w->rx->placed(w->rx_arg, hdr, dst, (size_t)got, &w->rx_sa[0],
-				      m.msg_namelen);
-		} else if (!dst) {
-			w->rx_bufs[0] = cour_udp_deliver(w, w->rx_bufs[0], (size_t)got, gso,
+		if (!dst) {
+			w->rx_bufs[0] = cour_udp_deliver(w, buf, (size_t)got, (uint32_t)gso2,
 							 &w->rx_sa[0], m.msg_namelen);
-		} else {
-			/* the bytes that landed belong to a receive still in progress: the
-			 * resent packet overwrites them before anyone may read them */
+		} else if (got != len || gso2 != gso) {
+			/* the bytes that landed belong to a receive or write still in progress:
+			 * the resent packets overwrite them before anyone may read them */
 			w->stats.rx_pkts++;
 			cour_wire_drop(w, "datagram changed between peek and read");
+		} else if (!gso) {
+			placed++;
+			w->stats.rx_pkts++;
+			w->rx->placed(w->rx_arg, hdrs[0], dst, (size_t)got, &w->rx_sa[0],
+				      m.msg_namelen);
+		} else {
+			placed++;
+			cour_udp_train_placed(w, hdrs, dst, run, buf, (size_t)got, gso,
+					      &w->rx_sa[0], m.msg_namelen);
 		}
 	}
 	if (n && !placed)

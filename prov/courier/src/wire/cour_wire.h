@@ -69,9 +69,17 @@ struct cour_wire_rx_ops {
 	void *(*packet)(void *arg, void *buf, size_t len, const struct sockaddr_storage *sa,
 			socklen_t sa_len);
 	/* A datagram of len bytes from sa whose first hdr_len bytes are hdr (peeked): where its
-	 * payload (len - hdr_len bytes) belongs, or NULL to read it whole as usual. */
-	void *(*direct)(void *arg, const void *hdr, size_t len, const struct sockaddr_storage *sa,
-			socklen_t sa_len);
+	 * payload (len - hdr_len bytes) belongs, or NULL to read it whole as usual. With run
+	 * non-NULL, len bytes are a GRO train of datagrams of seg bytes (the last may be
+	 * shorter) and hdr the first one's header: the answer is where the first payload
+	 * belongs, and *run how many of the train's datagrams (1 or more) the engine expects to
+	 * carry the next pieces of the same data, their payloads end to end from there. */
+	void *(*direct)(void *arg, const void *hdr, size_t len, size_t seg, size_t *run,
+			const struct sockaddr_storage *sa, socklen_t sa_len);
+	/* Whether hdr, read i datagrams after first in a train whose payloads are plen bytes,
+	 * is the piece direct expected there: if not, its payload landed in another piece's
+	 * place, and the wire copies it out before the engine handles anything. */
+	bool  (*in_run)(const void *first, const void *hdr, size_t i, size_t plen);
 	/* That datagram, len bytes read as hdr (hdr_len bytes, writable) + its payload in place
 	 * (where direct said); unchecked: the engine checks it. */
 	void  (*placed)(void *arg, void *hdr, const void *payload, size_t len,
@@ -125,6 +133,7 @@ struct cour_wire {
 	/* set by the wire while the buffer handed to rx->packet is not the engine's to keep
 	 * (a segment of a GRO train): the engine copies what it holds */
 	bool                 rx_borrowed;
+	size_t               rx_train_len;    /* ...and the whole train's length then */
 	bool                 gso_on, gro_on;  /* UDP GSO sends, UDP GRO receives in use */
 	const struct cour_wire_rx_ops *rx;
 	void                *rx_arg;
