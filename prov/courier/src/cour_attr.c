@@ -86,6 +86,20 @@ static const struct fi_ep_attr cour_rdm_ep_attr = {
 	.rx_ctx_cnt = 1,
 };
 
+/* A connected endpoint is the reliable engine with one peer (cour_cm.h) */
+static const struct fi_ep_attr cour_msg_ep_attr = {
+	.type = FI_EP_MSG,
+	.protocol = FI_PROTO_UDP,
+	.protocol_version = COUR_PROTO_VERSION,
+	.max_msg_size = COUR_MAX_MSG_SIZE,
+	.max_order_raw_size = COUR_MAX_MSG_SIZE,
+	.max_order_war_size = COUR_MAX_MSG_SIZE,
+	.max_order_waw_size = COUR_MAX_MSG_SIZE,
+	.mem_tag_format = COUR_TAG_FORMAT,
+	.tx_ctx_cnt = 1,
+	.rx_ctx_cnt = 1,
+};
+
 static const struct fi_ep_attr cour_dgram_ep_attr = {
 	.type = FI_EP_DGRAM,
 	.protocol = FI_PROTO_UDP,
@@ -144,9 +158,20 @@ static const struct fi_info cour_dgram_info = {
 	.fabric_attr = (struct fi_fabric_attr *)&cour_fabric_attr,
 };
 
+static const struct fi_info cour_msg_info = {
+	.caps = COUR_RDM_CAPS,
+	.addr_format = FI_SOCKADDR_IN,
+	.tx_attr = (struct fi_tx_attr *)&cour_rdm_tx_attr,
+	.rx_attr = (struct fi_rx_attr *)&cour_rdm_rx_attr,
+	.ep_attr = (struct fi_ep_attr *)&cour_msg_ep_attr,
+	.domain_attr = (struct fi_domain_attr *)&cour_domain_attr,
+	.fabric_attr = (struct fi_fabric_attr *)&cour_fabric_attr,
+};
+
 const struct fi_info *const cour_info_templates[] = {
 	&cour_rdm_info,
 	&cour_dgram_info,
+	&cour_msg_info,
 	NULL,
 };
 
@@ -160,7 +185,8 @@ static void cour_attr_apply_params(struct fi_info *fi)
 static const char *cour_ep_type_name(enum fi_ep_type type)
 {
 	/* fi_tostr shares one buffer among threads; fi_getinfo must be thread safe. */
-	return type == FI_EP_RDM ? "FI_EP_RDM" : type == FI_EP_DGRAM ? "FI_EP_DGRAM" : "other";
+	return type == FI_EP_RDM ? "FI_EP_RDM" : type == FI_EP_DGRAM ? "FI_EP_DGRAM" :
+	       type == FI_EP_MSG ? "FI_EP_MSG" : "other";
 }
 
 static struct fi_info *cour_attr_offer_dup(const struct fi_info *tmpl)
@@ -565,8 +591,10 @@ int cour_info_check(const struct fi_info *info)
 		COUR_WARN(FI_LOG_CORE, "info lacks an ep, domain, tx or rx attribute\n");
 		return -FI_EINVAL;
 	}
-	if (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM) {
-		COUR_WARN(FI_LOG_CORE, "endpoint type %d: courier has FI_EP_RDM and FI_EP_DGRAM\n",
+	if (info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM &&
+	    info->ep_attr->type != FI_EP_MSG) {
+		COUR_WARN(FI_LOG_CORE, "endpoint type %d: courier has FI_EP_RDM, FI_EP_MSG and "
+			  "FI_EP_DGRAM\n",
 			  (int)info->ep_attr->type);
 		return -FI_EINVAL;
 	}

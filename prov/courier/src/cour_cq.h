@@ -101,6 +101,8 @@ struct cour_eq {
 /* Queue an error event (fi_eq_write cannot express one). err->err positive; err->err_data, if
  * err_data_size > 0, is copied. Returns sizeof(*err) or a negative FI_* code. */
 ssize_t cour_eq_write_err(struct fid_eq *eq, const struct fi_eq_err_entry *err);
+/* Queue an event for the provider's own use (connection management): as fi_eq_write. */
+ssize_t cour_eq_post(struct cour_eq *eq, uint32_t event, const void *buf, size_t len);
 
 /* ---- wait objects, shared by CQs, counters and EQs (cour_cq.c) ---- */
 

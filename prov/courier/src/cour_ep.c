@@ -17,6 +17,7 @@ extern struct fi_ops_msg cour_msg_ops;
 extern struct fi_ops_tagged cour_tagged_ops;
 static struct fi_ops_ep cour_ep_ops;
 static struct fi_ops_cm cour_cm_ops;
+static struct fi_ops_cm cour_msg_cm_ops;
 static struct fi_ops cour_ep_fi_ops;
 extern struct fi_ops_rma cour_no_rma_ops, cour_rma_ops;
 extern struct fi_ops_atomic cour_no_atomic_ops, cour_atomic_ops;
@@ -128,6 +129,35 @@ const struct cour_up_ops cour_ep_up = {
 	.progress = cour_ep_domain_progress,
 };
 
+/* A connected endpoint has no AV: every address names its one peer (fi_addr 0) */
+static const struct cour_addr *cour_ep_msg_lookup(struct cour_pep *pep, fi_addr_t fi_addr)
+{
+	return cour_cm_peer(&cour_ep_of_pep(pep)->conn);
+}
+
+static fi_addr_t cour_ep_msg_reverse(struct cour_pep *pep, const struct cour_addr *addr)
+{
+	return cour_cm_reverse(&cour_ep_of_pep(pep)->conn, addr);
+}
+
+static bool cour_ep_msg_same(struct cour_pep *pep, fi_addr_t a, fi_addr_t b)
+{
+	return true;
+}
+
+const struct cour_up_ops cour_ep_msg_up = {
+	.tx_done = cour_ep_tx_done,
+	.rx_done = cour_ep_rx_done,
+	.target_done = cour_ep_target_done,
+	.av_lookup = cour_ep_msg_lookup,
+	.av_reverse = cour_ep_msg_reverse,
+	.av_same = cour_ep_msg_same,
+	.progress = cour_ep_domain_progress,
+	.cm_rx = cour_cm_rx,
+	.cm_tick = cour_cm_tick,
+	.peer_lost = cour_cm_peer_lost,
+};
+
 /* ---- binding ---- */
 
 static int cour_ep_bind_cq(struct cour_ep *ep, struct cour_cq *cq, uint64_t flags)
@@ -219,7 +249,14 @@ static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		cour_ref_inc(&ep->av->refcnt);
 		break;
 	case FI_CLASS_EQ:
-		break;      /* RDM and DGRAM endpoints post no connection events */
+		/* RDM and DGRAM endpoints post no connection events */
+		if (ep->pep.type != FI_EP_MSG)
+			break;
+		if (ep->conn.eq)
+			cour_ref_dec(&ep->conn.eq->refcnt);
+		ep->conn.eq = COUR_CONTAINER_OF(bfid, struct cour_eq, eq_fid.fid);
+		cour_ref_inc(&ep->conn.eq->refcnt);
+		break;
 	default:
 		COUR_WARN(FI_LOG_EP_CTRL, "cannot bind an object of class %zu\n", bfid->fclass);
 		ret = -FI_EINVAL;
@@ -237,7 +274,11 @@ static int cour_ep_enable(struct cour_ep *ep)
 
 	if (ep->pep.enabled)
 		return 0;
-	if (!ep->av) {
+	if (ep->pep.type == FI_EP_MSG && !ep->conn.eq) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no EQ bound to a connected endpoint\n");
+		return -FI_ENOEQ;
+	}
+	if (!ep->av && ep->pep.type != FI_EP_MSG) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound\n");
 		return -FI_ENOAV;
 	}
@@ -315,6 +356,11 @@ static int cour_ep_getopt(fid_t fid, int level, int optname, void *optval, size_
 	case FI_OPT_SEND_BUF_SIZE:
 	case FI_OPT_RECV_BUF_SIZE:
 		v = cour_params.sockbuf;
+		break;
+	case FI_OPT_CM_DATA_SIZE:
+		if (ep->pep.type != FI_EP_MSG)
+			return -FI_ENOPROTOOPT;
+		v = COUR_CM_DATA_MAX;
 		break;
 	default:
 		return -FI_ENOPROTOOPT;
@@ -587,6 +633,8 @@ static int cour_ep_close(struct fid *fid)
 		cour_ep_linger(ep);
 		DL_DELETE2(dom->pdom.peps, &ep->pep, pdom_prev, pdom_next);
 	}
+	if (ep->pep.type == FI_EP_MSG)
+		cour_cm_ep_close(ep);     /* after the linger: the data goes first */
 	ep->pep.enabled = false;
 	cour_peer_free_all(&ep->pep);
 	cour_msg_ep_close(&ep->pep);
@@ -661,7 +709,24 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	ep->pep.tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->pep.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->pep.min_multi_recv = COUR_MIN_MULTI_RECV_DEFAULT;
-	ret = cour_pep_open(&ep->pep, &dom->pdom, &cour_ep_up, &want);
+	if (info->ep_attr->type == FI_EP_MSG && info->handle &&
+	    info->handle->fclass == FI_CLASS_PEP) {
+		ret = cour_cm_pep_give_addr(info->handle, &want);
+		if (ret)
+			goto err_free;
+	} else if (info->ep_attr->type == FI_EP_MSG && info->handle &&
+		   cour_cm_ep_from_request(&ep->conn, info->handle)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "info->handle is no pending connection request\n");
+		ret = -FI_EINVAL;
+		goto err_free;
+	}
+	if (info->ep_attr->type == FI_EP_MSG) {
+		ep->pep.av_gen = &ep->conn.gen;
+		if (ep->conn.conn_id)      /* accepting: share the listener's port */
+			ep->pep.wire_peer = &ep->conn.peer;
+	}
+	ret = cour_pep_open(&ep->pep, &dom->pdom,
+			    info->ep_attr->type == FI_EP_MSG ? &cour_ep_msg_up : &cour_ep_up, &want);
 	if (ret)
 		goto err_free;
 
@@ -669,12 +734,12 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	ep->ep_fid.fid.context = context;
 	ep->ep_fid.fid.ops = &cour_ep_fi_ops;
 	ep->ep_fid.ops = &cour_ep_ops;
-	ep->ep_fid.cm = &cour_cm_ops;
+	ep->ep_fid.cm = ep->pep.type == FI_EP_MSG ? &cour_msg_cm_ops : &cour_cm_ops;
 	ep->ep_fid.msg = &cour_msg_ops;   /* the generic path tells RDM from DGRAM */
 	ep->ep_fid.tagged = &cour_tagged_ops;
 	/* one-sided operations need the reliable engine */
-	ep->ep_fid.rma = ep->pep.type == FI_EP_RDM ? &cour_rma_ops : &cour_no_rma_ops;
-	ep->ep_fid.atomic = ep->pep.type == FI_EP_RDM ? &cour_atomic_ops : &cour_no_atomic_ops;
+	ep->ep_fid.rma = ep->pep.type != FI_EP_DGRAM ? &cour_rma_ops : &cour_no_rma_ops;
+	ep->ep_fid.atomic = ep->pep.type != FI_EP_DGRAM ? &cour_atomic_ops : &cour_no_atomic_ops;
 	cour_ref_inc(&dom->refcnt);
 	*ep_fid = &ep->ep_fid;
 	return 0;
@@ -768,6 +833,19 @@ static struct fi_ops_ep cour_ep_ops = {
 	.rx_ctx = cour_ep_no_rx_ctx,
 	.rx_size_left = cour_ep_rx_size_left,
 	.tx_size_left = cour_ep_tx_size_left,
+};
+
+static struct fi_ops_cm cour_msg_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = cour_ep_setname,
+	.getname = cour_ep_getname,
+	.getpeer = cour_cm_getpeer,
+	.connect = cour_cm_connect,
+	.listen = cour_no_listen,
+	.accept = cour_cm_accept,
+	.reject = cour_no_reject,
+	.shutdown = cour_cm_shutdown,
+	.join = cour_no_join,
 };
 
 static struct fi_ops_cm cour_cm_ops = {

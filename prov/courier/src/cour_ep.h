@@ -9,6 +9,7 @@
 #include "cour.h"
 #include "cour_av.h"
 #include "cour_cq.h"
+#include "cour_cm.h"
 #include "proto/cour_engine.h"
 
 struct cour_ep {
@@ -23,6 +24,7 @@ struct cour_ep {
 	struct cour_cntr    *read_cntr, *write_cntr;        /* initiated RMA and atomics */
 	struct cour_cntr    *rmt_read_cntr, *rmt_write_cntr; /* as the target (FI_RMA_EVENT) */
 	struct cour_av      *av;
+	struct cour_conn     conn;            /* FI_EP_MSG: the connection (cour_cm.h) */
 
 	struct cour_pep      pep;             /* the protocol engine's endpoint */
 };
@@ -37,7 +39,7 @@ static inline struct cour_ep *cour_ep_of_pep(struct cour_pep *pep)
 	return COUR_CONTAINER_OF(pep, struct cour_ep, pep);
 }
 
-/* How the engine reports to an endpoint object (cour_ep.c). */
-extern const struct cour_up_ops cour_ep_up;
+/* How the engine reports to an endpoint object (cour_ep.c); FI_EP_MSG endpoints' own. */
+extern const struct cour_up_ops cour_ep_up, cour_ep_msg_up;
 
 #endif

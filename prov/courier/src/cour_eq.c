@@ -62,6 +62,11 @@ static ssize_t cour_eq_write(struct fid_eq *eq_fid, uint32_t event, const void *
 	return (ssize_t)len;
 }
 
+ssize_t cour_eq_post(struct cour_eq *eq, uint32_t event, const void *buf, size_t len)
+{
+	return cour_eq_write(&eq->eq_fid, event, buf, len, 0);
+}
+
 ssize_t cour_eq_write_err(struct fid_eq *eq_fid, const struct fi_eq_err_entry *err)
 {
 	struct cour_eq *eq = COUR_CONTAINER_OF(eq_fid, struct cour_eq, eq_fid);

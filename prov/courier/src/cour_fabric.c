@@ -3,6 +3,7 @@
  */
 #include "cour.h"
 #include "cour_cq.h"
+#include "cour_cm.h"
 
 #include <stdlib.h>
 
@@ -17,12 +18,6 @@ static int cour_fabric_close(struct fid *fid)
 	}
 	free(fab);
 	return 0;
-}
-
-static int cour_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
-			      struct fid_pep **pep, void *context)
-{
-	return -FI_ENOSYS;
 }
 
 static int cour_no_domain2(struct fid_fabric *fabric, struct fi_info *info,
@@ -87,7 +82,7 @@ static struct fi_ops cour_fabric_fi_ops = {
 static struct fi_ops_fabric cour_fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric),
 	.domain = cour_domain_open,
-	.passive_ep = cour_no_passive_ep,
+	.passive_ep = cour_passive_ep,
 	.eq_open = cour_eq_open,
 	.wait_open = cour_wait_open,
 	.trywait = cour_fabric_trywait,

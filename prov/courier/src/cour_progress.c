@@ -87,6 +87,11 @@ static void cour_ep_progress(struct cour_pep *ep)
 	else if (ep->udp_gap_us < COUR_UDP_GAP_MAX_US)
 		ep->udp_gap_us = ep->udp_gap_us ? ep->udp_gap_us * 2 : COUR_UDP_GAP_US;
 timers:
+	if (COUR_UNLIKELY(ep->cm_deadline != 0)) {
+		uint64_t t = cour_now_us();
+		if (t >= ep->cm_deadline)
+			ep->up->cm_tick(ep, t);
+	}
 	if (COUR_UNLIKELY(ep->grants != NULL))
 		cour_rma_split_expire(ep, ep->now_us);  /* refreshed above: a ring is open */
 	if (ep->active) {
@@ -130,6 +135,9 @@ int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 		if (ep->tx_deferred)
 			return 0;        /* sends wait to be flushed: no sleep */
 
+		if (g && (best < 0 || (int64_t)(g > now ? g - now : 0) < best))
+			best = g > now ? (int64_t)(g - now) : 0;
+		g = ep->cm_deadline;
 		if (g && (best < 0 || (int64_t)(g > now ? g - now : 0) < best))
 			best = g > now ? (int64_t)(g - now) : 0;
 		if (!ep->active)

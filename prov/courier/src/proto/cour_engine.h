@@ -384,6 +384,10 @@ struct cour_pep {
 	struct cour_rxmsg   *rdv_by_id;       /* uthash on rx_id */
 	uint32_t             next_rx_id;
 	uint64_t             next_timer;      /* earliest deadline among active peers, 0: none */
+	uint64_t             cm_deadline;     /* FI_EP_MSG: when up->cm_tick runs, 0: never */
+	/* FI_EP_MSG accepting endpoint: its socket shares the listener's port, connected to
+	 * this peer (wire connect_to); set before cour_pep_open */
+	const struct cour_addr *wire_peer;
 
 	struct cour_pool     txe_pool, rxe_pool, rxmsg_pool, inject_pool, rxbuf_pool;
 	size_t               unexp_early;     /* bytes of unexpected messages whose credit is back */
@@ -453,6 +457,13 @@ struct cour_up_ops {
 	fi_addr_t (*av_reverse)(struct cour_pep *ep, const struct cour_addr *addr);
 	bool (*av_same)(struct cour_pep *ep, fi_addr_t a, fi_addr_t b);
 	void (*progress)(struct cour_pep *ep);
+	/* FI_EP_MSG only (NULL otherwise): a checked CM packet from `from`; the CM timer
+	 * (cm_deadline) expired; the session with a peer ended in error (prov_errno), so every
+	 * operation to it failed */
+	void (*cm_rx)(struct cour_pep *ep, const struct cour_addr *from,
+		      const struct cour_cm_hdr *cm, const uint8_t *data);
+	void (*cm_tick)(struct cour_pep *ep, uint64_t now);
+	void (*peer_lost)(struct cour_pep *ep, const struct cour_addr *addr, int prov_errno);
 };
 
 /* The fields of one completion, as the engine reports it and a CQ keeps it. */
@@ -507,6 +518,12 @@ struct cour_peer *cour_peer_by_addr_locked(struct cour_pep *ep, const struct cou
 void cour_peer_free_all(struct cour_pep *ep);
 /* The wire learned that nothing listens at sa (ICMP port unreachable): evidence of death. */
 void cour_peer_refused(struct cour_pep *ep, const struct sockaddr_storage *sa, socklen_t sa_len);
+/* CM packets (proto/cour_cm_wire.c) */
+size_t cour_cm_pack(void *buf, uint32_t op, uint64_t conn_id, const void *data, size_t len);
+bool cour_cm_unpack(const void *buf, size_t len, struct cour_cm_hdr *cm, const uint8_t **data);
+void cour_pep_send_cm(struct cour_pep *ep, const struct cour_addr *to, uint32_t op,
+		      uint64_t conn_id, const void *data, size_t len);
+void cour_ep_rx_cm(struct cour_pep *ep, const void *buf, size_t len, const struct cour_addr *from);
 /* Operations of ours the peer has not yet taken or answered (0: nothing owed). */
 size_t cour_peer_tx_pending(const struct cour_peer *peer);
 /* cour_peer_tx_pending(peer) == 0, without counting */

@@ -522,6 +522,9 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 	struct cour_pep *ep = peer->ep;
 	uint32_t w = peer->rxcap;
 
+	if (COUR_UNLIKELY(ep->up->peer_lost != NULL))
+		ep->up->peer_lost(ep, &peer->addr, prov_errno);
+
 	if (peer->txwin)
 		for (uint32_t s = peer->tx_una; s != peer->tx_next; s++)
 			cour_txslot(peer, s)->txe = NULL;
@@ -608,6 +611,7 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 		       cour_params.tx_size);
 	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 1024);
 	cour_wire_init(&ep->wire, ops, &cour_ep_wire_rx, ep, &ep->rxbuf_pool, ep->rxbuf_size);
+	ep->wire.connect_to = ep->wire_peer;
 	if (cour_params.fault) {
 		ret = cour_fault_wrap(&ep->wire, cour_params.fault);
 		if (ret)

@@ -109,6 +109,13 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	uint64_t now;
 	bool probe;
 
+	if (COUR_UNLIKELY(len >= COUR_BASE_HDR_LEN && h->type == COUR_PKT_CM)) {
+		if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0) {
+			from.is_v4 = ep->wire.addr.is_v4;
+			cour_ep_rx_cm(ep, buf, len, &from);
+		}
+		return buf;
+	}
 	if (!cour_pkt_valid(ep, buf, len) ||
 	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0) {
 		COUR_DROP_BAD(ep, "failed validation (version, type, length or checksum)");

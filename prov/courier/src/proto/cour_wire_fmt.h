@@ -58,6 +58,9 @@
  *   DGRAM     an unreliable datagram message (FI_EP_DGRAM)
  *   HELLO     base header + struct cour_shm_hello (always checksummed): the sender's host
  *             identity and how to map its shared-memory receive ring (proto/cour_shm_peer.c)
+ *   CM        base header + struct cour_cm_hdr + data_len bytes of the application's CM
+ *             data (always checksummed): connection management of FI_EP_MSG endpoints
+ *             (cour_cm.c); sessions 0, never sequenced
  *
  * RMA packets need no credits (they consume no receive buffer) and ride the control queue,
  * behind earlier control packets and ahead of credit-stalled messages.
@@ -91,6 +94,7 @@ enum cour_pkt_type {
 	COUR_PKT_ATOMIC,    /* last sequenced type */
 	COUR_PKT_DGRAM,
 	COUR_PKT_HELLO,     /* unsequenced: "I am on your host: here is my shared-memory ring" */
+	COUR_PKT_CM,        /* unsequenced: connection management of FI_EP_MSG endpoints */
 	COUR_PKT_TYPE_MAX
 };
 
@@ -199,6 +203,38 @@ struct cour_shm_hello {
 	uint32_t flags;
 };
 _Static_assert(sizeof(struct cour_shm_hello) == 72, "HELLO payload is 72 bytes on the wire");
+
+/*
+ * CM payload. conn_id is the connecting endpoint's random name for one connection: every
+ * packet of its handshake and shutdown carries it, so a late duplicate of an earlier
+ * connection's packet is never taken for this one's.
+ *   CONNREQ      connecting endpoint -> passive endpoint: data is fi_connect's param
+ *   ACCEPT       accepting endpoint -> connecting endpoint: data is fi_accept's param
+ *   REJECT       passive endpoint -> connecting endpoint: data is fi_reject's param
+ *   ESTABLISHED  connecting endpoint -> accepting endpoint: the ACCEPT arrived
+ *   SHUTDOWN     either -> the other: fi_shutdown or close; SHUTDOWN_ACK answers it
+ * CONNREQ, ACCEPT and SHUTDOWN are sent again until answered; the answers are sent again for
+ * every duplicate.
+ */
+enum cour_cm_op {
+	COUR_CM_CONNREQ = 1,
+	COUR_CM_ACCEPT,
+	COUR_CM_REJECT,
+	COUR_CM_ESTABLISHED,
+	COUR_CM_SHUTDOWN,
+	COUR_CM_SHUTDOWN_ACK,
+	COUR_CM_OP_MAX
+};
+
+struct cour_cm_hdr {
+	uint64_t conn_id;
+	uint32_t op;
+	uint32_t data_len;
+};
+_Static_assert(sizeof(struct cour_cm_hdr) == 16, "CM header is 16 bytes on the wire");
+
+#define COUR_CM_DATA_MAX  256      /* FI_OPT_CM_DATA_SIZE */
+#define COUR_CM_PKT_MAX   (32 + sizeof(struct cour_cm_hdr) + COUR_CM_DATA_MAX)
 
 /* Largest UDP payload courier ever sends or accepts. */
 #define COUR_MAX_PKT      65000

@@ -151,6 +151,11 @@ static int cour_udp_open(struct cour_wire *w, const struct cour_addr *want)
 			return -FI_EMFILE;
 		return -FI_ENOMEM;
 	}
+	if (w->connect_to) {
+		int one = 1;
+
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	}
 	if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
 		int err = errno;
 		COUR_WARN(FI_LOG_EP_CTRL, "bind %s: %s\n", cour_addr_str(want, str, sizeof(str)),
@@ -158,6 +163,20 @@ static int cour_udp_open(struct cour_wire *w, const struct cour_addr *want)
 		close(fd);
 		return err == EADDRINUSE ? -FI_EADDRINUSE :
 		       err == EADDRNOTAVAIL ? -FI_EADDRNOTAVAIL : -FI_EINVAL;
+	}
+	if (w->connect_to) {
+		/* a connected socket outranks the listener's for its peer's datagrams */
+		struct sockaddr_storage peer;
+		socklen_t plen = (socklen_t)cour_addr_to_sockaddr(w->connect_to, &peer);
+
+		if (connect(fd, (struct sockaddr *)&peer, plen) != 0) {
+			int err = errno;
+
+			COUR_WARN(FI_LOG_EP_CTRL, "connect %s: %s\n",
+				  cour_addr_str(w->connect_to, str, sizeof(str)), strerror(err));
+			close(fd);
+			return -FI_EINVAL;
+		}
 	}
 	cour_udp_recverr_on(fd, ss.ss_family == AF_INET);
 	cour_udp_sockbuf(fd, SO_SNDBUF, SO_SNDBUFFORCE, cour_params.sockbuf);

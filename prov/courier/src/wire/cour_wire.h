@@ -135,6 +135,9 @@ struct cour_wire {
 	bool                 rx_borrowed;
 	size_t               rx_train_len;    /* ...and the whole train's length then */
 	bool                 gso_on, gro_on;  /* UDP GSO sends, UDP GRO receives in use */
+	/* set before open: bind with SO_REUSEPORT beside a listening socket and connect to
+	 * this address, so only its datagrams reach us (an accepted FI_EP_MSG endpoint) */
+	const struct cour_addr *connect_to;
 	const struct cour_wire_rx_ops *rx;
 	void                *rx_arg;
 	struct cour_pool    *rxbuf_pool;      /* the engine's packet buffers (rxbuf_size bytes) */

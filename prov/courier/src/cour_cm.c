@@ -1,0 +1,933 @@
+/*
+ * FI_EP_MSG connection management: the passive endpoint (its socket, its listener thread,
+ * connection requests) and the connecting and accepting endpoints' side of the handshake. The
+ * design is in cour_cm.h; the packets in proto/cour_wire_fmt.h.
+ */
+#include "cour_cm.h"
+#include "cour_attr.h"
+#include "cour_cq.h"
+#include "cour_ep.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define COUR_CM_RETRY_US     100000u   /* first resend of CONNREQ or ACCEPT */
+#define COUR_CM_RETRY_MAX_US 1000000u
+#define COUR_CM_SHUTDOWN_TRIES 5
+#define COUR_CM_BACKLOG      128       /* requests reported and not yet answered */
+#define COUR_CM_REQS_MAX     4096      /* requests remembered (to answer duplicates) */
+#define COUR_CM_REQ_KEEP_US  60000000u /* how long an answered request is remembered */
+
+/* ---- passive endpoints ---- */
+
+enum { COUR_REQ_PENDING, COUR_REQ_TAKEN, COUR_REQ_REJECTED };
+
+struct cour_connreq {
+	struct fid            fid;       /* FI_CLASS_CONNREQ: info->handle of FI_CONNREQ */
+	struct cour_connreq  *prev, *next;
+	struct cour_cm_pep   *pep;
+	struct cour_addr      from;      /* the connecting endpoint */
+	uint64_t              conn_id;
+	uint64_t              seen_us;
+	int                   state;
+	size_t                rej_len;
+	uint8_t               rej[COUR_CM_DATA_MAX];
+};
+
+struct cour_cm_pep {
+	struct fid_pep        pep_fid;
+	struct cour_fabric   *fabric;
+	struct fi_info       *info;
+	struct cour_eq       *eq;
+	int                   fd;        /* the listening UDP socket */
+	int                   wake_fd;   /* eventfd: the thread's way out */
+	struct cour_addr      addr;
+	bool                  listening;
+	pthread_t             thread;
+	pthread_mutex_t       lock;      /* reqs, nreqs, npending */
+	struct cour_connreq  *reqs;      /* utlist DL, oldest first */
+	size_t                nreqs, npending, backlog;
+};
+
+static struct fi_ops cour_connreq_fi_ops;
+static struct fi_ops cour_cm_pep_fi_ops;
+
+static uint64_t cour_cm_new_id(void)
+{
+	uint64_t id = 0;
+
+	while (!id)
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+			id = cour_now_us() * 0x9E3779B97F4A7C15ull;
+	return id;
+}
+
+static int cour_cm_socket(const struct cour_addr *want, struct cour_addr *got)
+{
+	union cour_sockaddr sa;
+	struct sockaddr_storage ss;
+	socklen_t len = (socklen_t)cour_addr_to_sockaddr(want, &sa);
+	int fd = socket(sa.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	int one = 1;
+
+	if (fd < 0) {
+		COUR_WARN(FI_LOG_EP_CTRL, "passive endpoint socket: %s\n", strerror(errno));
+		return errno == EMFILE || errno == ENFILE ? -FI_EMFILE : -FI_ENOMEM;
+	}
+	/* accepted endpoints bind the same port, each connected to its peer (cour_udp.c) */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (bind(fd, &sa.sa, len) != 0) {
+		int e = errno;
+		char str[80];
+
+		COUR_WARN(FI_LOG_EP_CTRL, "passive endpoint: bind %s: %s\n",
+			  cour_addr_str(want, str, sizeof(str)), strerror(e));
+		close(fd);
+		return e == EADDRINUSE ? -FI_EADDRINUSE : -FI_EINVAL;
+	}
+	len = sizeof(ss);
+	getsockname(fd, (struct sockaddr *)&ss, &len);
+	cour_addr_from_sockaddr(got, &ss, len);
+	got->is_v4 = want->is_v4;
+	return fd;
+}
+
+static void cour_cm_pep_send(struct cour_cm_pep *pep, const struct cour_addr *to, uint32_t op,
+			     uint64_t id, const void *data, size_t len)
+{
+	_Alignas(8) char buf[COUR_CM_PKT_MAX];
+	union cour_sockaddr sa;
+	size_t n = cour_cm_pack(buf, op, id, data, len);
+	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &sa);
+
+	if (sendto(pep->fd, buf, n, 0, &sa.sa, sl) < 0)
+		COUR_DBG(FI_LOG_EP_CTRL, "passive endpoint: sendto: %s\n", strerror(errno));
+}
+
+/* Lock held. Forget answered requests past their time, and the oldest answered ones past the
+ * cap; pending ones stay (the application holds their handle). */
+static void cour_cm_reqs_trim(struct cour_cm_pep *pep, uint64_t now)
+{
+	struct cour_connreq *r, *tmp;
+
+	DL_FOREACH_SAFE(pep->reqs, r, tmp) {
+		if (r->state == COUR_REQ_PENDING)
+			continue;
+		if (now - r->seen_us < COUR_CM_REQ_KEEP_US && pep->nreqs <= COUR_CM_REQS_MAX)
+			continue;
+		DL_DELETE(pep->reqs, r);
+		pep->nreqs--;
+		free(r);
+	}
+}
+
+/* A CONNREQ: report a new one (FI_CONNREQ), answer a duplicate of a rejected one again */
+static void cour_cm_pep_connreq(struct cour_cm_pep *pep, const struct cour_addr *from,
+				const struct cour_cm_hdr *cm, const uint8_t *data)
+{
+	struct fi_eq_cm_entry *entry;
+	struct cour_connreq *r;
+	struct fi_info *info;
+	uint64_t now = cour_now_us();
+	union cour_sockaddr sa;
+	size_t sl;
+
+	pthread_mutex_lock(&pep->lock);
+	DL_FOREACH(pep->reqs, r)
+		if (r->conn_id == cm->conn_id && cour_addr_eq(&r->from, from))
+			break;
+	if (r) {
+		r->seen_us = now;
+		if (r->state == COUR_REQ_REJECTED)
+			cour_cm_pep_send(pep, from, COUR_CM_REJECT, r->conn_id, r->rej, r->rej_len);
+		pthread_mutex_unlock(&pep->lock);
+		return;      /* pending: the application has it; taken: the endpoint answers */
+	}
+	cour_cm_reqs_trim(pep, now);
+	if (pep->npending >= pep->backlog || pep->nreqs >= 2 * COUR_CM_REQS_MAX) {
+		pthread_mutex_unlock(&pep->lock);
+		COUR_INFO(FI_LOG_EP_CTRL, "passive endpoint: backlog of %zu requests full; the "
+			  "connecting side tries again\n", pep->backlog);
+		return;
+	}
+	r = calloc(1, sizeof(*r));
+	info = fi_dupinfo(pep->info);
+	entry = calloc(1, sizeof(*entry) + cm->data_len);
+	if (!r || !info || !entry)
+		goto nomem;
+	r->fid.fclass = FI_CLASS_CONNREQ;
+	r->fid.ops = &cour_connreq_fi_ops;
+	r->pep = pep;
+	r->from = *from;
+	r->conn_id = cm->conn_id;
+	r->seen_us = now;
+	r->state = COUR_REQ_PENDING;
+	/* the accepting endpoint binds the listener's address too, connected to the peer */
+	free(info->src_addr);
+	sl = cour_addr_to_sockaddr(&pep->addr, &sa);
+	info->src_addr = malloc(sl);
+	if (!info->src_addr)
+		goto nomem;
+	memcpy(info->src_addr, &sa, sl);
+	info->src_addrlen = sl;
+	free(info->dest_addr);
+	sl = cour_addr_to_sockaddr(from, &sa);
+	info->dest_addr = malloc(sl);
+	if (!info->dest_addr)
+		goto nomem;
+	memcpy(info->dest_addr, &sa, sl);
+	info->dest_addrlen = sl;
+	info->handle = &r->fid;
+	entry->fid = &pep->pep_fid.fid;
+	entry->info = info;
+	if (cm->data_len)
+		memcpy(entry->data, data, cm->data_len);
+	DL_APPEND(pep->reqs, r);
+	pep->nreqs++;
+	pep->npending++;
+	pthread_mutex_unlock(&pep->lock);
+	if (cour_eq_post(pep->eq, FI_CONNREQ, entry, sizeof(*entry) + cm->data_len) < 0) {
+		pthread_mutex_lock(&pep->lock);
+		DL_DELETE(pep->reqs, r);
+		pep->nreqs--;
+		pep->npending--;
+		pthread_mutex_unlock(&pep->lock);
+		fi_freeinfo(info);
+		free(r);
+	}
+	free(entry);
+	return;
+nomem:
+	pthread_mutex_unlock(&pep->lock);
+	COUR_WARN(FI_LOG_EP_CTRL, "passive endpoint: no memory for a connection request\n");
+	if (info)
+		info->handle = NULL;
+	fi_freeinfo(info);
+	free(entry);
+	free(r);
+}
+
+static void *cour_cm_listener(void *arg)
+{
+	struct cour_cm_pep *pep = arg;
+	_Alignas(8) char buf[COUR_CM_PKT_MAX + 1];
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = pep->fd, .events = POLLIN },
+				       { .fd = pep->wake_fd, .events = POLLIN } };
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		for (int n = 0; n < 64; n++) {
+			struct sockaddr_storage ss;
+			socklen_t sl = sizeof(ss);
+			ssize_t len = recvfrom(pep->fd, buf, sizeof(buf), 0, (struct sockaddr *)&ss,
+					       &sl);
+			struct cour_cm_hdr cm;
+			struct cour_addr from;
+			const uint8_t *data;
+
+			if (len < 0)
+				break;
+			if (!cour_cm_unpack(buf, (size_t)len, &cm, &data) ||
+			    cour_addr_from_sockaddr(&from, &ss, sl) != 0) {
+				COUR_DBG(FI_LOG_EP_CTRL, "passive endpoint: dropped a datagram that "
+					 "is no CM packet\n");
+				continue;
+			}
+			from.is_v4 = pep->addr.is_v4;
+			if (cm.op == COUR_CM_CONNREQ)
+				cour_cm_pep_connreq(pep, &from, &cm, data);
+		}
+	}
+	return NULL;
+}
+
+static int cour_cm_pep_listen(struct fid_pep *pep_fid)
+{
+	struct cour_cm_pep *pep = COUR_CONTAINER_OF(pep_fid, struct cour_cm_pep, pep_fid);
+	int ret;
+
+	if (pep->listening)
+		return 0;
+	if (pep->fd < 0) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_listen: an active endpoint took this address\n");
+		return -FI_EOPBADSTATE;
+	}
+	if (!pep->eq) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_listen: no EQ bound to the passive endpoint\n");
+		return -FI_ENOEQ;
+	}
+	ret = pthread_create(&pep->thread, NULL, cour_cm_listener, pep);
+	if (ret) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_listen: no thread: %s\n", strerror(ret));
+		return -FI_ENOMEM;
+	}
+	pep->listening = true;
+	return 0;
+}
+
+static int cour_cm_pep_reject(struct fid_pep *pep_fid, fid_t handle, const void *param,
+			      size_t len)
+{
+	struct cour_cm_pep *pep = COUR_CONTAINER_OF(pep_fid, struct cour_cm_pep, pep_fid);
+	struct cour_connreq *r;
+
+	if (len > COUR_CM_DATA_MAX || (len && !param)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_reject: %zu bytes of data (at most %d)\n", len,
+			  COUR_CM_DATA_MAX);
+		return -FI_EINVAL;
+	}
+	pthread_mutex_lock(&pep->lock);
+	DL_FOREACH(pep->reqs, r)
+		if (&r->fid == handle)
+			break;
+	if (!r || r->state != COUR_REQ_PENDING) {
+		pthread_mutex_unlock(&pep->lock);
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_reject: not a pending request of this endpoint\n");
+		return -FI_EINVAL;
+	}
+	r->state = COUR_REQ_REJECTED;
+	pep->npending--;
+	r->rej_len = len;
+	if (len)
+		memcpy(r->rej, param, len);
+	cour_cm_pep_send(pep, &r->from, COUR_CM_REJECT, r->conn_id, r->rej, r->rej_len);
+	pthread_mutex_unlock(&pep->lock);
+	return 0;
+}
+
+int cour_cm_ep_from_request(struct cour_conn *conn, fid_t handle)
+{
+	struct cour_connreq *r;
+	struct cour_cm_pep *pep;
+
+	if (!handle || handle->fclass != FI_CLASS_CONNREQ || handle->ops != &cour_connreq_fi_ops)
+		return -FI_EINVAL;
+	r = COUR_CONTAINER_OF(handle, struct cour_connreq, fid);
+	pep = r->pep;
+	pthread_mutex_lock(&pep->lock);
+	if (r->state != COUR_REQ_PENDING) {
+		pthread_mutex_unlock(&pep->lock);
+		return -FI_EINVAL;
+	}
+	r->state = COUR_REQ_TAKEN;
+	pep->npending--;
+	conn->peer = r->from;
+	conn->has_peer = false;      /* until fi_accept */
+	conn->conn_id = r->conn_id;
+	pthread_mutex_unlock(&pep->lock);
+	return 0;
+}
+
+int cour_cm_pep_give_addr(fid_t handle, struct cour_addr *addr)
+{
+	struct cour_cm_pep *pep;
+
+	if (!handle || handle->fclass != FI_CLASS_PEP || handle->ops != &cour_cm_pep_fi_ops)
+		return -FI_EINVAL;
+	pep = COUR_CONTAINER_OF(handle, struct cour_cm_pep, pep_fid.fid);
+	if (pep->listening) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_endpoint: the passive endpoint in info->handle "
+			  "listens: its address is in use\n");
+		return -FI_EBUSY;
+	}
+	/* the active endpoint binds the address the passive one reserved: it lets it go */
+	if (pep->fd >= 0)
+		close(pep->fd);
+	pep->fd = -1;
+	*addr = pep->addr;
+	return 0;
+}
+
+static int cour_connreq_close(struct fid *fid)
+{
+	return 0;      /* the passive endpoint owns requests and frees them */
+}
+
+static int cour_cm_pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct cour_cm_pep *pep = COUR_CONTAINER_OF(fid, struct cour_cm_pep, pep_fid.fid);
+
+	if (bfid->fclass != FI_CLASS_EQ) {
+		COUR_WARN(FI_LOG_EP_CTRL, "a passive endpoint binds an EQ only\n");
+		return -FI_EINVAL;
+	}
+	if (pep->listening)
+		return -FI_EOPBADSTATE;
+	if (pep->eq)
+		cour_ref_dec(&pep->eq->refcnt);
+	pep->eq = COUR_CONTAINER_OF(bfid, struct cour_eq, eq_fid.fid);
+	cour_ref_inc(&pep->eq->refcnt);
+	return 0;
+}
+
+static int cour_cm_pep_close(struct fid *fid)
+{
+	struct cour_cm_pep *pep = COUR_CONTAINER_OF(fid, struct cour_cm_pep, pep_fid.fid);
+	struct cour_connreq *r, *tmp;
+
+	if (pep->listening) {
+		cour_fd_kick(pep->wake_fd);
+		pthread_join(pep->thread, NULL);
+	}
+	DL_FOREACH_SAFE(pep->reqs, r, tmp) {
+		DL_DELETE(pep->reqs, r);
+		free(r);
+	}
+	if (pep->eq)
+		cour_ref_dec(&pep->eq->refcnt);
+	if (pep->fd >= 0)
+		close(pep->fd);
+	close(pep->wake_fd);
+	pthread_mutex_destroy(&pep->lock);
+	fi_freeinfo(pep->info);
+	cour_ref_dec(&pep->fabric->refcnt);
+	free(pep);
+	return 0;
+}
+
+static int cour_cm_pep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct cour_cm_pep *pep = COUR_CONTAINER_OF(fid, struct cour_cm_pep, pep_fid.fid);
+	union cour_sockaddr sa;
+	size_t len = cour_addr_to_sockaddr(&pep->addr, &sa), have = *addrlen;
+
+	*addrlen = len;
+	if (have < len)
+		return -FI_ETOOSMALL;
+	memcpy(addr, &sa, len);
+	return 0;
+}
+
+static int cour_cm_pep_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	struct cour_cm_pep *pep = COUR_CONTAINER_OF(fid, struct cour_cm_pep, pep_fid.fid);
+	struct cour_addr want, got;
+	int fd;
+
+	if (pep->listening)
+		return -FI_EOPBADSTATE;
+	if (cour_addr_from_sockaddr(&want, addr, addrlen)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_setname: not a sockaddr_in/in6\n");
+		return -FI_EINVAL;
+	}
+	want.is_v4 = ((const struct sockaddr *)addr)->sa_family == AF_INET;
+	fd = cour_cm_socket(&want, &got);
+	if (fd < 0)
+		return fd;
+	if (pep->fd >= 0)
+		close(pep->fd);
+	pep->fd = fd;
+	pep->addr = got;
+	return 0;
+}
+
+static int cour_cm_getopt(int optname, void *optval, size_t *optlen)
+{
+	if (optname != FI_OPT_CM_DATA_SIZE)
+		return -FI_ENOPROTOOPT;
+	if (!optval || !optlen || *optlen < sizeof(size_t)) {
+		if (optlen)
+			*optlen = sizeof(size_t);
+		return -FI_ETOOSMALL;
+	}
+	*(size_t *)optval = COUR_CM_DATA_MAX;
+	*optlen = sizeof(size_t);
+	return 0;
+}
+
+static int cour_cm_pep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	return cour_cm_getopt(optname, optval, optlen);
+}
+
+static int cour_cm_pep_setopt(fid_t fid, int level, int optname, const void *optval,
+			      size_t optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+static int cour_cm_pep_control(struct fid *fid, int command, void *arg)
+{
+	struct cour_cm_pep *pep = COUR_CONTAINER_OF(fid, struct cour_cm_pep, pep_fid.fid);
+
+	if (command != FI_BACKLOG || !arg)
+		return -FI_ENOSYS;
+	if (*(int *)arg <= 0)
+		return -FI_EINVAL;
+	pthread_mutex_lock(&pep->lock);
+	pep->backlog = (size_t)*(int *)arg;
+	pthread_mutex_unlock(&pep->lock);
+	return 0;
+}
+
+static struct fi_ops cour_cm_pep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cour_cm_pep_close,
+	.bind = cour_cm_pep_bind,
+	.control = cour_cm_pep_control,
+	.ops_open = cour_no_ops_open,
+	.tostr = cour_no_tostr,
+	.ops_set = cour_no_ops_set,
+};
+
+static struct fi_ops_ep cour_cm_pep_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.getopt = cour_cm_pep_getopt,
+	.setopt = cour_cm_pep_setopt,
+};
+
+static int cour_cm_no_connect(struct fid_ep *ep, const void *addr, const void *param,
+			      size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_cm_no_accept(struct fid_ep *ep, const void *param, size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_cm_pep_no_shutdown(struct fid_ep *ep, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_cm_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
+{
+	return -FI_ENOSYS;
+}
+
+static int cour_cm_no_join(struct fid_ep *ep, const void *addr, uint64_t flags,
+			   struct fid_mc **mc, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_cm cour_cm_pep_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = cour_cm_pep_setname,
+	.getname = cour_cm_pep_getname,
+	.getpeer = cour_cm_no_getpeer,
+	.connect = cour_cm_no_connect,
+	.listen = cour_cm_pep_listen,
+	.accept = cour_cm_no_accept,
+	.reject = cour_cm_pep_reject,
+	.shutdown = cour_cm_pep_no_shutdown,
+	.join = cour_cm_no_join,
+};
+
+static struct fi_ops cour_connreq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cour_connreq_close,
+	.bind = cour_no_bind,
+	.control = cour_no_control,
+	.ops_open = cour_no_ops_open,
+	.tostr = cour_no_tostr,
+	.ops_set = cour_no_ops_set,
+};
+
+int cour_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep_fid,
+		    void *context)
+{
+	struct cour_fabric *fab = COUR_CONTAINER_OF(fabric, struct cour_fabric, fabric_fid);
+	struct cour_addr want;
+	struct cour_cm_pep *pep;
+	int ret;
+
+	if (!info || !pep_fid || !info->ep_attr || info->ep_attr->type != FI_EP_MSG) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_passive_ep: needs an FI_EP_MSG info\n");
+		return -FI_EINVAL;
+	}
+	ret = cour_info_check(info);
+	if (ret)
+		return ret;
+	if (info->src_addr) {
+		if (cour_addr_from_sockaddr(&want, info->src_addr, info->src_addrlen)) {
+			COUR_WARN(FI_LOG_EP_CTRL, "src_addr is not a sockaddr_in/in6\n");
+			return -FI_EINVAL;
+		}
+		want.is_v4 = ((const struct sockaddr *)info->src_addr)->sa_family == AF_INET;
+	} else {
+		struct sockaddr_storage ss;
+		size_t len;
+
+		ret = cour_attr_default_bind(info->addr_format, &ss, &len);
+		if (ret)
+			return ret;
+		cour_addr_from_sockaddr(&want, &ss, len);
+		want.is_v4 = ss.ss_family == AF_INET;
+	}
+	pep = calloc(1, sizeof(*pep));
+	if (!pep)
+		return -FI_ENOMEM;
+	pep->info = fi_dupinfo(info);
+	pep->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!pep->info || pep->wake_fd < 0) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
+	pep->fd = cour_cm_socket(&want, &pep->addr);
+	if (pep->fd < 0) {
+		ret = pep->fd;
+		goto err;
+	}
+	pthread_mutex_init(&pep->lock, NULL);
+	pep->backlog = COUR_CM_BACKLOG;
+	pep->fabric = fab;
+	pep->pep_fid.fid.fclass = FI_CLASS_PEP;
+	pep->pep_fid.fid.context = context;
+	pep->pep_fid.fid.ops = &cour_cm_pep_fi_ops;
+	pep->pep_fid.ops = &cour_cm_pep_ep_ops;
+	pep->pep_fid.cm = &cour_cm_pep_cm_ops;
+	cour_ref_inc(&fab->refcnt);
+	*pep_fid = &pep->pep_fid;
+	return 0;
+err:
+	if (pep->wake_fd >= 0)
+		close(pep->wake_fd);
+	fi_freeinfo(pep->info);
+	free(pep);
+	return ret;
+}
+
+/* ---- the endpoints' side (domain lock held unless said) ---- */
+
+static struct cour_ep *cour_cm_ep(struct cour_pep *pep)
+{
+	return cour_ep_of_pep(pep);
+}
+
+const struct cour_addr *cour_cm_peer(struct cour_conn *conn)
+{
+	return conn->has_peer && (conn->state == COUR_CONN_ACCEPTING ||
+				  conn->state == COUR_CONN_CONNECTED) ? &conn->peer : NULL;
+}
+
+fi_addr_t cour_cm_reverse(struct cour_conn *conn, const struct cour_addr *addr)
+{
+	return conn->has_peer && cour_addr_eq(addr, &conn->peer) ? 0 : FI_ADDR_NOTAVAIL;
+}
+
+static void cour_cm_event(struct cour_ep *ep, uint32_t event, const void *data, size_t len)
+{
+	struct fi_eq_cm_entry *entry = calloc(1, sizeof(*entry) + len);
+
+	if (!entry) {
+		COUR_WARN(FI_LOG_EP_CTRL, "no memory for a connection event (%u)\n", event);
+		return;
+	}
+	entry->fid = &ep->ep_fid.fid;
+	if (len)
+		memcpy(entry->data, data, len);
+	cour_eq_post(ep->conn.eq, event, entry, sizeof(*entry) + len);
+	free(entry);
+}
+
+static void cour_cm_error(struct cour_ep *ep, int err, int prov_errno, const void *data,
+			  size_t len)
+{
+	struct fi_eq_err_entry e = {
+		.fid = &ep->ep_fid.fid,
+		.context = ep->ep_fid.fid.context,
+		.err = err,
+		.prov_errno = prov_errno,
+		.err_data = (void *)data,
+		.err_data_size = len,
+	};
+
+	cour_eq_write_err(&ep->conn.eq->eq_fid, &e);
+}
+
+static void cour_cm_schedule(struct cour_ep *ep, uint64_t now)
+{
+	uint64_t d = (uint64_t)COUR_CM_RETRY_US << COUR_MIN(ep->conn.tries, 4u);
+
+	ep->pep.cm_deadline = now + COUR_MIN(d, (uint64_t)COUR_CM_RETRY_MAX_US);
+}
+
+static int cour_cm_check(struct cour_ep *ep, const void *param, size_t len, const char *what)
+{
+	if (len > COUR_CM_DATA_MAX || (len && !param)) {
+		COUR_WARN(FI_LOG_EP_CTRL, "%s: %zu bytes of data (at most %d)\n", what, len,
+			  COUR_CM_DATA_MAX);
+		return -FI_EINVAL;
+	}
+	if (!ep->conn.eq) {
+		COUR_WARN(FI_LOG_EP_CTRL, "%s: no EQ bound to the endpoint\n", what);
+		return -FI_ENOEQ;
+	}
+	return 0;
+}
+
+int cour_cm_connect(struct fid_ep *ep_fid, const void *addr, const void *param,
+			   size_t len)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+	struct cour_conn *c = &ep->conn;
+	struct cour_addr to;
+	uint64_t now = cour_now_us();
+	int ret = cour_cm_check(ep, param, len, "fi_connect");
+
+	if (ret)
+		return ret;
+	if (!addr || cour_addr_from_sockaddr(&to, addr,
+					     ((const struct sockaddr *)addr)->sa_family == AF_INET ?
+					     sizeof(struct sockaddr_in) :
+					     sizeof(struct sockaddr_in6))) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_connect: not a sockaddr_in/in6\n");
+		return -FI_EINVAL;
+	}
+	if (!ep->pep.enabled) {
+		ret = fi_enable(ep_fid);
+		if (ret)
+			return ret;
+	}
+	cour_lock_acquire(&ep->domain->lock);
+	if (c->state != COUR_CONN_IDLE || c->conn_id) {
+		cour_lock_release(&ep->domain->lock);
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_connect: only once in an endpoint's life\n");
+		return -FI_EOPBADSTATE;
+	}
+	to.is_v4 = ep->pep.wire.addr.is_v4;
+	c->target = to;
+	c->conn_id = cour_cm_new_id();
+	c->data_len = len;
+	if (len)
+		memcpy(c->data, param, len);
+	c->state = COUR_CONN_CONNECTING;
+	c->started_us = now;
+	c->tries = 0;
+	cour_pep_send_cm(&ep->pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->data, len);
+	cour_cm_schedule(ep, now);
+	cour_lock_release(&ep->domain->lock);
+	cour_domain_kick(ep->domain);
+	return 0;
+}
+
+int cour_cm_accept(struct fid_ep *ep_fid, const void *param, size_t len)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+	struct cour_conn *c = &ep->conn;
+	uint64_t now = cour_now_us();
+	int ret = cour_cm_check(ep, param, len, "fi_accept");
+
+	if (ret)
+		return ret;
+	if (!ep->pep.enabled) {
+		ret = fi_enable(ep_fid);
+		if (ret)
+			return ret;
+	}
+	cour_lock_acquire(&ep->domain->lock);
+	if (c->state != COUR_CONN_IDLE || !c->conn_id) {
+		cour_lock_release(&ep->domain->lock);
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_accept: the endpoint was not opened from a "
+			  "connection request, or already accepted\n");
+		return -FI_EOPBADSTATE;
+	}
+	c->peer.is_v4 = ep->pep.wire.addr.is_v4;
+	c->has_peer = true;
+	c->gen++;
+	c->data_len = len;
+	if (len)
+		memcpy(c->data, param, len);
+	c->state = COUR_CONN_ACCEPTING;
+	c->started_us = now;
+	c->tries = 0;
+	cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, c->data, len);
+	cour_cm_schedule(ep, now);
+	cour_lock_release(&ep->domain->lock);
+	cour_domain_kick(ep->domain);
+	return 0;
+}
+
+int cour_cm_shutdown(struct fid_ep *ep_fid, uint64_t flags)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+	struct cour_conn *c = &ep->conn;
+
+	if (flags)
+		return -FI_EBADFLAGS;
+	cour_lock_acquire(&ep->domain->lock);
+	/* a peer that shut down first still hears of ours: it may wait for its FI_SHUTDOWN */
+	if (c->state != COUR_CONN_CONNECTED && c->state != COUR_CONN_ACCEPTING &&
+	    (c->state != COUR_CONN_SHUTDOWN || !c->has_peer || c->shutdown_sent)) {
+		bool done = c->state == COUR_CONN_SHUTDOWN;
+
+		cour_lock_release(&ep->domain->lock);
+		return done ? 0 : -FI_ENOTCONN;
+	}
+	c->state = COUR_CONN_SHUTDOWN;
+	c->shutdown_sent = true;
+	c->tries = 0;
+	cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
+	cour_cm_schedule(ep, cour_now_us());
+	cour_lock_release(&ep->domain->lock);
+	cour_domain_kick(ep->domain);
+	return 0;
+}
+
+int cour_cm_getpeer(struct fid_ep *ep_fid, void *addr, size_t *addrlen)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+	union cour_sockaddr sa;
+	size_t len, have = *addrlen;
+	int ret = 0;
+
+	cour_lock_acquire(&ep->domain->lock);
+	if (!ep->conn.has_peer) {
+		cour_lock_release(&ep->domain->lock);
+		return -FI_ENOTCONN;
+	}
+	len = cour_addr_to_sockaddr(&ep->conn.peer, &sa);
+	cour_lock_release(&ep->domain->lock);
+	*addrlen = len;
+	if (have < len)
+		ret = -FI_ETOOSMALL;
+	memcpy(addr, &sa, COUR_MIN(have, len));
+	return ret;
+}
+
+void cour_cm_rx(struct cour_pep *pep, const struct cour_addr *from,
+		const struct cour_cm_hdr *cm, const uint8_t *data)
+{
+	struct cour_ep *ep = cour_cm_ep(pep);
+	struct cour_conn *c = &ep->conn;
+	bool ours = c->conn_id && cm->conn_id == c->conn_id;
+	bool from_peer = ours && c->has_peer && cour_addr_eq(from, &c->peer);
+
+	switch (cm->op) {
+	case COUR_CM_ACCEPT:
+		if (ours && c->state == COUR_CONN_CONNECTING) {
+			c->peer = *from;
+			c->has_peer = true;
+			c->gen++;
+			c->state = COUR_CONN_CONNECTED;
+			pep->cm_deadline = 0;
+			cour_pep_send_cm(pep, from, COUR_CM_ESTABLISHED, c->conn_id, NULL, 0);
+			cour_cm_event(ep, FI_CONNECTED, data, cm->data_len);
+		} else if (from_peer) {
+			/* our ESTABLISHED was lost */
+			cour_pep_send_cm(pep, from, COUR_CM_ESTABLISHED, c->conn_id, NULL, 0);
+		}
+		return;
+	case COUR_CM_REJECT:
+		if (ours && c->state == COUR_CONN_CONNECTING &&
+		    cour_addr_eq(from, &c->target)) {
+			c->state = COUR_CONN_FAILED;
+			pep->cm_deadline = 0;
+			cour_cm_error(ep, FI_ECONNREFUSED, 0, data, cm->data_len);
+		}
+		return;
+	case COUR_CM_ESTABLISHED:
+		if (from_peer && c->state == COUR_CONN_ACCEPTING) {
+			c->state = COUR_CONN_CONNECTED;
+			pep->cm_deadline = 0;
+			cour_cm_event(ep, FI_CONNECTED, NULL, 0);
+		}
+		return;
+	case COUR_CM_SHUTDOWN:
+		if (!from_peer)
+			return;
+		cour_pep_send_cm(pep, from, COUR_CM_SHUTDOWN_ACK, c->conn_id, NULL, 0);
+		if (c->shutdown_reported || c->closing)
+			return;
+		c->shutdown_reported = true;
+		if (c->state != COUR_CONN_SHUTDOWN)
+			pep->cm_deadline = 0;
+		c->state = COUR_CONN_SHUTDOWN;
+		cour_cm_event(ep, FI_SHUTDOWN, NULL, 0);
+		return;
+	case COUR_CM_SHUTDOWN_ACK:
+		if (from_peer && c->shutdown_sent) {
+			c->shutdown_acked = true;
+			pep->cm_deadline = 0;
+		}
+		return;
+	default:
+		COUR_DROP_BAD(pep, "CM packet an endpoint does not take (CONNREQ)");
+		return;
+	}
+}
+
+void cour_cm_tick(struct cour_pep *pep, uint64_t now)
+{
+	struct cour_ep *ep = cour_cm_ep(pep);
+	struct cour_conn *c = &ep->conn;
+	bool expired = now - c->started_us >= (uint64_t)cour_params.peer_timeout_ms * 1000;
+
+	pep->cm_deadline = 0;
+	c->tries++;
+	switch (c->state) {
+	case COUR_CONN_CONNECTING:
+	case COUR_CONN_ACCEPTING:
+		if (expired) {
+			char str[80];
+
+			COUR_WARN(FI_LOG_EP_CTRL, "connection %s %s timed out after %d ms\n",
+				  c->state == COUR_CONN_CONNECTING ? "to" : "from",
+				  cour_addr_str(c->state == COUR_CONN_CONNECTING ? &c->target :
+						&c->peer, str, sizeof(str)),
+				  cour_params.peer_timeout_ms);
+			c->state = COUR_CONN_FAILED;
+			c->has_peer = false;
+			c->gen++;
+			cour_cm_error(ep, FI_ETIMEDOUT, 0, NULL, 0);
+			return;
+		}
+		if (c->state == COUR_CONN_CONNECTING)
+			cour_pep_send_cm(pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->data,
+					 c->data_len);
+		else
+			cour_pep_send_cm(pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, c->data,
+					 c->data_len);
+		cour_cm_schedule(ep, now);
+		return;
+	case COUR_CONN_SHUTDOWN:
+		if (c->shutdown_sent && !c->shutdown_acked && c->tries < COUR_CM_SHUTDOWN_TRIES) {
+			cour_pep_send_cm(pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
+			cour_cm_schedule(ep, now);
+		}
+		return;
+	default:
+		return;
+	}
+}
+
+void cour_cm_peer_lost(struct cour_pep *pep, const struct cour_addr *addr, int prov_errno)
+{
+	struct cour_ep *ep = cour_cm_ep(pep);
+	struct cour_conn *c = &ep->conn;
+
+	if (c->closing || !c->has_peer || !cour_addr_eq(addr, &c->peer) ||
+	    (c->state != COUR_CONN_CONNECTED && c->state != COUR_CONN_ACCEPTING) ||
+	    c->shutdown_reported)
+		return;
+	c->state = COUR_CONN_SHUTDOWN;
+	c->shutdown_reported = true;
+	pep->cm_deadline = 0;
+	cour_cm_event(ep, FI_SHUTDOWN, NULL, 0);
+}
+
+void cour_cm_ep_close(struct cour_ep *ep)
+{
+	struct cour_conn *c = &ep->conn;
+
+	c->closing = true;
+	ep->pep.cm_deadline = 0;
+	if (c->has_peer && (c->state == COUR_CONN_CONNECTED || c->state == COUR_CONN_ACCEPTING))
+		cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
+	if (c->eq)
+		cour_ref_dec(&c->eq->refcnt);
+	c->eq = NULL;
+}
