@@ -53,6 +53,11 @@ static void teardown(void)
 
 TestSuite(attr, .init = setup, .fini = teardown);
 
+/* an empty hint gets one info per endpoint type: RDM, DGRAM, MSG */
+#define NTYPES 3
+/* ...and one per reliable type (RDM, MSG) when a hint rules datagrams out */
+#define NRELIABLE 2
+
 static size_t count(const struct fi_info *fi)
 {
 	size_t n = 0;
@@ -195,14 +200,14 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 
 Test(attr, null_hints_offer_rdm_then_dgram_with_every_attribute)
 {
-	get(V117, NULL, NULL, 0, NULL, 2);
+	get(V117, NULL, NULL, 0, NULL, NTYPES);
 	check_default(info, FI_EP_RDM);
 	check_default(info->next, FI_EP_DGRAM);
 }
 
 Test(attr, empty_hints_are_wildcards)
 {
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	check_default(info, FI_EP_RDM);
 	check_default(info->next, FI_EP_DGRAM);
 }
@@ -211,7 +216,7 @@ Test(attr, results_are_independent)
 {
 	struct fi_info *second;
 
-	get(V117, "127.0.0.1", "4567", 0, NULL, 2);
+	get(V117, "127.0.0.1", "4567", 0, NULL, NTYPES);
 	cr_assert_neq(info->src_addr, info->next->src_addr);
 	cr_assert_neq(info->dest_addr, info->next->dest_addr);
 	cr_assert_neq(info->domain_attr->name, info->next->domain_attr->name);
@@ -229,7 +234,7 @@ Test(attr, dgram_inject_is_capped_at_dgram_max)
 	cour_params.inject_size = 65536;
 	cour_params.tx_size = 64;
 	cour_params.rx_size = 32;
-	get(V117, NULL, NULL, 0, NULL, 2);
+	get(V117, NULL, NULL, 0, NULL, NTYPES);
 	cr_assert_eq(info->tx_attr->inject_size, 65536);
 	cr_assert_eq(info->next->tx_attr->inject_size, 64920);
 	cr_assert_eq(info->tx_attr->size, 64);
@@ -246,10 +251,15 @@ Test(attr, offer_by_type)
 	cr_assert_eq(o->tx_attr->inject_size, 4096);
 	cr_assert_null(o->src_addr);
 	fi_freeinfo(o);
-	cr_assert_null(cour_attr_offer(FI_EP_MSG));
+	o = cour_attr_offer(FI_EP_MSG);
+	cr_assert_not_null(o);
+	cr_assert(o->caps & FI_RMA, "a connected endpoint has the reliable engine's RMA");
+	fi_freeinfo(o);
+	cr_assert_null(cour_attr_offer(FI_EP_SOCK_STREAM));
 	cr_assert_eq(cour_info_templates[0]->ep_attr->type, FI_EP_RDM);
 	cr_assert_eq(cour_info_templates[1]->ep_attr->type, FI_EP_DGRAM);
-	cr_assert_null(cour_info_templates[2]);
+	cr_assert_eq(cour_info_templates[2]->ep_attr->type, FI_EP_MSG);
+	cr_assert_null(cour_info_templates[3]);
 }
 
 Test(attr, prov_attr_only_returns_one_info)
@@ -263,7 +273,7 @@ Test(attr, prov_attr_only_returns_one_info)
 Test(attr, msg_alone_gets_both_directions_and_comm_but_no_secondary)
 {
 	hints->caps = FI_MSG;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->caps, FI_MSG | FI_SEND | FI_RECV | COMM);
 	cr_assert_eq(info->tx_attr->caps, FI_MSG | FI_SEND);
 	cr_assert_eq(info->rx_attr->caps, FI_MSG | FI_RECV);
@@ -273,7 +283,7 @@ Test(attr, msg_alone_gets_both_directions_and_comm_but_no_secondary)
 Test(attr, requested_secondary_caps_are_returned)
 {
 	hints->caps = FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->caps, FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |
 		     FI_SEND | FI_RECV | COMM);
 	cr_assert_eq(info->rx_attr->caps, FI_TAGGED | FI_DIRECTED_RECV | FI_MULTI_RECV |
@@ -284,7 +294,7 @@ Test(attr, requested_secondary_caps_are_returned)
 Test(attr, direction_modifier_limits)
 {
 	hints->caps = FI_MSG | FI_TAGGED | FI_SEND;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->caps, FI_MSG | FI_TAGGED | FI_SEND | COMM);
 	cr_assert_eq(info->rx_attr->caps, FI_MSG | FI_TAGGED);
 }
@@ -292,7 +302,7 @@ Test(attr, direction_modifier_limits)
 Test(attr, local_comm_alone_is_not_widened)
 {
 	hints->caps = FI_MSG | FI_LOCAL_COMM;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->caps, FI_MSG | FI_SEND | FI_RECV | FI_LOCAL_COMM);
 	cr_assert_eq(info->domain_attr->caps, FI_LOCAL_COMM);
 }
@@ -300,7 +310,7 @@ Test(attr, local_comm_alone_is_not_widened)
 Test(attr, secondary_alone_gets_all_primaries)
 {
 	hints->caps = FI_SOURCE;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->caps, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC |
 		     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
 		     FI_SOURCE | COMM);
@@ -323,9 +333,9 @@ Test(attr, caps_superset_is_refused)
 Test(attr, tx_rx_and_domain_caps_are_checked)
 {
 	hints->tx_attr->caps = FI_MSG | FI_RECV | FI_SOURCE;	/* rx bits in tx caps: fine */
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	hints->rx_attr->caps = FI_RMA;         /* only RDM has it */
-	get(V117, NULL, NULL, 0, hints, 1);
+	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	drop();
 	hints->rx_attr->caps = FI_TRIGGER;
@@ -339,7 +349,7 @@ Test(attr, mode_bits_are_cleared)
 {
 	hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX | LEGACY_LOCAL_MR | FI_RX_CQ_DATA;
 	hints->domain_attr->mode = ~0ULL;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->mode, 0);
 	cr_assert_eq(info->domain_attr->mode, 0);
 	cr_assert_eq(info->ep_attr->msg_prefix_size, 0);
@@ -356,7 +366,11 @@ Test(attr, ep_type_filters)
 	hints->ep_attr->type = FI_EP_DGRAM;
 	get(V117, NULL, NULL, 0, hints, 1);
 	cr_assert_eq(info->ep_attr->type, FI_EP_DGRAM);
+	drop();
 	hints->ep_attr->type = FI_EP_MSG;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->type, FI_EP_MSG);
+	hints->ep_attr->type = FI_EP_SOCK_STREAM;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 
@@ -373,7 +387,7 @@ Test(attr, msg_order_sas_only_rdm)
 {
 	hints->tx_attr->msg_order = FI_ORDER_SAS;
 	hints->rx_attr->msg_order = FI_ORDER_SAS;
-	get(V117, NULL, NULL, 0, hints, 1);
+	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	cr_assert_eq(info->tx_attr->msg_order, RDM_ORDER);   /* all we give, SAS among it */
 }
@@ -383,10 +397,10 @@ Test(attr, inject_size_bound_and_reflection)
 	hints->tx_attr->inject_size = 4097;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->tx_attr->inject_size = 4096;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	drop();
 	hints->tx_attr->inject_size = 100;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->tx_attr->inject_size, 100);
 }
 
@@ -404,14 +418,14 @@ Test(attr, queue_sizes_and_iov_limits)
 	hints->tx_attr->rma_iov_limit = 2;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->tx_attr->rma_iov_limit = 1;          /* RDM only */
-	get(V117, NULL, NULL, 0, hints, 1);
+	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	drop();
 	hints->tx_attr->rma_iov_limit = 0;
 	hints->tx_attr->size = 16;
 	hints->rx_attr->size = 32;
 	hints->rx_attr->iov_limit = 8;
 	hints->rx_attr->total_buffered_recv = 1 << 20;	/* a sizing hint, not a requirement */
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->tx_attr->size, 16);
 	cr_assert_eq(info->rx_attr->size, 32);
 	cr_assert_eq(info->rx_attr->iov_limit, 8);
@@ -421,12 +435,12 @@ Test(attr, queue_sizes_and_iov_limits)
 Test(attr, max_msg_size_splits_rdm_from_dgram)
 {
 	hints->ep_attr->max_msg_size = 64929;
-	get(V117, NULL, NULL, 0, hints, 1);
+	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	cr_assert_eq(info->ep_attr->max_msg_size, 0xffffffffULL);
 	drop();
 	hints->ep_attr->max_msg_size = 64920;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	hints->ep_attr->max_msg_size = 1ULL << 32;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
@@ -435,7 +449,7 @@ Test(attr, op_flags)
 {
 	hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE | FI_COMPLETION;
 	hints->rx_attr->op_flags = FI_MULTI_RECV | FI_COMPLETION;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->tx_attr->op_flags, FI_DELIVERY_COMPLETE | FI_COMPLETION);
 	cr_assert_eq(info->rx_attr->op_flags, FI_MULTI_RECV | FI_COMPLETION);
 	hints->tx_attr->op_flags = FI_COMMIT_COMPLETE;
@@ -465,7 +479,7 @@ Test(attr, contexts_protocol_auth)
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->ep_attr->auth_key_size = 0;
 	hints->ep_attr->mem_tag_format = 0x0000FFFF0000FFFFULL;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->ep_attr->mem_tag_format, 0x0000FFFF0000FFFFULL);
 	cr_assert_eq(info->ep_attr->tx_ctx_cnt, 1);
 }
@@ -475,13 +489,13 @@ Test(attr, contexts_protocol_auth)
 Test(attr, progress_honoured)
 {
 	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
 	cr_assert_eq(info->domain_attr->control_progress, FI_PROGRESS_AUTO);
 	drop();
 	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
 	hints->domain_attr->data_progress = FI_PROGRESS_AUTO;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->control_progress, FI_PROGRESS_MANUAL);
 	cr_assert_eq(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
 	hints->domain_attr->data_progress = 7;
@@ -498,19 +512,19 @@ Test(attr, threading_rm_av_type_honoured)
 
 	for (i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
 		hints->domain_attr->threading = levels[i];
-		get(V117, NULL, NULL, 0, hints, 2);
+		get(V117, NULL, NULL, 0, hints, NTYPES);
 		cr_assert_eq(info->domain_attr->threading, levels[i]);
 		cr_assert_eq(info->next->domain_attr->threading, levels[i]);
 		drop();
 	}
 	hints->domain_attr->resource_mgmt = FI_RM_DISABLED;
 	hints->domain_attr->av_type = FI_AV_TABLE;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->resource_mgmt, FI_RM_DISABLED);
 	cr_assert_eq(info->domain_attr->av_type, FI_AV_TABLE);
 	drop();
 	hints->domain_attr->av_type = FI_AV_MAP;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->av_type, FI_AV_MAP);
 	hints->domain_attr->threading = 99;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
@@ -523,7 +537,7 @@ Test(attr, domain_limits)
 	hints->domain_attr->mr_iov_limit = 1;
 	hints->domain_attr->cq_cnt = 100000;	/* "optimal" counts do not exclude us */
 	hints->domain_attr->mr_cnt = 1 << 20;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	hints->domain_attr->mr_key_size = 9;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->domain_attr->mr_key_size = 0;
@@ -545,11 +559,11 @@ Test(attr, names)
 	hints->domain_attr->name = strdup("udp");
 	hints->fabric_attr->name = strdup("courier");
 	hints->fabric_attr->prov_name = strdup("ofi_rxm;courier");
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	drop();
 	free(hints->fabric_attr->prov_name);
 	hints->fabric_attr->prov_name = strdup("COURIER");
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	free(hints->fabric_attr->prov_name);
 	hints->fabric_attr->prov_name = strdup("tcp");
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
@@ -572,20 +586,20 @@ Test(attr, names)
 
 Test(attr, mr_mode_legacy_api)
 {
-	get(V14, NULL, NULL, 0, NULL, 2);
+	get(V14, NULL, NULL, 0, NULL, NTYPES);
 	cr_assert_eq(info->domain_attr->mr_mode, COUR_MR_SCALABLE);
 	cr_assert_eq(cour_attr_mr_mode(info), 0);
 	drop();
 
 	hints->domain_attr->mr_mode = COUR_MR_BASIC;
-	get(V14, NULL, NULL, 0, hints, 2);
+	get(V14, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->mr_mode, COUR_MR_BASIC);
 	cr_assert_eq(info->fabric_attr->api_version, V14);
 	cr_assert_eq(cour_attr_mr_mode(info), FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
 	drop();
 
 	hints->domain_attr->mr_mode = COUR_MR_SCALABLE;
-	get(V14, NULL, NULL, 0, hints, 2);
+	get(V14, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->mr_mode, COUR_MR_SCALABLE);
 
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR;	/* not a 1.4 value */
@@ -595,7 +609,7 @@ Test(attr, mr_mode_legacy_api)
 Test(attr, mr_mode_bits)
 {
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->mr_mode,
 		     FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED);
 	cr_assert_eq(cour_attr_mr_mode(info), FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED);
@@ -605,7 +619,7 @@ Test(attr, mr_mode_bits)
 	 * not need, is cleared; FI_MR_ENDPOINT is kept where regions can be reached remotely
 	 * (RDM, first), not for DGRAM, which has no RMA */
 	hints->domain_attr->mr_mode = ~(COUR_MR_BASIC | COUR_MR_SCALABLE);
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 		     FI_MR_PROV_KEY | FI_MR_RMA_EVENT | FI_MR_ENDPOINT);
@@ -617,12 +631,12 @@ Test(attr, mr_mode_bits)
 	drop();
 
 	hints->domain_attr->mr_mode = FI_MR_HMEM | FI_MR_RAW | FI_MR_MMU_NOTIFY;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->mr_mode, 0);
 	drop();
 
 	hints->domain_attr->mr_mode = COUR_MR_BASIC;	/* never cleared, fi_mr(3) */
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->mr_mode, COUR_MR_BASIC);
 
 	hints->domain_attr->mr_mode = COUR_MR_BASIC | FI_MR_LOCAL;	/* BASIC must be alone */
@@ -635,25 +649,25 @@ Test(attr, mr_mode_endpoint_only_with_remote_access)
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_VIRT_ADDR |
 				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->caps = FI_RMA | FI_ATOMIC;
-	get(V117, NULL, NULL, 0, hints, 1);
+	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_ENDPOINT | FI_MR_VIRT_ADDR |
 		     FI_MR_ALLOCATED | FI_MR_PROV_KEY);
 	drop();
 
 	hints->domain_attr->mr_mode = FI_MR_ENDPOINT;
 	hints->caps = FI_RMA | FI_REMOTE_WRITE;
-	get(V117, NULL, NULL, 0, hints, 1);
+	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	cr_assert_eq(info->domain_attr->mr_mode, FI_MR_ENDPOINT, "offsets and application "
 		     "keys under FI_MR_ENDPOINT");
 	drop();
 
 	/* no region of these endpoints can be reached: a binding would guard nothing */
 	hints->caps = FI_RMA | FI_WRITE | FI_READ;
-	get(V117, NULL, NULL, 0, hints, 1);
+	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	cr_assert_eq(info->domain_attr->mr_mode, 0, "initiator only");
 	drop();
 	hints->caps = FI_MSG | FI_TAGGED;
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->mr_mode, 0, "messages only");
 	cr_assert_eq(info->next->domain_attr->mr_mode, 0);
 	drop();
@@ -668,7 +682,7 @@ Test(attr, mr_mode_endpoint_only_with_remote_access)
 
 Test(attr, node_service_give_dest_addr)
 {
-	get(V117, "127.0.0.1", "4567", 0, NULL, 2);
+	get(V117, "127.0.0.1", "4567", 0, NULL, NTYPES);
 	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4567);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
 	assert_in(info->next->dest_addr, info->next->dest_addrlen, "127.0.0.1", 4567);
@@ -677,12 +691,12 @@ Test(attr, node_service_give_dest_addr)
 
 Test(attr, fi_source_gives_src_addr)
 {
-	get(V117, "127.0.0.1", "4567", FI_SOURCE, NULL, 2);
+	get(V117, "127.0.0.1", "4567", FI_SOURCE, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 4567);
 	cr_assert_null(info->dest_addr);
 	drop();
 
-	get(V117, NULL, "4568", FI_SOURCE, NULL, 2);
+	get(V117, NULL, "4568", FI_SOURCE, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 4568);
 	cr_assert_null(info->dest_addr);
 }
@@ -690,10 +704,10 @@ Test(attr, fi_source_gives_src_addr)
 Test(attr, iface_addr_parameter_is_the_default_source)
 {
 	cour_params.iface_addr = "127.0.0.2";
-	get(V117, NULL, "4569", FI_SOURCE, NULL, 2);
+	get(V117, NULL, "4569", FI_SOURCE, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.2", 4569);
 	drop();
-	get(V117, "127.0.0.1", "4570", 0, NULL, 2);
+	get(V117, "127.0.0.1", "4570", 0, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.2", 0);
 	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4570);
 }
@@ -702,22 +716,22 @@ Test(attr, iface_addr_parameter_is_the_default_source)
 Test(attr, iface_addr_names_an_interface_or_a_subnet)
 {
 	cour_params.iface_addr = "lo";
-	get(V117, NULL, "4571", FI_SOURCE, NULL, 2);
+	get(V117, NULL, "4571", FI_SOURCE, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 4571);
 	drop();
-	get(V117, NULL, NULL, 0, NULL, 2);
+	get(V117, NULL, NULL, 0, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
 	drop();
 
 	cour_params.iface_addr = "127.0.0.0/8";
-	get(V117, NULL, NULL, 0, NULL, 2);
+	get(V117, NULL, NULL, 0, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
 	drop();
-	get(V117, NULL, "4572", FI_SOURCE, NULL, 2);
+	get(V117, NULL, "4572", FI_SOURCE, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 4572);
 	drop();
 	cour_params.iface_addr = "127.0.0.1/32";
-	get(V117, NULL, NULL, 0, NULL, 2);
+	get(V117, NULL, NULL, 0, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
 	drop();
 
@@ -750,7 +764,7 @@ Test(attr, default_source_follows_the_route)
 	freeifaddrs(ifs);
 	if (!ip[0])
 		cr_skip_test("no non-loopback IPv4 address here");
-	get(V117, ip, "4567", FI_NUMERICHOST, NULL, 2);
+	get(V117, ip, "4567", FI_NUMERICHOST, NULL, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, ip, 0);
 	assert_in(info->dest_addr, info->dest_addrlen, ip, 4567);
 }
@@ -764,20 +778,20 @@ Test(attr, unresolvable_node, .timeout = 30)
 
 Test(attr, name_resolution_without_numerichost)
 {
-	get(V117, "localhost", "4567", 0, NULL, 2);
+	get(V117, "localhost", "4567", 0, NULL, NTYPES);
 	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4567);
 }
 
 Test(attr, ipv6)
 {
-	get(V117, "::1", "5000", 0, NULL, 2);
+	get(V117, "::1", "5000", 0, NULL, NTYPES);
 	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN6);
 	assert_in6(info->dest_addr, info->dest_addrlen, "::1", 5000);
 	assert_in6(info->src_addr, info->src_addrlen, "::1", 0);
 	drop();
 
 	hints->addr_format = FI_SOCKADDR_IN6;
-	get(V117, NULL, "5001", FI_SOURCE, hints, 2);
+	get(V117, NULL, "5001", FI_SOURCE, hints, NTYPES);
 	assert_in6(info->src_addr, info->src_addrlen, "::1", 5001);
 
 	hints->addr_format = FI_SOCKADDR_IN;
@@ -793,7 +807,7 @@ Test(attr, addr_format)
 	hints->addr_format = FI_SOCKADDR_IB;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->addr_format = FI_SOCKADDR;
-	get(V117, "127.0.0.1", "1", 0, hints, 2);
+	get(V117, "127.0.0.1", "1", 0, hints, NTYPES);
 	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN);
 }
 
@@ -811,20 +825,20 @@ Test(attr, hint_addresses_are_copied)
 	hints->dest_addr = malloc(sizeof(dst));
 	memcpy(hints->dest_addr, &dst, sizeof(dst));
 	hints->dest_addrlen = sizeof(dst);
-	get(V117, NULL, NULL, 0, hints, 2);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.5", 7777);
 	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.6", 8888);
 	cr_assert_neq(info->src_addr, hints->src_addr);
 	drop();
 
 	/* with node/service the hints' dest_addr gives way, src_addr stays */
-	get(V117, "127.0.0.1", "9999", 0, hints, 2);
+	get(V117, "127.0.0.1", "9999", 0, hints, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.5", 7777);
 	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 9999);
 	drop();
 
 	/* with FI_SOURCE the hints' src_addr gives way, dest_addr stays */
-	get(V117, "127.0.0.1", "9998", FI_SOURCE, hints, 2);
+	get(V117, "127.0.0.1", "9998", FI_SOURCE, hints, NTYPES);
 	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 9998);
 	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.6", 8888);
 	drop();
@@ -846,7 +860,7 @@ Test(attr, returned_infos_work_as_hints_and_pass_the_check)
 	hints->caps = FI_TAGGED | FI_SOURCE;
 	hints->domain_attr->mr_mode = FI_MR_PROV_KEY;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	get(V117, "127.0.0.1", "4567", 0, hints, 2);
+	get(V117, "127.0.0.1", "4567", 0, hints, NTYPES);
 	for (fi = info; fi; fi = fi->next) {
 		cr_assert_eq(cour_info_check(fi), 0);
 		ret = cour_getinfo(V117, NULL, NULL, 0, fi, &out);
@@ -863,7 +877,7 @@ Test(attr, returned_infos_work_as_hints_and_pass_the_check)
 
 Test(attr, info_check_refuses_what_we_never_return)
 {
-	get(V14, NULL, NULL, 0, NULL, 2);
+	get(V14, NULL, NULL, 0, NULL, NTYPES);
 	cr_assert_eq(cour_info_check(info), 0);
 	cr_assert_eq(cour_info_check(info->next), 0);
 	info->tx_attr->size = 1025;
@@ -884,7 +898,7 @@ Test(attr, info_check_refuses_what_we_never_return)
 	info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->ep_attr->rx_ctx_cnt = 1;
-	info->ep_attr->type = FI_EP_MSG;
+	info->ep_attr->type = FI_EP_SOCK_DGRAM;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->ep_attr->type = FI_EP_RDM;
 	info->fabric_attr->api_version = V117;
