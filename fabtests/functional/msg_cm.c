@@ -3,8 +3,9 @@
  * connect and accept with CM data both ways, data in both directions after FI_CONNECTED,
  * fi_getname/fi_getpeer, fi_shutdown reported to the peer (and the peer's own fi_shutdown
  * after it back), a closed peer reported with FI_SHUTDOWN, fi_reject with its data in the
- * FI_ECONNREFUSED error event, a connection to nothing timing out with FI_ETIMEDOUT (the peer
- * timeout shortened by the wrapper), and the calls that must fail: fi_connect twice, CM data
+ * FI_ECONNREFUSED error event, a connection to a closed port refused (ICMP) and one to a
+ * socket that never answers timing out with FI_ETIMEDOUT (the peer timeout shortened by the
+ * wrapper), and the calls that must fail: fi_connect twice, CM data
  * over FI_OPT_CM_DATA_SIZE, fi_accept on an endpoint not opened from a request, fi_enable and
  * fi_listen without an EQ, fi_reject of a request already answered.
  * Every wait is bounded (EQ_MS). Exit 0 when every check held.
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EQ_MS 5000
 #define CQ_MS 5000
@@ -291,36 +293,49 @@ out:
 	return ret;
 }
 
-/* Nothing listens: FI_ETIMEDOUT once the (shortened) peer timeout passes */
-static int test_nobody_listens(void)
+/* fi_connect to where nothing listens (ICMP port unreachable: FI_ECONNREFUSED at once), or
+ * to a socket that never answers (FI_ETIMEDOUT once the shortened peer timeout passes) */
+static int connect_fails(bool silent, int want)
 {
 	struct side a = { 0 };
-	struct fid_pep *pep = listener();
-	struct sockaddr_in to;
+	struct sockaddr_in to = { .sin_family = AF_INET };
+	socklen_t tl = sizeof(to);
 	struct fi_eq_err_entry err = { 0 };
 	struct fi_eq_cm_entry entry;
 	uint32_t event;
 	ssize_t n;
-	int ret = -1;
+	int ret = -1, hole;
 
-	CHECK(pep, "no listener");
-	if (pep_addr(pep, &to))
-		goto out;
-	fi_close(&pep->fid);       /* its port is free again: nobody answers there */
-	pep = NULL;
+	/* a bound UDP socket that nobody reads: datagrams vanish without an answer */
+	hole = socket(AF_INET, SOCK_DGRAM, 0);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(hole >= 0 && bind(hole, (struct sockaddr *)&to, sizeof(to)) == 0 &&
+	      getsockname(hole, (struct sockaddr *)&to, &tl) == 0, "no socket");
+	if (!silent)
+		close(hole);     /* its port is free again: ICMP port unreachable */
 	if (open_side(&a, info))
 		goto out;
 	CALL(fi_connect(a.ep, &to, NULL, 0));
 	n = next_event(&event, &entry, sizeof(entry));
 	CHECK(n == -FI_EAVAIL, "got %zd, event %u, want an error", n, event);
 	CHECK(fi_eq_readerr(eq, &err, 0) == sizeof(err), "no error entry");
-	CHECK(err.err == FI_ETIMEDOUT && err.fid == &a.ep->fid, "err %d", err.err);
+	CHECK(err.err == want && err.fid == &a.ep->fid, "err %d, want %d", err.err, want);
 	ret = 0;
 out:
 	close_side(&a);
-	if (pep)
-		fi_close(&pep->fid);
+	if (silent)
+		close(hole);
 	return ret;
+}
+
+static int test_nobody_listens(void)
+{
+	return connect_fails(false, FI_ECONNREFUSED);
+}
+
+static int test_nobody_answers(void)
+{
+	return connect_fails(true, FI_ETIMEDOUT);
 }
 
 /* The calls that must fail */
@@ -379,6 +394,7 @@ int main(int argc, char **argv)
 		{ "reject", test_reject },
 		{ "misuse", test_misuse },
 		{ "nobody_listens", test_nobody_listens },
+		{ "nobody_answers", test_nobody_answers },
 	};
 	int ret;
 

@@ -919,6 +919,19 @@ void cour_cm_peer_lost(struct cour_pep *pep, const struct cour_addr *addr, int p
 	cour_cm_event(ep, FI_SHUTDOWN, NULL, 0);
 }
 
+void cour_cm_refused(struct cour_pep *pep, const struct cour_addr *addr)
+{
+	struct cour_ep *ep = cour_cm_ep(pep);
+	struct cour_conn *c = &ep->conn;
+
+	/* as TCP's connect to a closed port: refused at once, not after the timeout */
+	if (c->state != COUR_CONN_CONNECTING || !cour_addr_eq(addr, &c->target))
+		return;
+	c->state = COUR_CONN_FAILED;
+	pep->cm_deadline = 0;
+	cour_cm_error(ep, FI_ECONNREFUSED, 0, NULL, 0);
+}
+
 void cour_cm_ep_close(struct cour_ep *ep)
 {
 	struct cour_conn *c = &ep->conn;

@@ -12,7 +12,7 @@
  *   or the passive endpoint --REJECT--> connecting endpoint: an FI_ECONNREFUSED error event.
  * Each side sends its packet again until answered (CONNREQ, ACCEPT: every 100 ms doubling to
  * 1 s, for FI_COURIER_PEER_TIMEOUT; then an FI_ETIMEDOUT error event) and answers every
- * duplicate. fi_shutdown sends SHUTDOWN until a SHUTDOWN_ACK (five tries); the peer reports
+ * duplicate. ICMP port unreachable for a CONNREQ (nothing listens there) refuses at once. fi_shutdown sends SHUTDOWN until a SHUTDOWN_ACK (five tries); the peer reports
  * FI_SHUTDOWN. A peer whose session ends in error (it died, restarted, closed) is reported
  * with FI_SHUTDOWN as well.
  *
@@ -86,6 +86,7 @@ void cour_cm_rx(struct cour_pep *pep, const struct cour_addr *from,
 		const struct cour_cm_hdr *cm, const uint8_t *data);
 void cour_cm_tick(struct cour_pep *pep, uint64_t now);
 void cour_cm_peer_lost(struct cour_pep *pep, const struct cour_addr *addr, int prov_errno);
+void cour_cm_refused(struct cour_pep *pep, const struct cour_addr *addr);
 
 /* Closing the endpoint: a connected one tells its peer (once, no retries) */
 void cour_cm_ep_close(struct cour_ep *ep);

@@ -156,6 +156,7 @@ const struct cour_up_ops cour_ep_msg_up = {
 	.cm_rx = cour_cm_rx,
 	.cm_tick = cour_cm_tick,
 	.peer_lost = cour_cm_peer_lost,
+	.cm_refused = cour_cm_refused,
 };
 
 /* ---- binding ---- */

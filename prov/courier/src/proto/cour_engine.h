@@ -459,11 +459,13 @@ struct cour_up_ops {
 	void (*progress)(struct cour_pep *ep);
 	/* FI_EP_MSG only (NULL otherwise): a checked CM packet from `from`; the CM timer
 	 * (cm_deadline) expired; the session with a peer ended in error (prov_errno), so every
-	 * operation to it failed */
+	 * operation to it failed; ICMP port unreachable from addr */
 	void (*cm_rx)(struct cour_pep *ep, const struct cour_addr *from,
 		      const struct cour_cm_hdr *cm, const uint8_t *data);
 	void (*cm_tick)(struct cour_pep *ep, uint64_t now);
 	void (*peer_lost)(struct cour_pep *ep, const struct cour_addr *addr, int prov_errno);
+	/* ICMP port unreachable from addr: nothing listens there */
+	void (*cm_refused)(struct cour_pep *ep, const struct cour_addr *addr);
 };
 
 /* The fields of one completion, as the engine reports it and a CQ keeps it. */

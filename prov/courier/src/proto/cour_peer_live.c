@@ -229,6 +229,8 @@ void cour_peer_refused(struct cour_pep *ep, const struct sockaddr_storage *sa, s
 	if (cour_addr_from_sockaddr(&a, sa, sa_len))
 		return;
 	a.is_v4 = ep->wire.addr.is_v4;
+	if (COUR_UNLIKELY(ep->up->cm_refused != NULL))
+		ep->up->cm_refused(ep, &a);     /* a CONNREQ nobody listens for */
 	peer = cour_peer_by_addr_locked(ep, &a, false);
 	if (!peer)
 		return;
