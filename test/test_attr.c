@@ -180,8 +180,8 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->domain_attr->rx_ctx_cnt, 1024);
 	cr_assert_eq(fi->domain_attr->max_ep_tx_ctx, 1);
 	cr_assert_eq(fi->domain_attr->max_ep_rx_ctx, 1);
-	cr_assert_eq(fi->domain_attr->max_ep_stx_ctx, 0);
-	cr_assert_eq(fi->domain_attr->max_ep_srx_ctx, 0);
+	cr_assert_eq(fi->domain_attr->max_ep_stx_ctx, 1024);
+	cr_assert_eq(fi->domain_attr->max_ep_srx_ctx, 1024);
 	cr_assert_eq(fi->domain_attr->cntr_cnt, 256);
 	cr_assert_eq(fi->domain_attr->mr_iov_limit, 1);
 	cr_assert_eq(fi->domain_attr->caps, COMM);
@@ -461,12 +461,20 @@ Test(attr, op_flags)
 
 Test(attr, contexts_protocol_auth)
 {
+	/* shared contexts (fi_stx_context, fi_srx_context) are offered and reflected */
 	hints->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
-	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->ep_attr->tx_ctx_cnt, FI_SHARED_CONTEXT);
+	cr_assert_eq(info->ep_attr->rx_ctx_cnt, 1);
+	drop();
 	hints->ep_attr->tx_ctx_cnt = 2;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->ep_attr->tx_ctx_cnt = 1;
 	hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT);
+	drop();
+	hints->ep_attr->rx_ctx_cnt = 2;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->ep_attr->rx_ctx_cnt = 1;
 	hints->ep_attr->protocol = FI_PROTO_RXM;
@@ -547,7 +555,10 @@ Test(attr, domain_limits)
 	hints->domain_attr->mr_iov_limit = 2;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->domain_attr->mr_iov_limit = 0;
-	hints->domain_attr->max_ep_stx_ctx = 1;
+	hints->domain_attr->max_ep_stx_ctx = 1024;
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	drop();
+	hints->domain_attr->max_ep_stx_ctx = 1025;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->domain_attr->max_ep_stx_ctx = 0;
 	hints->domain_attr->max_err_data = 64;
@@ -895,8 +906,10 @@ Test(attr, info_check_refuses_what_we_never_return)
 	info->next->caps |= FI_RMA;                /* datagram endpoints have no RMA */
 	cr_assert_eq(cour_info_check(info->next), -FI_EINVAL);
 	info->next->caps &= ~FI_RMA;
-	info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	info->ep_attr->rx_ctx_cnt = 2;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	cr_assert_eq(cour_info_check(info), 0);
 	info->ep_attr->rx_ctx_cnt = 1;
 	info->ep_attr->type = FI_EP_SOCK_DGRAM;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);

@@ -173,7 +173,8 @@ struct cour_ep *capwire_open(uint64_t caps)
 	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
 	cr_assert_eq(cour_addr_from_sockaddr(&ep->pep.wire.addr, &sin, sizeof(sin)), 0);
 	cour_pool_init(&ep->pep.txe_pool, sizeof(struct cour_txe), 64, 0);
-	cour_pool_init(&ep->pep.rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* as cour_ep_open */
+	ep->pep.rxq = &ep->pep.own_rxq;
+	cour_pool_init(&ep->pep.rxq->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* as cour_ep_open */
 	cour_pool_init(&ep->pep.rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
 	cour_pool_init(&ep->pep.inject_pool, cour_params.inject_size, 64, cour_params.tx_size);
 	cour_pool_init(&ep->pep.rxbuf_pool, ep->pep.rxbuf_size, COUR_RX_BATCH, 256);
@@ -187,7 +188,7 @@ void capwire_close(struct cour_ep *ep)
 	cr_expect_eq(ep->pep.rxbuf_pool.in_use, 0, "receive buffers leaked: %zu",
 		     ep->pep.rxbuf_pool.in_use);
 	cour_pool_fini(&ep->pep.txe_pool);
-	cour_pool_fini(&ep->pep.rxe_pool);
+	cour_pool_fini(&ep->pep.rxq->rxe_pool);
 	cour_pool_fini(&ep->pep.rxmsg_pool);
 	cour_pool_fini(&ep->pep.inject_pool);
 	cour_pool_fini(&ep->pep.rxbuf_pool);

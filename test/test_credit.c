@@ -346,7 +346,7 @@ Test(credit, a_reset_drops_an_adopted_message_still_arriving)
 	rx_id = cts_for(6, 3000);
 	arrive_rdata(rx_id, 0, 928);
 	cour_peer_reset(peer, COUR_E_PEER_RESET);
-	cr_assert_null(ep->pep.unexp_tag);
+	cr_assert_null(ep->pep.rxq->utag);
 	cr_assert_null(ep->pep.rdv_by_id);
 	cr_assert_eq(ep->pep.stats.unexp_bytes, 0);
 	cr_assert_eq(peer->rx_rdv_pending, 0);
@@ -374,10 +374,10 @@ Test(credit, a_reset_after_an_adopted_message_was_discarded_keeps_the_queue_whol
 	tag = 1;
 	cr_assert_eq(post(buf, sizeof(buf), NULL), 0);    /* the first one leaves the queue */
 	cour_peer_reset(peer, COUR_E_PEER_RESET);
-	cr_assert_not_null(ep->pep.unexp_tag);
-	cr_assert_eq(ep->pep.unexp_tag->tag, 3, "the third message stays, alone");
-	cr_assert_null(ep->pep.unexp_tag->next);
-	cr_assert_eq(ep->pep.unexp_tag->prev, ep->pep.unexp_tag, "and the queue's tail is it");
+	cr_assert_not_null(ep->pep.rxq->utag);
+	cr_assert_eq(ep->pep.rxq->utag->tag, 3, "the third message stays, alone");
+	cr_assert_null(ep->pep.rxq->utag->next);
+	cr_assert_eq(ep->pep.rxq->utag->prev, ep->pep.rxq->utag, "and the queue's tail is it");
 	cr_assert_null(ep->pep.rdv_by_id);
 }
 
@@ -406,5 +406,5 @@ Test(credit, an_adopted_message_of_no_bytes_waits_for_its_empty_rdata)
 	cr_assert_not_null(ep->pep.rdv_by_id);
 	arrive_rdata(rx_id, 0, 0);
 	cr_assert_null(ep->pep.rdv_by_id);
-	cr_assert_null(ep->pep.unexp_tag);
+	cr_assert_null(ep->pep.rxq->utag);
 }

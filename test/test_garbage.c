@@ -962,7 +962,7 @@ Test(garbage, credits_bound_unexpected_messages)
 		inject_b(buf, sizeof(buf));
 	}
 	for (int k = 0; k < 2; k++)
-		DL_FOREACH(k ? b->pep.unexp_tag : b->pep.unexp_msg, m)
+		DL_FOREACH(k ? b->pep.rxq->utag : b->pep.rxq->umsg, m)
 			if (m->peer == pb) {
 				held++;
 				bytes += m->total_len;

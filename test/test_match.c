@@ -105,7 +105,7 @@ Test(match, the_first_posted_receive_wins)
 Test(match, untagged_receives_ignore_tags)
 {
 	cr_assert_eq(post(false, 0x55, ~0ull, FI_ADDR_UNSPEC, NULL, 0, (void *)9, 0), 0);
-	cr_assert_eq(ep->pep.rxq_msg->ignore, 0, "ignore is meaningless without FI_TAGGED");
+	cr_assert_eq(ep->pep.rxq->msg->ignore, 0, "ignore is meaningless without FI_TAGGED");
 	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, false, 0x1234, 0)), (void *)9);
 	cr_assert_null(cour_msg_find_rxe(&ep->pep, true, 0x55, 0));
 }
@@ -114,7 +114,7 @@ Test(match, the_source_counts_only_with_directed_receive)
 {
 	POST_T(1, 0, (void *)1);
 	cr_assert_eq(post(true, 1, 0, 3, NULL, 0, (void *)2, 0), 0);
-	cr_assert_eq(ep->pep.rxq_tag->next->src, FI_ADDR_UNSPEC, "no FI_DIRECTED_RECV: any source");
+	cr_assert_eq(ep->pep.rxq->tag->next->src, FI_ADDR_UNSPEC, "no FI_DIRECTED_RECV: any source");
 	cr_assert_eq(cour_msg_cancel(&ep->pep, (void *)1), 0);
 	cr_assert_eq(ctx_of(cour_msg_find_rxe(&ep->pep, true, 1, 4)), (void *)2);
 }
@@ -132,14 +132,14 @@ Test(match, directed_receive_by_capability)
 	/* a peer outside the AV (no AV here) has no fi_addr: a directed receive waits */
 	arrive(true, 1, "x", 1, 0, 0);
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 0);
-	cr_assert_not_null(ep->pep.unexp_tag);
+	cr_assert_not_null(ep->pep.rxq->utag);
 }
 
 Test(match, directed_receive_by_op_flag)
 {
 	ep->pep.rx_op_flags = FI_DIRECTED_RECV;
 	cr_assert_eq(post(true, 1, 0, 3, NULL, 0, (void *)1, 0), 0);
-	cr_assert_eq(ep->pep.rxq_tag->src, 3);
+	cr_assert_eq(ep->pep.rxq->tag->src, 3);
 }
 
 /* ---- arrivals ---- */
@@ -162,9 +162,9 @@ Test(match, a_message_completes_the_receive_it_matches)
 	cr_assert_eq(e->src, FI_ADDR_NOTAVAIL);
 	cr_assert_arr_eq(b, "second", 6);
 	cr_assert_eq(a[0], 0);
-	cr_assert_eq(ctx_of(ep->pep.rxq_tag), (void *)1, "the other receive is still posted");
-	cr_assert_null(ep->pep.rxq_tag->next);
-	cr_assert_eq(ep->pep.rxe_pool.in_use, 1);
+	cr_assert_eq(ctx_of(ep->pep.rxq->tag), (void *)1, "the other receive is still posted");
+	cr_assert_null(ep->pep.rxq->tag->next);
+	cr_assert_eq(ep->pep.rxq->rxe_pool.in_use, 1);
 }
 
 Test(match, tagged_and_untagged_never_meet)
@@ -174,7 +174,7 @@ Test(match, tagged_and_untagged_never_meet)
 	cr_assert_eq(post(false, 0, 0, FI_ADDR_UNSPEC, b, sizeof(b), (void *)1, 0), 0);
 	arrive(true, 0, "t", 1, 0, 0);
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 0);
-	cr_assert_not_null(ep->pep.unexp_tag);
+	cr_assert_not_null(ep->pep.rxq->utag);
 	arrive(false, 0, "m", 1, 0, 0);
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 1);
 	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 0)->flags, FI_RECV | FI_MSG);
@@ -198,7 +198,7 @@ Test(match, unexpected_messages_are_taken_in_arrival_order)
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 2, "4 ignoring bits 0-1 takes 5 or 6");
 	cr_assert_arr_eq(b, "later", 5);
 	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 1)->tag, 5, "the message's own tag");
-	cr_assert_eq(ctx_of(ep->pep.rxq_tag), (void *)7);
+	cr_assert_eq(ctx_of(ep->pep.rxq->tag), (void *)7);
 }
 
 Test(match, a_short_buffer_truncates)
@@ -252,9 +252,9 @@ Test(match, peek_finds_nothing_then_something_and_leaves_it)
 	cr_assert_eq(e->op_context, (void *)2);
 	cr_assert_eq(e->len, 8);
 	cr_assert_eq(e->tag, 3);
-	cr_assert_not_null(ep->pep.unexp_tag, "a peek receives nothing");
-	cr_assert_null(ep->pep.rxq_tag, "nor stays posted");
-	cr_assert_eq(ep->pep.rxe_pool.in_use, 0);
+	cr_assert_not_null(ep->pep.rxq->utag, "a peek receives nothing");
+	cr_assert_null(ep->pep.rxq->tag, "nor stays posted");
+	cr_assert_eq(ep->pep.rxq->rxe_pool.in_use, 0);
 }
 
 Test(match, a_claimed_message_waits_for_its_claim)
@@ -273,7 +273,7 @@ Test(match, a_claimed_message_waits_for_its_claim)
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 2);
 	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 1)->op_context, (void *)0xc1);
 	cr_assert_arr_eq(b, "mine", 4);
-	cr_assert_null(ep->pep.unexp_tag);
+	cr_assert_null(ep->pep.rxq->utag);
 }
 
 /* ---- cancel and arguments ---- */
@@ -310,9 +310,9 @@ Test(match, cancel_reports_and_forgets)
 	cr_assert_eq(err->flags, FI_RECV | FI_TAGGED);
 	cr_assert_eq(err->tag, 0x77);
 	cr_assert_eq(capwire_cq_err(&capwire.rx_cq, 1)->flags, FI_RECV | FI_MSG);
-	cr_assert_null(ep->pep.rxq_tag);
-	cr_assert_null(ep->pep.rxq_msg);
-	cr_assert_eq(ep->pep.rxe_pool.in_use, 0);
+	cr_assert_null(ep->pep.rxq->tag);
+	cr_assert_null(ep->pep.rxq->msg);
+	cr_assert_eq(ep->pep.rxq->rxe_pool.in_use, 0);
 }
 
 Test(match, bad_arguments_are_refused_and_posting_is_not_capped)
@@ -330,7 +330,7 @@ Test(match, bad_arguments_are_refused_and_posting_is_not_capped)
 	for (size_t i = 1; i < 4 * cour_params.rx_size; i++)
 		cr_assert_eq(post(false, 0, 0, FI_ADDR_UNSPEC, NULL, 0, NULL, 0), 0, "receive %zu",
 			     i);
-	cr_assert_eq(ep->pep.rxe_pool.in_use, 4 * cour_params.rx_size);
+	cr_assert_eq(ep->pep.rxq->rxe_pool.in_use, 4 * cour_params.rx_size);
 }
 
 /*
@@ -511,6 +511,6 @@ Test(match, multi_receive_slices_one_buffer)
 		cr_assert_eq(e->flags, FI_RECV | FI_MSG | (i == 2 ? FI_MULTI_RECV : 0));
 		cr_assert_eq(b[50 * i], 'a' + (char)i);
 	}
-	cr_assert_null(ep->pep.rxq_msg);
-	cr_assert_eq(ep->pep.rxe_pool.in_use, 0);
+	cr_assert_null(ep->pep.rxq->msg);
+	cr_assert_eq(ep->pep.rxq->rxe_pool.in_use, 0);
 }

@@ -53,7 +53,7 @@ static size_t unexp_ids(uint32_t *ids, size_t max)
 	struct cour_rxmsg *m;
 	size_t n = 0;
 
-	DL_FOREACH(ep->pep.unexp_msg, m) {
+	DL_FOREACH(ep->pep.rxq->umsg, m) {
 		cr_assert_lt(n, max);
 		cr_assert_eq(m->received, m->total_len);
 		ids[n++] = m->msg_id;
@@ -77,7 +77,7 @@ Test(rxwin, an_in_order_packet_is_delivered_and_acknowledged_after_the_delay)
 	struct cour_rxmsg *m;
 
 	rx_frag(0, 5, 5, 0, "hello", 5);
-	m = ep->pep.unexp_msg;
+	m = ep->pep.rxq->umsg;
 	cr_assert_not_null(m);
 	cr_assert_eq(m->msg_id, 5);
 	cr_assert_arr_eq(m->ubuf, "hello", 5);
@@ -162,10 +162,10 @@ Test(rxwin, a_message_reassembles_from_fragments_out_of_order)
 	cr_assert_not_null(peer->rx_cur, "message in progress");
 	rx_frag(1, 9, sizeof(msg), room, msg + room, room);
 	cr_assert_null(peer->rx_cur);
-	cr_assert_not_null(ep->pep.unexp_msg);
-	cr_assert_eq(ep->pep.unexp_msg->received, sizeof(msg));
-	cr_assert_arr_eq(ep->pep.unexp_msg->ubuf, msg, sizeof(msg));
-	cr_assert_null(ep->pep.unexp_msg->next);
+	cr_assert_not_null(ep->pep.rxq->umsg);
+	cr_assert_eq(ep->pep.rxq->umsg->received, sizeof(msg));
+	cr_assert_arr_eq(ep->pep.rxq->umsg->ubuf, msg, sizeof(msg));
+	cr_assert_null(ep->pep.rxq->umsg->next);
 }
 
 Test(rxwin, duplicates_are_dropped_and_reacknowledged)
@@ -651,7 +651,7 @@ Test(session, a_reset_peer_with_waiting_messages_is_kept)
 		rx_probe_from((uint16_t)(30000 + i), 0x52000000u + i);
 	cr_assert_gt(ep->pep.stats.peers_evicted, 1000);
 	cr_assert_eq(capwire_peer(ep), peer, "the peer its message points to was freed");
-	cr_assert_eq(ep->pep.unexp_msg->peer, peer);
+	cr_assert_eq(ep->pep.rxq->umsg->peer, peer);
 }
 
 /* A peer whose ring we mapped while UDP packets were in flight gets no more UDP packets: the

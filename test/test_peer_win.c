@@ -158,7 +158,7 @@ Test(win, early_packets_grow_the_receive_ring_and_keep_their_order)
 	cr_assert_eq(peer->rx_next, 14);
 	cr_assert_eq(peer->rx_held, 0);
 	cr_assert_eq(ep->pep.rxbuf_pool.in_use, 0);
-	DL_FOREACH(ep->pep.unexp_msg, m) {
+	DL_FOREACH(ep->pep.rxq->umsg, m) {
 		uint32_t id;
 
 		memcpy(&id, m->ubuf, sizeof(id));

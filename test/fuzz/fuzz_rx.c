@@ -451,7 +451,7 @@ static void dump_state(const char *why, const struct live *l)
 	dump_peer("A's view of B", peer_of(a, &b->pep.wire.addr));
 	fprintf(stderr, "  B: unexpected %s/%s rdv %u peers %u; stats bad_hdr %" PRIu64 " stale %"
 		PRIu64 " window %" PRIu64 " dup %" PRIu64 " resets %" PRIu64 " unreachable %" PRIu64
-		"\n", b->pep.unexp_msg ? "msg" : "-", b->pep.unexp_tag ? "tag" : "-",
+		"\n", b->pep.rxq->umsg ? "msg" : "-", b->pep.rxq->utag ? "tag" : "-",
 		HASH_COUNT(b->pep.rdv_by_id), HASH_COUNT(b->pep.peers), b->pep.stats.drop_bad_hdr,
 		b->pep.stats.drop_stale_session, b->pep.stats.drop_window, b->pep.stats.dup_rcvd,
 		b->pep.stats.peers_reset, b->pep.stats.peers_unreachable);
@@ -919,13 +919,13 @@ static void check_memory(void)
 	HASH_ITER(hh, b->pep.peers, p, tmp) {
 		size_t k = 0;
 		for (int t = 0; t < 2; t++)
-			DL_FOREACH(t ? b->pep.unexp_tag : b->pep.unexp_msg, m)
+			DL_FOREACH(t ? b->pep.rxq->utag : b->pep.rxq->umsg, m)
 				if (m->peer == p)
 					k++;
 		worst = COUR_MAX(worst, k);
 	}
 	for (int t = 0; t < 2; t++) {
-		DL_FOREACH(t ? b->pep.unexp_tag : b->pep.unexp_msg, m) {
+		DL_FOREACH(t ? b->pep.rxq->utag : b->pep.rxq->umsg, m) {
 			n++;
 			if (!m->rts)
 				bytes += m->total_len;

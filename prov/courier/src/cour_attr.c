@@ -125,6 +125,8 @@ static const struct fi_domain_attr cour_domain_attr = {
 	.rx_ctx_cnt = 1024,
 	.max_ep_tx_ctx = 1,
 	.max_ep_rx_ctx = 1,
+	.max_ep_stx_ctx = 1024,       /* endpoints sharing one context: as many as ep_cnt */
+	.max_ep_srx_ctx = 1024,
 	.cntr_cnt = 256,
 	.mr_iov_limit = 1,
 	.caps = COUR_COMM_CAPS,
@@ -281,11 +283,12 @@ static bool cour_match_ep(const struct cour_match *m, const struct fi_info *hint
 		return COUR_NOMATCH(m, "ep_attr->protocol %u asked", h->protocol);
 	if (h->auth_key_size || h->auth_key)
 		return COUR_NOMATCH(m, "ep_attr->auth_key: no authentication keys");
-	/* FI_SHARED_CONTEXT is SIZE_MAX, so the context counts refuse shared contexts too.
-	 * Data ordering sizes only mean something with RMA or atomics. Any mem_tag_format
-	 * fits our 64-bit tags with arbitrary masks. */
+	/* FI_SHARED_CONTEXT asks for a shared context (cour_srx.c), any other count above 1
+	 * for more contexts than an endpoint has. Data ordering sizes only mean something
+	 * with RMA or atomics. Any mem_tag_format fits our 64-bit tags with arbitrary masks. */
 	return COUR_LE(m, h, o, protocol_version) && COUR_LE(m, h, o, max_msg_size) &&
-	       COUR_LE(m, h, o, tx_ctx_cnt) && COUR_LE(m, h, o, rx_ctx_cnt) &&
+	       (h->tx_ctx_cnt == FI_SHARED_CONTEXT || COUR_LE(m, h, o, tx_ctx_cnt)) &&
+	       (h->rx_ctx_cnt == FI_SHARED_CONTEXT || COUR_LE(m, h, o, rx_ctx_cnt)) &&
 	       (!rma || (COUR_LE(m, h, o, max_order_raw_size) &&
 			 COUR_LE(m, h, o, max_order_war_size) &&
 			 COUR_LE(m, h, o, max_order_waw_size)));
@@ -499,8 +502,13 @@ static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct f
 		COUR_ASKED(fi->rx_attr->size, hr->size);
 		COUR_ASKED(fi->rx_attr->iov_limit, hr->iov_limit);
 	}
-	if (hints->ep_attr)
+	if (hints->ep_attr) {
 		COUR_ASKED(fi->ep_attr->mem_tag_format, hints->ep_attr->mem_tag_format);
+		if (hints->ep_attr->tx_ctx_cnt == FI_SHARED_CONTEXT)
+			fi->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
+		if (hints->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT)
+			fi->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	}
 	hd = hints->domain_attr;
 	if (hd) {
 		fi->domain_attr->domain = hd->domain;

@@ -3,6 +3,7 @@
  * the progress thread when data progress is automatic (cour_progress.c).
  */
 #include "cour.h"
+#include "cour_ep.h"
 #include "cour_mr.h"
 
 #include <stdlib.h>
@@ -32,18 +33,6 @@ static int cour_domain_close(struct fid *fid)
 
 static int cour_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
 			       struct fid_ep **sep, void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
-			   struct fid_stx **stx, void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr,
-			   struct fid_ep **rx_ep, void *context)
 {
 	return -FI_ENOSYS;
 }
@@ -80,8 +69,8 @@ static struct fi_ops_domain cour_domain_ops = {
 	.scalable_ep = cour_no_scalable_ep,
 	.cntr_open = cour_cntr_open,
 	.poll_open = cour_poll_open,
-	.stx_ctx = cour_no_stx_ctx,
-	.srx_ctx = cour_no_srx_ctx,
+	.stx_ctx = cour_stx_ctx,
+	.srx_ctx = cour_srx_ctx,
 	.query_atomic = cour_domain_query_atomic,
 	.query_collective = cour_no_query_collective,
 	.endpoint2 = cour_domain_endpoint2,

@@ -258,6 +258,12 @@ static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		ep->conn.eq = COUR_CONTAINER_OF(bfid, struct cour_eq, eq_fid.fid);
 		cour_ref_inc(&ep->conn.eq->refcnt);
 		break;
+	case FI_CLASS_SRX_CTX:
+		ret = cour_srx_bind(ep, bfid);
+		break;
+	case FI_CLASS_STX_CTX:
+		ret = cour_stx_bind(ep, bfid);
+		break;
 	default:
 		COUR_WARN(FI_LOG_EP_CTRL, "cannot bind an object of class %zu\n", bfid->fclass);
 		ret = -FI_EINVAL;
@@ -661,6 +667,7 @@ static int cour_ep_close(struct fid *fid)
 		cour_ref_dec(&ep->rmt_write_cntr->refcnt);
 	if (ep->av)
 		cour_ref_dec(&ep->av->refcnt);
+	cour_srx_unbind(ep);
 	cour_lock_release(&dom->lock);
 
 	cour_pep_free(&ep->pep);
@@ -768,8 +775,8 @@ static ssize_t cour_ep_rx_size_left(struct fid_ep *ep_fid)
 	struct cour_ep *ep = cour_ep_of(ep_fid);
 
 	/* rx_attr->size is a floor: past it receives are still taken while memory lasts */
-	return ep->pep.rxe_pool.in_use < cour_params.rx_size ?
-	       (ssize_t)(cour_params.rx_size - ep->pep.rxe_pool.in_use) : 1;
+	return ep->pep.rxq->rxe_pool.in_use < cour_params.rx_size ?
+	       (ssize_t)(cour_params.rx_size - ep->pep.rxq->rxe_pool.in_use) : 1;
 }
 
 static ssize_t cour_ep_tx_size_left(struct fid_ep *ep_fid)

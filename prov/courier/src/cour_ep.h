@@ -25,6 +25,7 @@ struct cour_ep {
 	struct cour_cntr    *rmt_read_cntr, *rmt_write_cntr; /* as the target (FI_RMA_EVENT) */
 	struct cour_av      *av;
 	struct cour_conn     conn;            /* FI_EP_MSG: the connection (cour_cm.h) */
+	struct fid          *srx_fid, *stx_fid;  /* shared contexts bound (cour_srx.c) */
 
 	struct cour_pep      pep;             /* the protocol engine's endpoint */
 };
@@ -38,6 +39,16 @@ static inline struct cour_ep *cour_ep_of_pep(struct cour_pep *pep)
 {
 	return COUR_CONTAINER_OF(pep, struct cour_ep, pep);
 }
+
+/* Shared contexts (cour_srx.c): the domain's fi_srx_context and fi_stx_context, binding
+ * one to an endpoint (lock held), and letting both go at the endpoint's close */
+int cour_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr, struct fid_ep **rx_ep,
+		 void *context);
+int cour_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr, struct fid_stx **stx,
+		 void *context);
+int cour_srx_bind(struct cour_ep *ep, struct fid *bfid);
+int cour_stx_bind(struct cour_ep *ep, struct fid *bfid);
+void cour_srx_unbind(struct cour_ep *ep);
 
 /* How the engine reports to an endpoint object (cour_ep.c); FI_EP_MSG endpoints' own. */
 extern const struct cour_up_ops cour_ep_up, cour_ep_msg_up;

@@ -151,7 +151,7 @@ static inline bool cour_txe_internal(const struct cour_txe *txe)
 
 /* One posted receive. */
 struct cour_rxe {
-	struct cour_rxe     *next, *prev;     /* ep->rxq_msg / rxq_tag */
+	struct cour_rxe     *next, *prev;     /* ep->rxq->msg / tag */
 	void                *context;
 	uint64_t             op_flags;        /* FI_COMPLETION, FI_MULTI_RECV, FI_PEEK, FI_CLAIM.. */
 	uint64_t             tag, ignore;
@@ -170,7 +170,7 @@ struct cour_rxe {
  * For rendezvous the sender's data arrives later as RDATA keyed by rx_id.
  */
 struct cour_rxmsg {
-	struct cour_rxmsg   *next, *prev;     /* ep->unexp_msg / unexp_tag while unexpected */
+	struct cour_rxmsg   *next, *prev;     /* ep->rxq->umsg / utag while unexpected */
 	UT_hash_handle       hh;              /* ep->rdv_by_id while waiting for RDATA */
 	struct cour_peer    *peer;
 	struct cour_rxe     *rxe;             /* NULL while unexpected */
@@ -189,6 +189,7 @@ struct cour_rxmsg {
 	uint32_t             units;           /* credit units it took */
 	size_t               unexp_cost;      /* bytes it counts in stats.unexp_bytes, 0: none */
 	fi_addr_t            dgram_src;       /* datagrams have no peer: their source */
+	struct cour_pep     *dgram_ep;        /* ...and where an unexpected one arrived */
 	void                *claim_ctx;
 	uint64_t             tag, data;
 	uint64_t             total_len;       /* the sender's message length */
@@ -333,6 +334,19 @@ struct cour_grant {
 } while (0)
 
 /*
+ * Posted receives and unexpected messages: an endpoint's own, or a shared receive context's
+ * (fi_srx_context) that several endpoints of one domain take from. A message that arrives at
+ * one of them is matched against the shared receives and reported to that endpoint's CQ; an
+ * unexpected message keeps its peer (m->peer->ep: where it arrived) while it waits here.
+ */
+struct cour_rxq {
+	struct cour_rxe     *msg, *tag;       /* posted receives, utlist DL, in posting order */
+	struct cour_rxmsg   *umsg, *utag;     /* unexpected messages, in arrival order */
+	struct cour_pool     rxe_pool;
+	size_t               dgram_bytes;     /* unexpected datagrams held (FI_EP_DGRAM) */
+};
+
+/*
  * The engine's endpoint: what the protocol needs of an RDM or DGRAM endpoint, embedded in the
  * object layer's struct cour_ep. Guarded by the domain's progress lock (cour.h), which *lock
  * points to.
@@ -379,8 +393,8 @@ struct cour_pep {
 	uint64_t             peer_cache_gen;
 	struct cour_peer    *active;          /* DL via act_next/act_prev */
 	struct cour_peer    *quiet;           /* left active holding windows, oldest first */
-	struct cour_rxe     *rxq_msg, *rxq_tag;
-	struct cour_rxmsg   *unexp_msg, *unexp_tag;
+	struct cour_rxq     *rxq;             /* &own_rxq, or a shared receive context's */
+	struct cour_rxq      own_rxq;
 	struct cour_rxmsg   *rdv_by_id;       /* uthash on rx_id */
 	uint32_t             next_rx_id;
 	uint64_t             next_timer;      /* earliest deadline among active peers, 0: none */
@@ -389,7 +403,7 @@ struct cour_pep {
 	 * this peer (wire connect_to); set before cour_pep_open */
 	const struct cour_addr *wire_peer;
 
-	struct cour_pool     txe_pool, rxe_pool, rxmsg_pool, inject_pool, rxbuf_pool;
+	struct cour_pool     txe_pool, rxmsg_pool, inject_pool, rxbuf_pool;
 	size_t               unexp_early;     /* bytes of unexpected messages whose credit is back */
 	size_t               grant_extra;     /* credit units lent to peers beyond the first grant */
 	bool                 grant_short;     /* a peer was refused a loan: loans are repaid */

@@ -172,6 +172,12 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 
 /* ---- receive ---- */
 
+/* where an unexpected message came from: its peer's address, or a datagram's source */
+static fi_addr_t cour_unexp_src(const struct cour_rxmsg *m)
+{
+	return m->peer ? cour_peer_fi_addr(m->peer) : m->dgram_src;
+}
+
 static bool cour_unexp_match(struct cour_pep *ep, struct cour_rxmsg *m, bool tagged,
 			     uint64_t tag, uint64_t ignore, fi_addr_t src)
 {
@@ -179,7 +185,7 @@ static bool cour_unexp_match(struct cour_pep *ep, struct cour_rxmsg *m, bool tag
 		return false;
 	if (tagged && ((m->tag ^ tag) & ~ignore))
 		return false;
-	return cour_msg_src_match(ep, src, cour_peer_fi_addr(m->peer));
+	return cour_msg_src_match(ep, src, cour_unexp_src(m));
 }
 
 static struct cour_rxmsg *cour_find_unexp(struct cour_pep *ep, bool tagged, uint64_t tag,
@@ -187,7 +193,7 @@ static struct cour_rxmsg *cour_find_unexp(struct cour_pep *ep, bool tagged, uint
 {
 	struct cour_rxmsg *m;
 
-	DL_FOREACH(tagged ? ep->unexp_tag : ep->unexp_msg, m)
+	DL_FOREACH(tagged ? ep->rxq->utag : ep->rxq->umsg, m)
 		if (cour_unexp_match(ep, m, tagged, tag, ignore, src))
 			return m;
 	return NULL;
@@ -195,7 +201,35 @@ static struct cour_rxmsg *cour_find_unexp(struct cour_pep *ep, bool tagged, uint
 
 static struct cour_rxmsg **cour_unexpq(struct cour_pep *ep, bool tagged)
 {
-	return tagged ? &ep->unexp_tag : &ep->unexp_msg;
+	return tagged ? &ep->rxq->utag : &ep->rxq->umsg;
+}
+
+/* The endpoint an unexpected message arrived at: in a shared receive context not always the
+ * one the receive was posted through, and the one its completion and its protocol belong to */
+static struct cour_pep *cour_mep(struct cour_pep *ep, const struct cour_rxmsg *m)
+{
+	return m->peer ? m->peer->ep : m->dgram_ep ? m->dgram_ep : ep;
+}
+
+/* An unexpected datagram (off its queue) is done with: its copy and record go back */
+static void cour_dgram_unexp_free(struct cour_rxmsg *m)
+{
+	struct cour_pep *ep = m->dgram_ep;
+
+	ep->rxq->dgram_bytes -= m->total_len;
+	free(m->ubuf);
+	cour_pool_put(&ep->rxmsg_pool, m);
+}
+
+/* A receive takes an unexpected datagram: one datagram fills one receive */
+static void cour_dgram_unexp_take(struct cour_rxmsg *m, struct cour_rxe *rxe)
+{
+	struct cour_rxmsg tmp = *m;
+
+	tmp.ubuf = NULL;
+	tmp.next = tmp.prev = NULL;
+	cour_msg_bind_dgram(m->dgram_ep, &tmp, rxe, m->ubuf, m->dgram_src);
+	cour_dgram_unexp_free(m);
 }
 
 /* FI_PEEK (with FI_CLAIM or FI_DISCARD): report what waits, without receiving it. */
@@ -209,17 +243,23 @@ static int cour_msg_peek(struct cour_pep *ep, struct cour_rxe *rxe, fi_addr_t sr
 				   FI_ENOMSG, COUR_E_NOMSG);
 		return 0;
 	}
+	struct cour_pep *mep = cour_mep(ep, m);
+	fi_addr_t src_addr = cour_unexp_src(m);
+	uint64_t tag = m->tag, len = m->total_len;
+	uint64_t data = (m->hdr_flags & COUR_F_CQ_DATA) ? m->data : 0;
+
 	if (m->hdr_flags & COUR_F_CQ_DATA)
 		flags |= FI_REMOTE_CQ_DATA;
-	if (rxe->op_flags & FI_DISCARD) {
-		cour_msg_discard(ep, m, true);
+	if ((rxe->op_flags & FI_DISCARD) && !m->peer) {
+		DL_DELETE(*cour_unexpq(ep, true), m);
+		cour_dgram_unexp_free(m);
+	} else if (rxe->op_flags & FI_DISCARD) {
+		cour_msg_discard(mep, m, true);
 	} else if (rxe->op_flags & FI_CLAIM) {
 		m->claimed = true;
 		m->claim_ctx = rxe->context;
 	}
-	cour_msg_report_rx(ep, rxe, flags, m->total_len, 0, NULL, m->tag,
-			   (m->hdr_flags & COUR_F_CQ_DATA) ? m->data : 0,
-			   cour_peer_fi_addr(m->peer), 0, 0);
+	cour_msg_report_rx(mep, rxe, flags, len, 0, NULL, tag, data, src_addr, 0, 0);
 	return 0;
 }
 
@@ -241,10 +281,10 @@ int cour_msg_recv(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	}
 	if (!(ep->caps & FI_DIRECTED_RECV) && !(ep->rx_op_flags & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
-	rxe = cour_pool_get(&ep->rxe_pool);
+	rxe = cour_pool_get(&ep->rxq->rxe_pool);
 	if (COUR_UNLIKELY(!rxe)) {
 		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a posted receive (%zu posted)\n",
-			  ep->rxe_pool.in_use);
+			  ep->rxq->rxe_pool.in_use);
 		return -FI_EAGAIN;
 	}
 	rxe->context = context;
@@ -265,31 +305,39 @@ int cour_msg_recv(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 		 * what has arrived before answering that nothing has */
 		ep->up->progress(ep);
 		ret = cour_msg_peek(ep, rxe, src);
-		cour_pool_put(&ep->rxe_pool, rxe);
+		cour_pool_put(&ep->rxq->rxe_pool, rxe);
 		return ret;
 	}
 	if (tagged && (flags & FI_CLAIM)) {
 		/* the message an earlier FI_PEEK|FI_CLAIM reserved for this context */
-		DL_FOREACH(ep->unexp_tag, m)
+		DL_FOREACH(ep->rxq->utag, m)
 			if (m->claimed && m->claim_ctx == context)
 				break;
 		if (!m) {
 			COUR_WARN(FI_LOG_EP_DATA, "FI_CLAIM: no message claimed by context %p\n",
 				  context);
-			cour_pool_put(&ep->rxe_pool, rxe);
+			cour_pool_put(&ep->rxq->rxe_pool, rxe);
 			return -FI_EINVAL;
 		}
 		if (flags & FI_DISCARD) {
-			cour_msg_report_rx(ep, rxe, FI_RECV | FI_TAGGED, 0, 0, NULL, m->tag, 0,
-					   cour_peer_fi_addr(m->peer), 0, 0);
-			cour_msg_discard(ep, m, true);
-			cour_pool_put(&ep->rxe_pool, rxe);
+			cour_msg_report_rx(cour_mep(ep, m), rxe, FI_RECV | FI_TAGGED, 0, 0, NULL,
+					   m->tag, 0, cour_unexp_src(m), 0, 0);
+			if (m->peer) {
+				cour_msg_discard(cour_mep(ep, m), m, true);
+			} else {
+				DL_DELETE(ep->rxq->utag, m);
+				cour_dgram_unexp_free(m);
+			}
+			cour_pool_put(&ep->rxq->rxe_pool, rxe);
 			return 0;
 		}
 		m->claimed = false;
-		DL_PREPEND(*cour_rxq(ep, tagged), rxe);
-		DL_DELETE(ep->unexp_tag, m);
-		cour_msg_bind_unexp(ep, m, rxe);
+		DL_PREPEND(*cour_rxq(ep, tagged), rxe);   /* (binding takes it off again) */
+		DL_DELETE(ep->rxq->utag, m);
+		if (!m->peer)
+			cour_dgram_unexp_take(m, rxe);
+		else
+			cour_msg_bind_unexp(cour_mep(ep, m), m, rxe);
 		return 0;
 	}
 
@@ -299,8 +347,13 @@ int cour_msg_recv(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	uint64_t ign = rxe->ignore;
 	while ((m = cour_find_unexp(ep, tagged, tag, ign, src))) {
 		DL_DELETE(*cour_unexpq(ep, tagged), m);
+		if (!m->peer) {
+			/* (a multi-receive buffer takes one now, the next with the next post) */
+			cour_dgram_unexp_take(m, rxe);
+			break;
+		}
 		/* a retired receive may already be freed by its last completion */
-		if (cour_msg_bind_unexp(ep, m, rxe))
+		if (cour_msg_bind_unexp(cour_mep(ep, m), m, rxe))
 			break;
 	}
 	return 0;
@@ -325,7 +378,7 @@ int cour_msg_cancel(struct cour_pep *ep, void *context)
 			cour_msg_report_rx(ep, rxe, FI_RECV | (t ? FI_TAGGED : FI_MSG) |
 					   (rxe->op_flags & FI_MULTI_RECV), 0, 0, NULL, rxe->tag, 0,
 					   FI_ADDR_NOTAVAIL, FI_ECANCELED, COUR_E_CANCELED);
-			cour_pool_put(&ep->rxe_pool, rxe);
+			cour_pool_put(&ep->rxq->rxe_pool, rxe);
 			return 0;
 		}
 	}
@@ -348,7 +401,32 @@ void cour_msg_handle_dgram(struct cour_pep *ep, const struct cour_pkt_hdr *hdr,
 	}
 	rxe = cour_msg_find_rxe(ep, tagged, hdr->msg.tag, src);
 	if (!rxe) {
-		ep->stats.drop_no_buf++;     /* datagrams without a receive are dropped */
+		/* as the socket would have: a datagram waits for its receive, up to a socket
+		 * buffer's worth (FI_COURIER_SOCKBUF) of them; past that it is dropped */
+		struct cour_rxmsg *u = NULL;
+
+		if (ep->rxq->dgram_bytes + plen <= cour_params.sockbuf)
+			u = cour_pool_get(&ep->rxmsg_pool);
+		if (u) {
+			memset(u, 0, sizeof(*u));
+			u->ubuf = malloc(plen ? plen : 1);
+		}
+		if (!u || !u->ubuf) {
+			if (u)
+				cour_pool_put(&ep->rxmsg_pool, u);
+			ep->stats.drop_no_buf++;
+			return;
+		}
+		memcpy(u->ubuf, payload, plen);
+		u->hdr_flags = hdr->base.flags;
+		u->tag = hdr->msg.tag;
+		u->data = hdr->msg.data;
+		u->total_len = u->received = plen;
+		u->dgram_src = src;
+		u->dgram_ep = ep;
+		ep->rxq->dgram_bytes += plen;
+		ep->stats.unexpected_msgs++;
+		DL_APPEND(*cour_unexpq(ep, tagged), u);
 		return;
 	}
 	memset(&m, 0, sizeof(m));
@@ -407,12 +485,20 @@ void cour_msg_ep_close(struct cour_pep *ep)
 {
 	struct cour_rxmsg *m, *mtmp;
 	struct cour_rxe *rxe, *rtmp;
+	bool shared = ep->rxq != &ep->own_rxq;
 
+	/* a shared receive context keeps its receives, and the other endpoints' messages */
 	for (int t = 0; t < 2; t++) {
 		DL_FOREACH_SAFE(*cour_unexpq(ep, t), m, mtmp) {
+			if (shared && cour_mep(ep, m) != ep)
+				continue;
 			DL_DELETE(*cour_unexpq(ep, t), m);
+			if (!m->peer && m->dgram_ep)
+				ep->rxq->dgram_bytes -= m->total_len;
 			free(m->ubuf);
 		}
+		if (shared)
+			continue;
 		DL_FOREACH_SAFE(*cour_rxq(ep, t), rxe, rtmp)
 			DL_DELETE(*cour_rxq(ep, t), rxe);
 	}

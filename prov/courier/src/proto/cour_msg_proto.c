@@ -42,12 +42,12 @@ void cour_msg_report_rx(struct cour_pep *ep, struct cour_rxe *rxe, uint64_t flag
 
 static void cour_rxe_free(struct cour_pep *ep, struct cour_rxe *rxe)
 {
-	cour_pool_put(&ep->rxe_pool, rxe);
+	cour_pool_put(&ep->rxq->rxe_pool, rxe);
 }
 
 struct cour_rxe **cour_rxq(struct cour_pep *ep, bool tagged)
 {
-	return tagged ? &ep->rxq_tag : &ep->rxq_msg;
+	return tagged ? &ep->rxq->tag : &ep->rxq->msg;
 }
 
 /* A matched message is complete (or failed): report it, release its receive. */
@@ -311,7 +311,7 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
 {
 	struct cour_peer *peer = m->peer;
 
-	DL_DELETE(*(m->hdr_flags & COUR_F_TAGGED ? &ep->unexp_tag : &ep->unexp_msg), m);
+	DL_DELETE(*(m->hdr_flags & COUR_F_TAGGED ? &ep->rxq->utag : &ep->rxq->umsg), m);
 	cour_unexp_settle(ep, m);
 	free(m->ubuf);
 	m->ubuf = NULL;
@@ -461,7 +461,7 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 				m->nomem = true;
 			}
 		}
-		DL_APPEND(*(tagged ? &ep->unexp_tag : &ep->unexp_msg), m);
+		DL_APPEND(*(tagged ? &ep->rxq->utag : &ep->rxq->umsg), m);
 		cour_unexp_add(peer, m);
 	}
 	if (!rts)

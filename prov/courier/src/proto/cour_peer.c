@@ -89,10 +89,10 @@ static void cour_peer_evict_strangers(struct cour_pep *ep)
 	size_t freed = 0;
 
 	/* messages outlive their sender's session (a reset peer looks new): keep their peers */
-	DL_FOREACH(ep->unexp_msg, m)
+	DL_FOREACH(ep->rxq->umsg, m)
 		if (m->peer)
 			m->peer->pinned = true;
-	DL_FOREACH(ep->unexp_tag, m)
+	DL_FOREACH(ep->rxq->utag, m)
 		if (m->peer)
 			m->peer->pinned = true;
 	HASH_ITER(hh, ep->rdv_by_id, m, mtmp)
@@ -583,7 +583,7 @@ void cour_peer_free_all(struct cour_pep *ep)
 static void cour_pep_pools_fini(struct cour_pep *ep)
 {
 	cour_pool_fini(&ep->txe_pool);
-	cour_pool_fini(&ep->rxe_pool);
+	cour_pool_fini(&ep->own_rxq.rxe_pool);
 	cour_pool_fini(&ep->rxmsg_pool);
 	cour_pool_fini(&ep->inject_pool);
 	cour_pool_fini(&ep->rxbuf_pool);
@@ -603,7 +603,9 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 	/* a wire may need more than a packet: a GRO train is read whole, then split */
 	ep->rxbuf_size = COUR_MAX((size_t)COUR_MAX_PKT, (size_t)COUR_WIRE_RXBUF_MIN) + 64;
 	cour_pool_init(&ep->txe_pool, sizeof(struct cour_txe), 64, 0);
-	cour_pool_init(&ep->rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* size is a floor */
+	cour_pool_init(&ep->own_rxq.rxe_pool, sizeof(struct cour_rxe), 64, 0);  /* size: a floor */
+	if (!ep->rxq)
+		ep->rxq = &ep->own_rxq;
 	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
 	/* inject copies, and the operands of atomics (with their compare values) */
 	cour_pool_init(&ep->inject_pool,
