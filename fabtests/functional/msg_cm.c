@@ -353,6 +353,18 @@ static int test_misuse(void)
 
 	CALL(fi_passive_ep(fabric, info, &pep, NULL));
 	CHECK(fi_listen(pep) == -FI_ENOEQ, "fi_listen without an EQ");
+	{
+		/* a second listener on the same address is refused, as TCP's bind is */
+		struct fid_pep *pep2 = NULL;
+		struct sockaddr_in at;
+		size_t al = sizeof(at);
+
+		CALL(fi_getname(&pep->fid, &at, &al));
+		CALL(fi_passive_ep(fabric, info, &pep2, NULL));
+		CHECK(fi_setname(&pep2->fid, &at, al) == -FI_EADDRINUSE,
+		      "two listeners on one port");
+		fi_close(&pep2->fid);
+	}
 	CALL(fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len));
 	CHECK(v == 256, "cm data size %zu", v);
 	/* an endpoint without an EQ cannot be enabled */

@@ -78,7 +78,24 @@ static int cour_cm_socket(const struct cour_addr *want, struct cour_addr *got)
 		COUR_WARN(FI_LOG_EP_CTRL, "passive endpoint socket: %s\n", strerror(errno));
 		return errno == EMFILE || errno == ENFILE ? -FI_EMFILE : -FI_ENOMEM;
 	}
-	/* accepted endpoints bind the same port, each connected to its peer (cour_udp.c) */
+	/* Accepted endpoints bind the same port, each connected to its peer (cour_udp.c), so
+	 * the listener takes SO_REUSEPORT; that would let a second listener share the port
+	 * too, so a plain socket first makes sure nothing holds it (as TCP's bind would) */
+	if (want->port) {
+		int probe = socket(sa.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		int busy = probe >= 0 && bind(probe, &sa.sa, len) != 0 && errno == EADDRINUSE;
+
+		if (probe >= 0)
+			close(probe);
+		if (busy) {
+			char str[80];
+
+			COUR_WARN(FI_LOG_EP_CTRL, "passive endpoint: %s is in use\n",
+				  cour_addr_str(want, str, sizeof(str)));
+			close(fd);
+			return -FI_EADDRINUSE;
+		}
+	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	if (bind(fd, &sa.sa, len) != 0) {
 		int e = errno;
@@ -609,8 +626,7 @@ static struct cour_ep *cour_cm_ep(struct cour_pep *pep)
 
 const struct cour_addr *cour_cm_peer(struct cour_conn *conn)
 {
-	return conn->has_peer && (conn->state == COUR_CONN_ACCEPTING ||
-				  conn->state == COUR_CONN_CONNECTED) ? &conn->peer : NULL;
+	return conn->has_peer && conn->state == COUR_CONN_CONNECTED ? &conn->peer : NULL;
 }
 
 fi_addr_t cour_cm_reverse(struct cour_conn *conn, const struct cour_addr *addr)
@@ -684,7 +700,8 @@ int cour_cm_connect(struct fid_ep *ep_fid, const void *addr, const void *param,
 					     ((const struct sockaddr *)addr)->sa_family == AF_INET ?
 					     sizeof(struct sockaddr_in) :
 					     sizeof(struct sockaddr_in6))) {
-		COUR_WARN(FI_LOG_EP_CTRL, "fi_connect: not a sockaddr_in/in6\n");
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_connect: not a sockaddr_in/in6 (family %d)\n",
+			  addr ? ((const struct sockaddr *)addr)->sa_family : -1);
 		return -FI_EINVAL;
 	}
 	if (!ep->pep.enabled) {
@@ -741,9 +758,14 @@ int cour_cm_accept(struct fid_ep *ep_fid, const void *param, size_t len)
 	c->data_len = len;
 	if (len)
 		memcpy(c->data, param, len);
-	c->state = COUR_CONN_ACCEPTING;
+	/* Connected now, as a TCP server is once it accepts: FI_CONNECTED here comes before
+	 * the connecting side's (applications count on that order), and ACCEPT goes again
+	 * until the peer answers ESTABLISHED or sends anything */
+	c->state = COUR_CONN_CONNECTED;
+	c->accept_pending = true;
 	c->started_us = now;
 	c->tries = 0;
+	cour_cm_event(ep, FI_CONNECTED, NULL, 0);     /* (queued before the peer can answer) */
 	cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, c->data, len);
 	cour_cm_schedule(ep, now);
 	cour_lock_release(&ep->domain->lock);
@@ -760,7 +782,7 @@ int cour_cm_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 		return -FI_EBADFLAGS;
 	cour_lock_acquire(&ep->domain->lock);
 	/* a peer that shut down first still hears of ours: it may wait for its FI_SHUTDOWN */
-	if (c->state != COUR_CONN_CONNECTED && c->state != COUR_CONN_ACCEPTING &&
+	if (c->state != COUR_CONN_CONNECTED &&
 	    (c->state != COUR_CONN_SHUTDOWN || !c->has_peer || c->shutdown_sent)) {
 		bool done = c->state == COUR_CONN_SHUTDOWN;
 
@@ -769,6 +791,7 @@ int cour_cm_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 	}
 	c->state = COUR_CONN_SHUTDOWN;
 	c->shutdown_sent = true;
+	c->accept_pending = false;
 	c->tries = 0;
 	cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
 	cour_cm_schedule(ep, cour_now_us());
@@ -830,10 +853,10 @@ void cour_cm_rx(struct cour_pep *pep, const struct cour_addr *from,
 		}
 		return;
 	case COUR_CM_ESTABLISHED:
-		if (from_peer && c->state == COUR_CONN_ACCEPTING) {
-			c->state = COUR_CONN_CONNECTED;
-			pep->cm_deadline = 0;
-			cour_cm_event(ep, FI_CONNECTED, NULL, 0);
+		if (from_peer && c->accept_pending) {
+			c->accept_pending = false;
+			if (c->state == COUR_CONN_CONNECTED)
+				pep->cm_deadline = 0;
 		}
 		return;
 	case COUR_CM_SHUTDOWN:
@@ -870,29 +893,44 @@ void cour_cm_tick(struct cour_pep *pep, uint64_t now)
 	c->tries++;
 	switch (c->state) {
 	case COUR_CONN_CONNECTING:
-	case COUR_CONN_ACCEPTING:
 		if (expired) {
 			char str[80];
 
-			COUR_WARN(FI_LOG_EP_CTRL, "connection %s %s timed out after %d ms\n",
-				  c->state == COUR_CONN_CONNECTING ? "to" : "from",
-				  cour_addr_str(c->state == COUR_CONN_CONNECTING ? &c->target :
-						&c->peer, str, sizeof(str)),
+			COUR_WARN(FI_LOG_EP_CTRL, "connection to %s timed out after %d ms\n",
+				  cour_addr_str(&c->target, str, sizeof(str)),
 				  cour_params.peer_timeout_ms);
 			c->state = COUR_CONN_FAILED;
-			c->has_peer = false;
-			c->gen++;
 			cour_cm_error(ep, FI_ETIMEDOUT, 0, NULL, 0);
 			return;
 		}
-		if (c->state == COUR_CONN_CONNECTING)
-			cour_pep_send_cm(pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->data,
-					 c->data_len);
-		else
-			cour_pep_send_cm(pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, c->data,
-					 c->data_len);
+		cour_pep_send_cm(pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->data,
+				 c->data_len);
 		cour_cm_schedule(ep, now);
 		return;
+	case COUR_CONN_CONNECTED: {
+		/* accepted: anything the peer sent says it has our ACCEPT */
+		struct cour_peer *peer = cour_peer_by_addr_locked(pep, &c->peer, false);
+
+		if (!c->accept_pending || (peer && peer->remote_session)) {
+			c->accept_pending = false;
+			return;
+		}
+		if (expired) {
+			char str[80];
+
+			COUR_WARN(FI_LOG_EP_CTRL, "accepted connection from %s: no answer in %d "
+				  "ms; shut down\n", cour_addr_str(&c->peer, str, sizeof(str)),
+				  cour_params.peer_timeout_ms);
+			c->accept_pending = false;
+			c->state = COUR_CONN_SHUTDOWN;
+			c->shutdown_reported = true;
+			cour_cm_event(ep, FI_SHUTDOWN, NULL, 0);
+			return;
+		}
+		cour_pep_send_cm(pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, c->data, c->data_len);
+		cour_cm_schedule(ep, now);
+		return;
+	}
 	case COUR_CONN_SHUTDOWN:
 		if (c->shutdown_sent && !c->shutdown_acked && c->tries < COUR_CM_SHUTDOWN_TRIES) {
 			cour_pep_send_cm(pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
@@ -910,7 +948,7 @@ void cour_cm_peer_lost(struct cour_pep *pep, const struct cour_addr *addr, int p
 	struct cour_conn *c = &ep->conn;
 
 	if (c->closing || !c->has_peer || !cour_addr_eq(addr, &c->peer) ||
-	    (c->state != COUR_CONN_CONNECTED && c->state != COUR_CONN_ACCEPTING) ||
+	    c->state != COUR_CONN_CONNECTED ||
 	    c->shutdown_reported)
 		return;
 	c->state = COUR_CONN_SHUTDOWN;
@@ -938,7 +976,7 @@ void cour_cm_ep_close(struct cour_ep *ep)
 
 	c->closing = true;
 	ep->pep.cm_deadline = 0;
-	if (c->has_peer && (c->state == COUR_CONN_CONNECTED || c->state == COUR_CONN_ACCEPTING))
+	if (c->has_peer && c->state == COUR_CONN_CONNECTED)
 		cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
 	if (c->eq)
 		cour_ref_dec(&c->eq->refcnt);

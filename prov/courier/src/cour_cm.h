@@ -8,7 +8,9 @@
  *   connecting endpoint --CONNREQ--> passive endpoint's socket: FI_CONNREQ on the listener's
  *   EQ, with an fi_info whose handle names the request;
  *   accepting endpoint (opened with that info) --ACCEPT--> connecting endpoint: FI_CONNECTED
- *   there, and it answers ESTABLISHED, which makes FI_CONNECTED at the accepting endpoint;
+ *   at the accepting endpoint at once (as a TCP server is connected when it accepts: its
+ *   FI_CONNECTED comes first) and at the connecting one on arrival; it answers ESTABLISHED,
+ *   which stops the accepting side sending ACCEPT again (so does any packet of the peer);
  *   or the passive endpoint --REJECT--> connecting endpoint: an FI_ECONNREFUSED error event.
  * Each side sends its packet again until answered (CONNREQ, ACCEPT: every 100 ms doubling to
  * 1 s, for FI_COURIER_PEER_TIMEOUT; then an FI_ETIMEDOUT error event) and answers every
@@ -35,7 +37,6 @@ struct cour_pep;
 enum cour_conn_state {
 	COUR_CONN_IDLE = 0,
 	COUR_CONN_CONNECTING,   /* fi_connect: CONNREQ out, waiting for ACCEPT or REJECT */
-	COUR_CONN_ACCEPTING,    /* fi_accept: ACCEPT out, waiting for ESTABLISHED */
 	COUR_CONN_CONNECTED,
 	COUR_CONN_SHUTDOWN,     /* by either side, or the peer was lost */
 	COUR_CONN_FAILED,       /* refused or timed out */
@@ -45,11 +46,12 @@ enum cour_conn_state {
 struct cour_conn {
 	struct cour_eq      *eq;
 	enum cour_conn_state state;
-	struct cour_addr     peer;       /* ACCEPTING and later: where data goes */
+	struct cour_addr     peer;       /* where data goes, once connected */
 	struct cour_addr     target;     /* CONNECTING: the passive endpoint */
 	bool                 has_peer;
 	bool                 shutdown_sent, shutdown_acked, shutdown_reported;
 	bool                 closing;
+	bool                 accept_pending; /* accepted: ACCEPT resent until the peer answers */
 	uint64_t             conn_id;
 	uint64_t             started_us;
 	unsigned             tries;
