@@ -556,6 +556,7 @@ Test(attr, domain_limits)
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->domain_attr->mr_iov_limit = 0;
 	hints->domain_attr->max_ep_stx_ctx = 1024;
+	drop();
 	get(V117, NULL, NULL, 0, hints, NTYPES);
 	drop();
 	hints->domain_attr->max_ep_stx_ctx = 1025;

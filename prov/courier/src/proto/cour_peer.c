@@ -165,7 +165,9 @@ struct cour_peer *cour_peer_get_locked(struct cour_pep *ep, fi_addr_t fi_addr)
 	if (COUR_UNLIKELY(!ep->av_gen))
 		return NULL;
 	if (COUR_UNLIKELY(ep->peer_cache_gen != *ep->av_gen)) {
-		memset(ep->peer_by_fiaddr, 0, ep->peer_cache_len * sizeof(*ep->peer_by_fiaddr));
+		if (ep->peer_by_fiaddr)
+			memset(ep->peer_by_fiaddr, 0,
+			       ep->peer_cache_len * sizeof(*ep->peer_by_fiaddr));
 		ep->peer_cache_gen = *ep->av_gen;
 	}
 	if (COUR_LIKELY(fi_addr < ep->peer_cache_len && ep->peer_by_fiaddr[fi_addr]))
