@@ -67,6 +67,20 @@ static ssize_t next_event(uint32_t *event, void *entry, size_t len)
 	return fi_eq_sread(eq, event, entry, len, EQ_MS, 0);
 }
 
+/* The next event is `want`, from fid (NULL: any), with cm data of len bytes; the entry in ev */
+static int expect(uint32_t want, struct fid *fid, size_t len, uint8_t *ev, size_t evlen)
+{
+	struct fi_eq_cm_entry *entry = (void *)ev;
+	uint32_t event = 0;
+	ssize_t n = next_event(&event, ev, evlen);
+
+	CHECK(n == (ssize_t)(sizeof(*entry) + len) && event == want,
+	      "got %zd bytes, event %u; want %zu bytes, event %u", n, event,
+	      sizeof(*entry) + len, want);
+	CHECK(!fid || entry->fid == fid, "event %u for another object", event);
+	return 0;
+}
+
 static int open_side(struct side *s, struct fi_info *fi)
 {
 	struct fi_cq_attr ca = { .format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_UNSPEC };
@@ -197,13 +211,11 @@ static int test_connect_accept(void)
 	      ntohs(name.sin_port), ntohs(to.sin_port));
 	/* fi_shutdown: the peer hears it, then answers with its own */
 	CALL(fi_shutdown(a.ep, 0));
-	n = next_event(&event, ev, sizeof(ev));
-	CHECK(n == sizeof(*entry) && event == FI_SHUTDOWN && entry->fid == &p.ep->fid,
-	      "got %zd, event %u", n, event);
+	if (expect(FI_SHUTDOWN, &p.ep->fid, 0, ev, sizeof(ev)))
+		goto out;
 	CALL(fi_shutdown(p.ep, 0));
-	n = next_event(&event, ev, sizeof(ev));
-	CHECK(n == sizeof(*entry) && event == FI_SHUTDOWN && entry->fid == &a.ep->fid,
-	      "got %zd, event %u", n, event);
+	if (expect(FI_SHUTDOWN, &a.ep->fid, 0, ev, sizeof(ev)))
+		goto out;
 	ret = 0;
 out:
 	close_side(&a);
@@ -221,30 +233,24 @@ static int test_peer_close(void)
 	struct sockaddr_in to;
 	uint8_t ev[sizeof(struct fi_eq_cm_entry) + 256];
 	struct fi_eq_cm_entry *entry = (void *)ev;
-	uint32_t event;
-	ssize_t n;
 	int ret = -1;
 
 	CHECK(pep, "no listener");
 	if (pep_addr(pep, &to) || open_side(&a, info))
 		goto out;
 	CALL(fi_connect(a.ep, &to, NULL, 0));
-	n = next_event(&event, ev, sizeof(ev));
-	CHECK(n == sizeof(*entry) && event == FI_CONNREQ, "got %zd, event %u", n, event);
-	if (open_side(&p, entry->info))
+	if (expect(FI_CONNREQ, &pep->fid, 0, ev, sizeof(ev)) || open_side(&p, entry->info))
 		goto out;
 	fi_freeinfo(entry->info);
 	CALL(fi_accept(p.ep, NULL, 0));
-	for (int i = 0; i < 2; i++) {
-		n = next_event(&event, ev, sizeof(ev));
-		CHECK(n == sizeof(*entry) && event == FI_CONNECTED, "got %zd, event %u", n, event);
-	}
-	if (exchange(&p, &a, 'x', 10))
+	/* the accepting side's first: it is connected when it accepts */
+	if (expect(FI_CONNECTED, &p.ep->fid, 0, ev, sizeof(ev)) ||
+	    expect(FI_CONNECTED, &a.ep->fid, 0, ev, sizeof(ev)) ||
+	    exchange(&p, &a, 'x', 10))
 		goto out;
 	close_side(&p);
-	n = next_event(&event, ev, sizeof(ev));
-	CHECK(n == sizeof(*entry) && event == FI_SHUTDOWN && entry->fid == &a.ep->fid,
-	      "got %zd, event %u", n, event);
+	if (expect(FI_SHUTDOWN, &a.ep->fid, 0, ev, sizeof(ev)))
+		goto out;
 	ret = 0;
 out:
 	close_side(&a);

@@ -73,32 +73,21 @@ static const struct fi_rx_attr cour_dgram_rx_attr = {
 	.iov_limit = COUR_IOV_LIMIT,
 };
 
-static const struct fi_ep_attr cour_rdm_ep_attr = {
-	.type = FI_EP_RDM,
-	.protocol = FI_PROTO_UDP,
-	.protocol_version = COUR_PROTO_VERSION,
-	.max_msg_size = COUR_MAX_MSG_SIZE,
-	.max_order_raw_size = COUR_MAX_MSG_SIZE,
-	.max_order_war_size = COUR_MAX_MSG_SIZE,
-	.max_order_waw_size = COUR_MAX_MSG_SIZE,
-	.mem_tag_format = COUR_TAG_FORMAT,
-	.tx_ctx_cnt = 1,
-	.rx_ctx_cnt = 1,
-};
-
-/* A connected endpoint is the reliable engine with one peer (cour_cm.h) */
-static const struct fi_ep_attr cour_msg_ep_attr = {
-	.type = FI_EP_MSG,
-	.protocol = FI_PROTO_UDP,
-	.protocol_version = COUR_PROTO_VERSION,
-	.max_msg_size = COUR_MAX_MSG_SIZE,
-	.max_order_raw_size = COUR_MAX_MSG_SIZE,
-	.max_order_war_size = COUR_MAX_MSG_SIZE,
-	.max_order_waw_size = COUR_MAX_MSG_SIZE,
-	.mem_tag_format = COUR_TAG_FORMAT,
-	.tx_ctx_cnt = 1,
-	.rx_ctx_cnt = 1,
-};
+/* RDM and MSG endpoints: the reliable engine (a connected one talks to one peer, cour_cm.h) */
+#define COUR_RELIABLE_EP_ATTR(ep_type) {					\
+	.type = (ep_type),							\
+	.protocol = FI_PROTO_UDP,						\
+	.protocol_version = COUR_PROTO_VERSION,					\
+	.max_msg_size = COUR_MAX_MSG_SIZE,					\
+	.max_order_raw_size = COUR_MAX_MSG_SIZE,				\
+	.max_order_war_size = COUR_MAX_MSG_SIZE,				\
+	.max_order_waw_size = COUR_MAX_MSG_SIZE,				\
+	.mem_tag_format = COUR_TAG_FORMAT,					\
+	.tx_ctx_cnt = 1,							\
+	.rx_ctx_cnt = 1,							\
+}
+static const struct fi_ep_attr cour_rdm_ep_attr = COUR_RELIABLE_EP_ATTR(FI_EP_RDM);
+static const struct fi_ep_attr cour_msg_ep_attr = COUR_RELIABLE_EP_ATTR(FI_EP_MSG);
 
 static const struct fi_ep_attr cour_dgram_ep_attr = {
 	.type = FI_EP_DGRAM,

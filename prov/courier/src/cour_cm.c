@@ -413,14 +413,8 @@ static int cour_cm_pep_close(struct fid *fid)
 static int cour_cm_pep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct cour_cm_pep *pep = COUR_CONTAINER_OF(fid, struct cour_cm_pep, pep_fid.fid);
-	union cour_sockaddr sa;
-	size_t len = cour_addr_to_sockaddr(&pep->addr, &sa), have = *addrlen;
 
-	*addrlen = len;
-	if (have < len)
-		return -FI_ETOOSMALL;
-	memcpy(addr, &sa, len);
-	return 0;
+	return cour_addr_name_out(&pep->addr, addr, addrlen);
 }
 
 static int cour_cm_pep_setname(fid_t fid, void *addr, size_t addrlen)
@@ -803,22 +797,14 @@ int cour_cm_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 int cour_cm_getpeer(struct fid_ep *ep_fid, void *addr, size_t *addrlen)
 {
 	struct cour_ep *ep = cour_ep_of(ep_fid);
-	union cour_sockaddr sa;
-	size_t len, have = *addrlen;
-	int ret = 0;
+	struct cour_addr peer;
+	bool has;
 
 	cour_lock_acquire(&ep->domain->lock);
-	if (!ep->conn.has_peer) {
-		cour_lock_release(&ep->domain->lock);
-		return -FI_ENOTCONN;
-	}
-	len = cour_addr_to_sockaddr(&ep->conn.peer, &sa);
+	has = ep->conn.has_peer;
+	peer = ep->conn.peer;
 	cour_lock_release(&ep->domain->lock);
-	*addrlen = len;
-	if (have < len)
-		ret = -FI_ETOOSMALL;
-	memcpy(addr, &sa, COUR_MIN(have, len));
-	return ret;
+	return has ? cour_addr_name_out(&peer, addr, addrlen) : -FI_ENOTCONN;
 }
 
 void cour_cm_rx(struct cour_pep *pep, const struct cour_addr *from,

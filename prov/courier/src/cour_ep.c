@@ -309,15 +309,8 @@ static int cour_ep_enable(struct cour_ep *ep)
 static int cour_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
-	struct sockaddr_storage ss;
-	size_t len = cour_addr_to_sockaddr(&ep->pep.wire.addr, &ss);
-	size_t have = *addrlen;
 
-	*addrlen = len;
-	if (have < len)
-		return -FI_ETOOSMALL;
-	memcpy(addr, &ss, len);
-	return 0;
+	return cour_addr_name_out(&ep->pep.wire.addr, addr, addrlen);
 }
 
 static int cour_ep_setname(fid_t fid, void *addr, size_t addrlen)

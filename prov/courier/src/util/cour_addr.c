@@ -29,6 +29,16 @@ int cour_addr_from_sockaddr(struct cour_addr *a, const void *sa, size_t len)
 	return -FI_EINVAL;
 }
 
+int cour_addr_name_out(const struct cour_addr *a, void *buf, size_t *len)
+{
+	union cour_sockaddr sa;
+	size_t n = cour_addr_to_sockaddr(a, &sa), have = *len;
+
+	*len = n;
+	memcpy(buf, &sa, COUR_MIN(have, n));
+	return have < n ? -FI_ETOOSMALL : 0;
+}
+
 size_t cour_addr_to_sockaddr(const struct cour_addr *a, void *ss)
 {
 	memset(ss, 0, sizeof(union cour_sockaddr));

@@ -34,6 +34,9 @@ union cour_sockaddr {
 /* Writes the sockaddr the address came from (in or in6) into ss, which has room for a
  * union cour_sockaddr at least; returns its length. */
 size_t cour_addr_to_sockaddr(const struct cour_addr *a, void *ss);
+/* fi_getname / fi_getpeer: the sockaddr into buf, *len bytes of room; *len becomes its size.
+ * 0, or -FI_ETOOSMALL with as much as fits copied (fi_cm(3)). */
+int cour_addr_name_out(const struct cour_addr *a, void *buf, size_t *len);
 /* "fi_sockaddr_in://1.2.3.4:5" style text, always NUL-terminated; returns buf. */
 char *cour_addr_str(const struct cour_addr *a, char *buf, size_t len);
 bool cour_addr_is_loopback(const struct cour_addr *a);
