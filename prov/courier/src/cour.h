@@ -167,5 +167,13 @@ int cour_no_control(struct fid *fid, int command, void *arg);
 int cour_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
 int cour_no_tostr(const struct fid *fid, char *buf, size_t len);
 int cour_no_ops_set(struct fid *fid, const char *name, uint64_t flags, void *ops, void *context);
+int cour_no_connect(struct fid_ep *ep, const void *addr, const void *param, size_t len);
+int cour_no_listen(struct fid_pep *pep);
+int cour_no_accept(struct fid_ep *ep, const void *param, size_t len);
+int cour_no_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t len);
+int cour_no_shutdown(struct fid_ep *ep, uint64_t flags);
+int cour_no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
+		 void *context);
+int cour_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen);
 
 #endif /* COUR_H */

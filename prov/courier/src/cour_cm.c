@@ -497,44 +497,17 @@ static struct fi_ops_ep cour_cm_pep_ep_ops = {
 	.setopt = cour_cm_pep_setopt,
 };
 
-static int cour_cm_no_connect(struct fid_ep *ep, const void *addr, const void *param,
-			      size_t len)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_cm_no_accept(struct fid_ep *ep, const void *param, size_t len)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_cm_pep_no_shutdown(struct fid_ep *ep, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_cm_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_cm_no_join(struct fid_ep *ep, const void *addr, uint64_t flags,
-			   struct fid_mc **mc, void *context)
-{
-	return -FI_ENOSYS;
-}
-
 static struct fi_ops_cm cour_cm_pep_cm_ops = {
 	.size = sizeof(struct fi_ops_cm),
 	.setname = cour_cm_pep_setname,
 	.getname = cour_cm_pep_getname,
-	.getpeer = cour_cm_no_getpeer,
-	.connect = cour_cm_no_connect,
+	.getpeer = cour_no_getpeer,
+	.connect = cour_no_connect,
 	.listen = cour_cm_pep_listen,
-	.accept = cour_cm_no_accept,
+	.accept = cour_no_accept,
 	.reject = cour_cm_pep_reject,
-	.shutdown = cour_cm_pep_no_shutdown,
-	.join = cour_cm_no_join,
+	.shutdown = cour_no_shutdown,
+	.join = cour_no_join,
 };
 
 static struct fi_ops cour_connreq_fi_ops = {

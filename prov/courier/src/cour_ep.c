@@ -779,42 +779,6 @@ static ssize_t cour_ep_tx_size_left(struct fid_ep *ep_fid)
 	return (ssize_t)(cour_params.tx_size - ep->pep.tx_outstanding);
 }
 
-static int cour_no_connect(struct fid_ep *ep, const void *addr, const void *param, size_t len)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_no_listen(struct fid_pep *pep)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_no_accept(struct fid_ep *ep, const void *param, size_t len)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_no_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t len)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_no_shutdown(struct fid_ep *ep, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
-			void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static int cour_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
-{
-	return -FI_ENOSYS;
-}
-
 static struct fi_ops cour_ep_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cour_ep_close,

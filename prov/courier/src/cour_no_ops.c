@@ -119,3 +119,41 @@ struct fi_ops_atomic cour_no_atomic_ops = {
 	.readwritevalid = cour_no_atomic_valid,
 	.compwritevalid = cour_no_atomic_valid,
 };
+
+/* fi_ops_cm calls an object does not take */
+int cour_no_connect(struct fid_ep *ep, const void *addr, const void *param, size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+int cour_no_listen(struct fid_pep *pep)
+{
+	return -FI_ENOSYS;
+}
+
+int cour_no_accept(struct fid_ep *ep, const void *param, size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+int cour_no_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+int cour_no_shutdown(struct fid_ep *ep, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+int cour_no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
+			void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int cour_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
+{
+	return -FI_ENOSYS;
+}
+
