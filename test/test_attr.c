@@ -334,7 +334,8 @@ Test(attr, tx_rx_and_domain_caps_are_checked)
 {
 	hints->tx_attr->caps = FI_MSG | FI_RECV | FI_SOURCE;	/* rx bits in tx caps: fine */
 	get(V117, NULL, NULL, 0, hints, NTYPES);
-	hints->rx_attr->caps = FI_RMA;         /* only RDM has it */
+	drop();
+	hints->rx_attr->caps = FI_RMA;         /* only the reliable types have it */
 	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	drop();
