@@ -150,6 +150,28 @@ Test(rxwin, early_packets_are_held_sacked_and_delivered_in_order)
 	cr_assert_eq(ep->pep.stats.ooo_rcvd, 2);
 }
 
+/* A lost GRO burst leaves the whole next train out of order: one ACK (with the SACKs) for the
+ * train at the end of the pass, not one for each packet */
+Test(rxwin, out_of_order_packets_of_a_gro_train_get_one_ack_at_the_end_of_the_pass)
+{
+	ep->pep.wire.rx_borrowed = true;          /* (as the UDP wire sets it inside a train) */
+	ep->pep.wire.rx_train_len = 6 * 1400;
+	for (uint32_t s = 2; s < 8; s++)
+		rx_msg(s, s);
+	ep->pep.wire.rx_borrowed = false;
+	ep->pep.wire.rx_train_len = 0;
+	cr_assert_eq(peer->rx_held, 6);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 0, "an ACK for every packet of the train");
+	cr_assert(peer->ack_needed);
+	cour_ep_timers(&ep->pep, cour_now_us());  /* the end of the pass */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert_eq(last_ack()->hdr.base.ack, 0);
+	cr_assert_eq(last_ack()->hdr.base.sack, 0x7e, "the SACK names the six held");
+	/* outside a train, as before: at once */
+	rx_msg(9, 9);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
+}
+
 Test(rxwin, a_message_reassembles_from_fragments_out_of_order)
 {
 	char msg[2000];

@@ -267,6 +267,7 @@ struct cour_peer {
 	uint64_t             srtt_us, rttvar_us, rto_us;
 	uint64_t             rto_deadline;    /* 0: not armed */
 	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
+	bool                 tail_probed;     /* the tail probe went since that (peer_ack.c) */
 	uint64_t             last_heard_us;   /* last valid packet of any kind from the peer */
 	uint64_t             probe_deadline;  /* waiting on the peer: next liveness probe, 0: none */
 	uint64_t             wait_since_us;   /* ...since then (silence before it is not silence) */

@@ -119,6 +119,36 @@ uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
 	return due;
 }
 
+/*
+ * Tail loss: when the last packets of a flight are lost, no later packet arrives to be SACKed
+ * and show the hole, and only the RTO notices (milliseconds under loss, doubling). Instead,
+ * two SRTTs (and the peer's ACK delay) after the newest packet left, with nothing
+ * acknowledged since, that packet is sent again, once: its ACK either moves the window or
+ * SACKs it above the hole, which fast retransmit and the hole timer then repair. Returns
+ * when to look again, 0 if nothing is to watch.
+ */
+uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now)
+{
+	struct cour_txpkt *slot;
+	uint64_t due;
+
+	if (!peer->txwin || peer->via_shm || peer->tail_probed || !peer->srtt_us ||
+	    peer->tx_una == peer->tx_next)
+		return 0;
+	slot = cour_txslot(peer, peer->tx_next - 1);
+	if (slot->sacked || !slot->sent_us)
+		return 0;
+	due = COUR_MAX(slot->sent_us, peer->last_ack_us) +
+	      COUR_MAX(2 * peer->srtt_us + (uint64_t)cour_params.ack_delay_us, 300u);
+	if (now < due)
+		return due;
+	peer->tail_probed = true;
+	cour_slot_send(peer, slot, now);
+	peer->ep->stats.retrans_fast++;
+	cour_wire_flush(peer->ep);
+	return 0;
+}
+
 /* The acknowledgement fields of any valid packet from the peer. */
 static void cour_peer_sack_one(struct cour_peer *peer, uint32_t s, uint64_t now,
 			       struct cour_txpkt **fresh)
@@ -169,6 +199,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 			peer->tx_una++;
 		}
 		peer->last_ack_us = now;
+		peer->tail_probed = false;
 		peer->silence_warned = false;
 		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
 		if (peer->rto_deadline)
@@ -186,6 +217,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		if (fresh)
 			cour_peer_rtt_sample(peer, cour_us_since(now, fresh->sent_us));
 		peer->last_ack_us = now;
+		peer->tail_probed = false;
 		cour_peer_fast_rexmit(peer, now);
 	}
 push:

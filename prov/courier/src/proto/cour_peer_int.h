@@ -17,5 +17,6 @@ void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot);
 bool cour_peer_last_sacked(const struct cour_peer *peer, uint32_t *last);
 /* Holes below a SACKed packet resent from the timer; when to look again, 0: no hole. */
 uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now);
+uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now);
 
 #endif

@@ -47,6 +47,16 @@ static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 	return crc == want;
 }
 
+/* An ACK at the end of this progress pass (the timers run right after the wire's batch) */
+static void cour_peer_ack_at_pass_end(struct cour_peer *peer, uint64_t now)
+{
+	if (!peer->ack_needed || peer->ack_deadline > now) {
+		peer->ack_needed = true;
+		peer->ack_deadline = now;
+		cour_ep_timer_at(peer->ep, now);
+	}
+}
+
 /*
  * An in-order packet its handler rejects took a sequence number the genuine packet needed: the
  * session can no longer finish what is in flight (a message missing a fragment would wait for
@@ -213,15 +223,13 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		 * ACK for the train, as TCP acknowledges one GRO segment */
 		bool train = ep->wire.rx_borrowed;
 
-		if (peer->rx_held || peer->shm ||
-		    (!train && peer->rx_since_ack >= COUR_ACK_EVERY)) {
+		bool due = peer->rx_held || peer->rx_since_ack >= COUR_ACK_EVERY;
+
+		if (peer->shm || (!train && due)) {
 			cour_peer_send_ack(peer, 0);
-		} else if (train && peer->rx_since_ack >= COUR_ACK_EVERY) {
-			if (!peer->ack_needed || peer->ack_deadline > now) {
-				peer->ack_needed = true;
-				peer->ack_deadline = now;
-				cour_ep_timer_at(ep, now);
-			}
+		} else if (train && due) {
+			/* (while holes are held, too: one SACK for the train, not one a packet) */
+			cour_peer_ack_at_pass_end(peer, now);
 		} else if (!peer->ack_needed && peer->rx_since_ack) {
 			/* (an answer the handler sent already carried the ACK) */
 			peer->ack_needed = true;
@@ -265,7 +273,13 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	slot->len = (uint32_t)len;
 	peer->rx_held++;
 	ep->stats.ooo_rcvd++;
-	cour_peer_send_ack(peer, 0);               /* SACK tells the sender about the hole now */
+	/* SACK tells the sender about the hole now: at the end of this pass inside a GRO train
+	 * (a lost burst leaves the whole next train out of order: one ACK for it, not one for
+	 * each of its packets, each making the sender scan its window) */
+	if (ep->wire.rx_borrowed)
+		cour_peer_ack_at_pass_end(peer, now);
+	else
+		cour_peer_send_ack(peer, 0);
 	return fresh;
 }
 
