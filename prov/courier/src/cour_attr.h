@@ -25,6 +25,7 @@
 #define COUR_ATTR_H
 
 #include "cour.h"
+#include "util/cour_addr.h"
 #include <sys/socket.h>
 
 /* cour_ep.h carries the same two limits under #ifndef; either header may come first. */
@@ -85,6 +86,9 @@ int cour_info_check(const struct fi_info *info);
  * node is named (FI_COURIER_IFACE_ADDR, else loopback) in addr_format's family, port 0.
  */
 int cour_attr_default_bind(uint32_t addr_format, struct sockaddr_storage *ss, size_t *len);
+/* Where an endpoint (active or passive) opened from info binds: its src_addr, else the
+ * default above. 0 or -FI_EINVAL (logged). */
+int cour_attr_bind_addr(const struct fi_info *info, struct cour_addr *want);
 
 /* The source and destination addresses fi_getinfo's node, service, flags and hints name
  * (cour_attr_addr.c). */

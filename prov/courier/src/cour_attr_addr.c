@@ -269,3 +269,21 @@ int cour_attr_set_addrs(struct fi_info *fi, const struct cour_attr_addrs *a)
 	       cour_attr_copy_addr(&fi->dest_addr, &fi->dest_addrlen, &a->dest, a->dest_len);
 }
 
+int cour_attr_bind_addr(const struct fi_info *info, struct cour_addr *want)
+{
+	struct sockaddr_storage ss;
+	size_t len;
+	int ret;
+
+	if (info->src_addr) {
+		if (cour_addr_from_sockaddr(want, info->src_addr, info->src_addrlen)) {
+			COUR_WARN(FI_LOG_EP_CTRL, "src_addr is not a sockaddr_in/in6\n");
+			return -FI_EINVAL;
+		}
+		return 0;
+	}
+	ret = cour_attr_default_bind(info->addr_format, &ss, &len);
+	if (ret)
+		return ret;
+	return cour_addr_from_sockaddr(want, &ss, len) ? -FI_EINVAL : 0;
+}

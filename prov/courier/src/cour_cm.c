@@ -535,22 +535,9 @@ int cour_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	ret = cour_info_check(info);
 	if (ret)
 		return ret;
-	if (info->src_addr) {
-		if (cour_addr_from_sockaddr(&want, info->src_addr, info->src_addrlen)) {
-			COUR_WARN(FI_LOG_EP_CTRL, "src_addr is not a sockaddr_in/in6\n");
-			return -FI_EINVAL;
-		}
-		want.is_v4 = ((const struct sockaddr *)info->src_addr)->sa_family == AF_INET;
-	} else {
-		struct sockaddr_storage ss;
-		size_t len;
-
-		ret = cour_attr_default_bind(info->addr_format, &ss, &len);
-		if (ret)
-			return ret;
-		cour_addr_from_sockaddr(&want, &ss, len);
-		want.is_v4 = ss.ss_family == AF_INET;
-	}
+	ret = cour_attr_bind_addr(info, &want);
+	if (ret)
+		return ret;
 	pep = calloc(1, sizeof(*pep));
 	if (!pep)
 		return -FI_ENOMEM;

@@ -682,20 +682,9 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	ret = cour_info_check(info);
 	if (ret)
 		return ret;
-	if (info->src_addr) {
-		if (cour_addr_from_sockaddr(&want, info->src_addr, info->src_addrlen)) {
-			COUR_WARN(FI_LOG_EP_CTRL, "src_addr is not a sockaddr_in/in6\n");
-			return -FI_EINVAL;
-		}
-	} else {
-		struct sockaddr_storage ss;
-		size_t len;
-
-		ret = cour_attr_default_bind(info->addr_format, &ss, &len);
-		if (ret)
-			return ret;
-		cour_addr_from_sockaddr(&want, &ss, len);
-	}
+	ret = cour_attr_bind_addr(info, &want);
+	if (ret)
+		return ret;
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
