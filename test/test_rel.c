@@ -428,35 +428,35 @@ Test(txwin, sacks_released_by_a_cumulative_ack_leave_no_holes_behind)
 	cr_assert_eq(ep->pep.stats.retrans_fast, 1);
 	capwire_ack(ep, 4, 0, 8);                 /* 0..3 released, 4 and 5 still out */
 	capwire_clear();
-	/* long after, but before the RTO: 4 and 5 are no holes, nothing above them is SACKed;
-	 * only the tail probe goes, the newest packet once */
-	peer->srtt_us = 100;            /* the probe's wait (300 us) within rto/2 (>= 500) */
+	/* long after, but before the RTO (and the tail probe, never before the RTO floor): 4
+	 * and 5 are no holes, nothing above them is SACKed */
 	cour_ep_timers(&ep->pep, cour_now_us() + peer->rto_us / 2);
-	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 1);
-	cr_assert_eq(capwire_nth(COUR_PKT_EAGER, 0)->hdr.base.seq, 5);
-	cr_assert_eq(ep->pep.stats.retrans_fast, 2);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 0);
+	cr_assert_eq(ep->pep.stats.retrans_fast, 1);
+	cr_assert_eq(ep->pep.stats.retrans_probe, 0);
 }
 
-Test(txwin, a_lost_tail_is_probed_once_after_two_srtts_not_at_the_rto)
+Test(txwin, a_lost_tail_is_probed_once_after_two_srtts_before_the_rto)
 {
 	uint64_t t0;
 
 	peer->tx_credit_limit = PLENTY;
 	capwire_send(ep, data, 3 * CAPWIRE_ROOM, NULL, 0);   /* seqs 0..2, all lost */
-	peer->srtt_us = 200;
+	peer->srtt_us = 2000;           /* two SRTTs (4 ms) above the RTO floor */
 	peer->rto_us = 50000;
 	peer->rto_deadline = cour_now_us() + peer->rto_us;
 	t0 = cour_txslot(peer, 2)->sent_us;
 	capwire_clear();
 	/* before two SRTTs (+ the ACK delay): nothing */
-	cour_ep_timers(&ep->pep, t0 + 300);
+	cour_ep_timers(&ep->pep, t0 + 3000);
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 0);
 	/* after: the newest packet, once, and the RTO stays where it was */
-	cour_ep_timers(&ep->pep, t0 + 2 * 200 + (uint64_t)cour_params.ack_delay_us + 1);
+	cour_ep_timers(&ep->pep, t0 + 2 * 2000 + (uint64_t)cour_params.ack_delay_us + 1);
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 1);
 	cr_assert_eq(capwire_nth(COUR_PKT_EAGER, 0)->hdr.base.seq, 2);
-	cour_ep_timers(&ep->pep, t0 + 5000);
+	cour_ep_timers(&ep->pep, t0 + 20000);
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 1, "probed twice without an ACK between");
+	cr_assert_eq(ep->pep.stats.retrans_probe, 1);
 	cr_assert_eq(ep->pep.stats.retrans_timeout, 0);
 	/* an ACK of the probe (2 SACKed above the hole 0..1) starts fast retransmit; a later
 	 * tail is probed again */

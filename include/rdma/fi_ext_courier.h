@@ -96,6 +96,8 @@ struct fi_courier_stats {
 	uint64_t credit_repaid;             /* units taken back from loans for other peers */
 	uint64_t rts_adopted;               /* unexpected RTS cleared into a buffer of ours
 					     * (within FI_COURIER_UNEXP_MAX) */
+	uint64_t retrans_probe;             /* tail probes: the newest packet resent two SRTTs
+					     * after it left with nothing acknowledged */
 };
 
 struct fi_courier_ops_ep {

@@ -561,9 +561,9 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		s.win_frees);
 	fprintf(stderr, "courier stats %s: unexp_bytes %" PRIu64 " unexp_peak %" PRIu64
 		" credit_rts %" PRIu64 " credit_grants %" PRIu64 " credit_refused %" PRIu64
-		" credit_repaid %" PRIu64 " rts_adopted %" PRIu64 "\n", str, s.unexp_bytes,
-		s.unexp_peak, s.credit_rts, s.credit_grants, s.credit_refused, s.credit_repaid,
-		s.rts_adopted);
+		" credit_repaid %" PRIu64 " rts_adopted %" PRIu64 " retrans_probe %" PRIu64 "\n",
+		str, s.unexp_bytes, s.unexp_peak, s.credit_rts, s.credit_grants, s.credit_refused,
+		s.credit_repaid, s.rts_adopted, s.retrans_probe);
 }
 
 /* ---- open and close ---- */

@@ -397,8 +397,7 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	}
 	/* the newest packet: the tail probe watches it (cour_peer_tail_probe) */
 	if (peer->srtt_us && !peer->via_shm)
-		cour_ep_timer_at(peer->ep, now + COUR_MAX(2 * peer->srtt_us +
-						    (uint64_t)cour_params.ack_delay_us, 300u));
+		cour_ep_timer_at(peer->ep, now + cour_peer_probe_wait(peer));
 
 	/* single-packet types are built once; data types when every byte is in a packet */
 	bool more = txe->built < txe->total_len;

@@ -127,6 +127,14 @@ uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
  * SACKs it above the hole, which fast retransmit and the hole timer then repair. Returns
  * when to look again, 0 if nothing is to watch.
  */
+uint64_t cour_peer_probe_wait(const struct cour_peer *peer)
+{
+	/* never before the shortest RTO could fire: a receiver that progresses late (a busy
+	 * application under manual progress) must not draw a duplicate every flight */
+	return COUR_MAX(2 * peer->srtt_us + (uint64_t)cour_params.ack_delay_us,
+			(uint64_t)cour_params.rto_min_us);
+}
+
 uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now)
 {
 	struct cour_txpkt *slot;
@@ -138,13 +146,12 @@ uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now)
 	slot = cour_txslot(peer, peer->tx_next - 1);
 	if (slot->sacked || !slot->sent_us)
 		return 0;
-	due = COUR_MAX(slot->sent_us, peer->last_ack_us) +
-	      COUR_MAX(2 * peer->srtt_us + (uint64_t)cour_params.ack_delay_us, 300u);
+	due = COUR_MAX(slot->sent_us, peer->last_ack_us) + cour_peer_probe_wait(peer);
 	if (now < due)
 		return due;
 	peer->tail_probed = true;
 	cour_slot_send(peer, slot, now);
-	peer->ep->stats.retrans_fast++;
+	peer->ep->stats.retrans_probe++;
 	cour_wire_flush(peer->ep);
 	return 0;
 }
