@@ -582,8 +582,10 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 
 	while (n < COUR_WIRE_RX_BATCH) {
 		_Alignas(8) uint8_t hdrs[COUR_UDP_TRAIN_MAX][COUR_WIRE_HDR_MAX];
-		struct iovec v[2 * COUR_UDP_TRAIN_MAX + 1] = {
-			{ .iov_base = hdrs[0], .iov_len = hl } };
+		/* (not zeroed: only the first cnt entries are ever read, and this runs per datagram) */
+		struct iovec v[2 * COUR_UDP_TRAIN_MAX + 1];
+
+		v[0] = (struct iovec){ .iov_base = hdrs[0], .iov_len = hl };
 		struct msghdr m = {
 			.msg_name = &w->rx_sa[0], .msg_namelen = sizeof(w->rx_sa[0]),
 			.msg_iov = v, .msg_iovlen = 1,
