@@ -16,8 +16,9 @@
  *   fail the whole call with -FI_EINVAL.
  * - fi_av_remove removes every valid fi_addr_t of the array and returns -FI_EINVAL if any entry
  *   was invalid (out of range or already removed).
- * - Scalable endpoints (rx_ctx_bits), shared AVs (name, FI_READ) and FI_AV_USER_ID do not
- *   exist here: -FI_ENOSYS, -FI_ENOSYS and -FI_EBADFLAGS.
+ * - Scalable endpoints (rx_ctx_bits) and FI_AV_USER_ID do not exist here: -FI_ENOSYS and
+ *   -FI_EBADFLAGS. Named AVs are shared between the processes of a host (cour_av_shared.c);
+ *   inserting into or removing from one opened FI_READ is -FI_EACCES.
  */
 #include "cour_av.h"
 #include "cour_cq.h"
@@ -58,6 +59,8 @@ static int cour_av_family(const struct cour_av *av)
 const struct cour_addr *cour_av_lookup_locked(struct cour_av *av, fi_addr_t fi_addr)
 {
 	cour_lock_assert_held(&av->domain->lock);
+	if (COUR_UNLIKELY(av->shm))
+		cour_av_shared_sync_locked(av);
 	return cour_at_get(&av->tab, fi_addr);
 }
 
@@ -66,6 +69,8 @@ fi_addr_t cour_av_reverse_locked(struct cour_av *av, const struct cour_addr *add
 	uint32_t i;
 
 	cour_lock_assert_held(&av->domain->lock);
+	if (COUR_UNLIKELY(av->shm))
+		cour_av_shared_sync_locked(av);
 	i = cour_at_find(&av->tab, addr);
 	return i == COUR_AT_NONE ? FI_ADDR_NOTAVAIL : (fi_addr_t)i;
 }
@@ -85,8 +90,15 @@ bool cour_av_same_locked(struct cour_av *av, fi_addr_t a, fi_addr_t b)
 static int cour_av_add_locked(struct cour_av *av, const struct cour_addr *addr, fi_addr_t *fa)
 {
 	uint32_t i;
-	int ret = cour_at_append(&av->tab, addr, &i);
+	int ret;
 
+	if (av->shm) {
+		ret = cour_av_shared_add_locked(av, addr, &i);
+		if (!ret)
+			*fa = i;
+		return ret;
+	}
+	ret = cour_at_append(&av->tab, addr, &i);
 	if (ret) {
 		COUR_WARN(FI_LOG_AV, "cannot grow the AV past %zu entries: %s\n", av->tab.count,
 			  fi_strerror(-ret));
@@ -98,7 +110,11 @@ static int cour_av_add_locked(struct cour_av *av, const struct cour_addr *addr, 
 
 static int cour_av_remove_one_locked(struct cour_av *av, fi_addr_t fi_addr)
 {
-	int ret = cour_at_remove(&av->tab, fi_addr);
+	int ret;
+
+	if (av->shm)
+		return cour_av_shared_remove_locked(av, fi_addr) ? -FI_EINVAL : 0;
+	ret = cour_at_remove(&av->tab, fi_addr);
 
 	if (!ret)
 		av->generation++;
@@ -126,6 +142,10 @@ static int cour_av_insert_common(struct cour_av *av, size_t count, cour_av_src_f
 	size_t i, nfail = 0;
 	int inserted = 0;
 
+	if (cour_av_shared_readonly(av)) {
+		COUR_WARN(FI_LOG_AV, "insert into a named AV opened FI_READ (read-only)\n");
+		return -FI_EACCES;
+	}
 	if (flags & ~(FI_MORE | FI_SYNC_ERR)) {
 		COUR_WARN(FI_LOG_AV, "unsupported insert flags 0x%" PRIx64 "\n",
 			  (uint64_t)(flags & ~(FI_MORE | FI_SYNC_ERR)));
@@ -506,6 +526,10 @@ static int cour_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t coun
 		COUR_WARN(FI_LOG_AV, "remove of %zu addresses from NULL\n", count);
 		return -FI_EINVAL;
 	}
+	if (cour_av_shared_readonly(av)) {
+		COUR_WARN(FI_LOG_AV, "remove from a named AV opened FI_READ (read-only)\n");
+		return -FI_EACCES;
+	}
 	cour_lock_acquire(&av->domain->lock);
 	for (i = 0; i < count; i++) {
 		if (cour_av_remove_one_locked(av, fi_addr[i])) {
@@ -611,6 +635,7 @@ static int cour_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 static void cour_av_free(struct cour_av *av)
 {
+	cour_av_shared_close(av);
 	cour_at_fini(&av->tab);
 	free(av);
 }
@@ -653,10 +678,9 @@ int cour_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_
 			  attr->rx_ctx_bits);
 		return -FI_ENOSYS;
 	}
-	if (attr->name || (attr->flags & FI_READ)) {
-		/* a probe that consumers handle (MPICH tries a named AV, then goes on without) */
-		COUR_INFO(FI_LOG_AV, "shared (named or FI_READ) AVs are not supported\n");
-		return -FI_ENOSYS;
+	if ((attr->flags & FI_READ) && !attr->name) {
+		COUR_WARN(FI_LOG_AV, "FI_READ opens a named AV: no name given\n");
+		return -FI_EINVAL;
 	}
 	if (attr->flags & ~known) {
 		COUR_WARN(FI_LOG_AV, "unsupported AV flags 0x%" PRIx64 "\n", (uint64_t)(attr->flags & ~known));
@@ -682,6 +706,15 @@ int cour_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_
 	av->flags = attr->flags;
 	av->addr_format = format;
 	av->domain = dom;
+	av->gen = &av->generation;
+	if (attr->name) {
+		int ret = cour_av_shared_open(av, attr);
+
+		if (ret) {
+			cour_av_free(av);
+			return ret;
+		}
+	}
 	av->av_fid.fid.fclass = FI_CLASS_AV;
 	av->av_fid.fid.context = context;
 	av->av_fid.fid.ops = &cour_av_fi_ops;

@@ -12,6 +12,8 @@
 #include "util/cour_addr.h"
 #include "util/cour_addr_table.h"
 
+struct cour_av_shm;                        /* a named AV's shared region (cour_av_shared.c) */
+
 struct cour_av {
 	struct fid_av          av_fid;
 	struct cour_domain    *domain;
@@ -22,6 +24,9 @@ struct cour_av {
 	 * (FI_AV_TABLE indices follow insertion order) */
 	struct cour_addr_table tab;
 	uint64_t               generation; /* bumped on remove: cached lookups must revalidate */
+	const uint64_t        *gen;        /* what endpoints watch: &generation, or a named
+					    * AV's shared counter (any process's remove) */
+	struct cour_av_shm    *shm;        /* named AV (fi_av_attr.name), else NULL */
 	struct fid_eq         *eq;         /* FI_EVENT: fi_av_insert completes through the EQ */
 	uint64_t               flags;      /* fi_av_attr.flags (FI_EVENT, FI_SYMMETRIC) */
 };
@@ -36,5 +41,19 @@ const struct cour_addr *cour_av_lookup_locked(struct cour_av *av, fi_addr_t fi_a
 fi_addr_t cour_av_reverse_locked(struct cour_av *av, const struct cour_addr *addr);
 /* a and b name the same address: equal, or two insertions of one address. Lock held. */
 bool cour_av_same_locked(struct cour_av *av, fi_addr_t a, fi_addr_t b);
+
+/* ---- named AVs shared between the processes of a host (cour_av_shared.c) ----
+ * The table lives in a POSIX shared-memory object; each process keeps its `tab` a mirror of
+ * it, so fi_addr_t values mean the same everywhere. Writers append under a process-shared
+ * lock; FI_READ opens map it read-only and only mirror. */
+/* Opens or creates attr->name; sets attr->map_addr when it is 0. 0 or -FI_*. */
+int  cour_av_shared_open(struct cour_av *av, struct fi_av_attr *attr);
+void cour_av_shared_close(struct cour_av *av);
+bool cour_av_shared_readonly(const struct cour_av *av);
+/* Catch the mirror up with what other processes inserted or removed. Lock held. */
+void cour_av_shared_sync_locked(struct cour_av *av);
+/* Append / remove in the shared table and the mirror: 0 or a positive FI_* errno. */
+int  cour_av_shared_add_locked(struct cour_av *av, const struct cour_addr *addr, uint32_t *idx);
+int  cour_av_shared_remove_locked(struct cour_av *av, uint64_t idx);
 
 #endif

@@ -246,7 +246,7 @@ static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			break;
 		}
 		ep->av = COUR_CONTAINER_OF(bfid, struct cour_av, av_fid.fid);
-		ep->pep.av_gen = &ep->av->generation;
+		ep->pep.av_gen = ep->av->gen;
 		cour_ref_inc(&ep->av->refcnt);
 		break;
 	case FI_CLASS_EQ:
