@@ -87,9 +87,12 @@ struct cour_domain {
 	int                 wake_fd;       /* eventfd: kicks the thread (new ep, close) */
 	uint64_t            app_polls;       /* progress calls by the application, not the thread */
 	bool                shm_ready;       /* an armed ring already held packets: do not sleep */
+	struct cour_trig   *trig_wait;       /* triggered operations: waiting for their counter */
+	struct cour_trig   *trig_ready;      /* ...and reached, to post (cour_trigger.c) */
 };
 
 /* Run the protocol engine once for every endpoint of the domain. Lock held. */
+struct cour_trig;
 void cour_domain_progress_locked(struct cour_domain *dom);
 
 /* Lock, progress, unlock: what every CQ/counter/EQ read and wait does first. */

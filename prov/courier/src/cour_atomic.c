@@ -14,7 +14,11 @@ static ssize_t cour_atomic_common(struct fid_ep *ep_fid, struct cour_atomic_args
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	ret = cour_atomic_post(&ep->pep, a);
+	if (COUR_UNLIKELY(a->flags & FI_TRIGGER))
+		ret = cour_trig_defer_locked(ep, &(struct cour_trig_op){
+			.kind = COUR_TRIG_ATOMIC, .atomic = *a });
+	else
+		ret = cour_atomic_post(&ep->pep, a);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }
@@ -57,7 +61,7 @@ static ssize_t cour_atomic_write(struct fid_ep *ep, const void *buf, size_t coun
 	struct cour_atomic_args a = {
 		.kind = COUR_ATOMIC_BASE, .op = op, .dt = dt, .iov = COUR_IOC1(buf, count),
 		.count = 1, .dest = dest, .addr = addr, .key = key, .context = context,
-		.flags = cour_ep_of(ep)->pep.tx_op_flags,
+		.flags = cour_ep_tx_flags(ep),
 	};
 	return cour_atomic_common(ep, &a);
 }
@@ -69,7 +73,7 @@ static ssize_t cour_atomic_writev(struct fid_ep *ep, const struct fi_ioc *iov, v
 	struct cour_atomic_args a = {
 		.kind = COUR_ATOMIC_BASE, .op = op, .dt = dt, .iov = iov, .count = count,
 		.dest = dest, .addr = addr, .key = key, .context = context,
-		.flags = cour_ep_of(ep)->pep.tx_op_flags,
+		.flags = cour_ep_tx_flags(ep),
 	};
 	return cour_atomic_common(ep, &a);
 }
@@ -89,7 +93,7 @@ static ssize_t cour_atomic_inject(struct fid_ep *ep, const void *buf, size_t cou
 	struct cour_atomic_args a = {
 		.kind = COUR_ATOMIC_BASE, .op = op, .dt = dt, .iov = COUR_IOC1(buf, count),
 		.count = 1, .dest = dest, .addr = addr, .key = key,
-		.flags = cour_ep_of(ep)->pep.tx_op_flags | FI_INJECT, .silent = true,
+		.flags = cour_ep_tx_flags(ep) | FI_INJECT, .silent = true,
 	};
 	return cour_atomic_common(ep, &a);
 }
@@ -105,7 +109,7 @@ static ssize_t cour_atomic_readwrite(struct fid_ep *ep, const void *buf, size_t 
 		.kind = COUR_ATOMIC_FETCH, .op = op, .dt = dt, .iov = COUR_IOC1(buf, count),
 		.count = 1, .result = COUR_IOC1(result, count), .result_count = 1,
 		.dest = dest, .addr = addr, .key = key, .context = context,
-		.flags = cour_ep_of(ep)->pep.tx_op_flags,
+		.flags = cour_ep_tx_flags(ep),
 	};
 	return cour_atomic_common(ep, &a);
 }
@@ -119,7 +123,7 @@ static ssize_t cour_atomic_readwritev(struct fid_ep *ep, const struct fi_ioc *io
 	struct cour_atomic_args a = {
 		.kind = COUR_ATOMIC_FETCH, .op = op, .dt = dt, .iov = iov, .count = count,
 		.result = resultv, .result_count = result_count, .dest = dest, .addr = addr,
-		.key = key, .context = context, .flags = cour_ep_of(ep)->pep.tx_op_flags,
+		.key = key, .context = context, .flags = cour_ep_tx_flags(ep),
 	};
 	return cour_atomic_common(ep, &a);
 }
@@ -148,7 +152,7 @@ static ssize_t cour_atomic_compwrite(struct fid_ep *ep, const void *buf, size_t 
 		.count = 1, .compare = COUR_IOC1(compare, count), .compare_count = 1,
 		.result = COUR_IOC1(result, count), .result_count = 1, .dest = dest,
 		.addr = addr, .key = key, .context = context,
-		.flags = cour_ep_of(ep)->pep.tx_op_flags,
+		.flags = cour_ep_tx_flags(ep),
 	};
 	return cour_atomic_common(ep, &a);
 }
@@ -165,7 +169,7 @@ static ssize_t cour_atomic_compwritev(struct fid_ep *ep, const struct fi_ioc *io
 		.kind = COUR_ATOMIC_COMPARE, .op = op, .dt = dt, .iov = iov, .count = count,
 		.compare = comparev, .compare_count = compare_count, .result = resultv,
 		.result_count = result_count, .dest = dest, .addr = addr, .key = key,
-		.context = context, .flags = cour_ep_of(ep)->pep.tx_op_flags,
+		.context = context, .flags = cour_ep_tx_flags(ep),
 	};
 	return cour_atomic_common(ep, &a);
 }

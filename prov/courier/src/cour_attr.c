@@ -20,7 +20,7 @@
 /* Domain capabilities (fi_domain(3)): in info->caps and domain_attr->caps, never in tx/rx caps,
  * whose allowed bits fi_endpoint(3) lists. */
 #define COUR_COMM_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)
-#define COUR_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
+#define COUR_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_TRIGGER)
 #define COUR_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE)
 #define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS | COUR_COMM_CAPS)
 /* One-sided operations need the reliable engine: RDM endpoints only. */

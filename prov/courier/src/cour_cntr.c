@@ -8,6 +8,7 @@
  * which report the change, make it unreadable again.
  */
 #include "cour_cq.h"
+#include "cour_ep.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -39,6 +40,8 @@ void cour_cntr_inc_locked(struct cour_cntr *c)
 	cour_lock_assert_held(&c->domain->lock);
 	__atomic_add_fetch(&c->value, 1, __ATOMIC_RELEASE);
 	cour_cntr_notify_locked(c);
+	if (COUR_UNLIKELY(c->domain->trig_wait))
+		cour_trig_check_locked(c->domain, c);
 }
 
 void cour_cntr_inc_err_locked(struct cour_cntr *c)
@@ -91,6 +94,10 @@ static int cour_cntr_update(struct cour_cntr *c, volatile uint64_t *field, uint6
 	c->poll_value = __atomic_load_n(&c->value, __ATOMIC_RELAXED);
 	c->poll_err = __atomic_load_n(&c->err, __ATOMIC_RELAXED);
 	cour_cntr_notify_locked(c);
+	if (COUR_UNLIKELY(dom->trig_wait)) {
+		cour_trig_check_locked(dom, c);
+		cour_trig_fire_locked(dom);
+	}
 	cour_lock_release(&dom->lock);
 	return 0;
 }

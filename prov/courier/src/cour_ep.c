@@ -431,6 +431,8 @@ static ssize_t cour_ep_cancel(fid_t fid, void *context)
 	return ret;
 }
 
+static int cour_ep_alias(struct cour_ep *ep, struct fi_alias *al);
+
 static int cour_ep_control(struct fid *fid, int command, void *arg)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
@@ -439,6 +441,8 @@ static int cour_ep_control(struct fid *fid, int command, void *arg)
 	switch (command) {
 	case FI_ENABLE:
 		return cour_ep_enable(ep);
+	case FI_ALIAS:
+		return cour_ep_alias(ep, arg);
 	case FI_GETOPSFLAG:
 		if (!flags)
 			return -FI_EINVAL;
@@ -622,13 +626,15 @@ static int cour_ep_close(struct fid *fid)
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 	struct cour_domain *dom = ep->domain;
 
-	/* FI_MR_ENDPOINT regions bound to us hold a reference (cour_mr.c): they close first */
+	/* FI_MR_ENDPOINT regions bound to us (cour_mr.c) and aliases hold a reference: they
+	 * close first */
 	if (cour_ref_get(&ep->refcnt) > 0) {
-		COUR_WARN(FI_LOG_EP_CTRL, "endpoint still bound to %d memory region(s)\n",
-			  cour_ref_get(&ep->refcnt));
+		COUR_WARN(FI_LOG_EP_CTRL, "endpoint still bound to %d memory region(s) or "
+			  "aliases\n", cour_ref_get(&ep->refcnt));
 		return -FI_EBUSY;
 	}
 	cour_lock_acquire(&dom->lock);
+	cour_trig_drop_ep_locked(dom, ep);
 	if (ep->pep.enabled) {
 		cour_ep_linger(ep);
 		DL_DELETE2(dom->pdom.peps, &ep->pep, pdom_prev, pdom_next);
@@ -766,6 +772,143 @@ static ssize_t cour_ep_tx_size_left(struct fid_ep *ep_fid)
 	struct cour_ep *ep = cour_ep_of(ep_fid);
 
 	return (ssize_t)(cour_params.tx_size - ep->pep.tx_outstanding);
+}
+
+/* ---- fi_ep_alias: the same endpoint, other default flags ---- */
+
+static struct cour_ep *cour_alias_parent(fid_t fid)
+{
+	return COUR_CONTAINER_OF(fid, struct cour_ep_alias, ep_fid.fid)->ep;
+}
+
+static int cour_alias_close(struct fid *fid)
+{
+	struct cour_ep_alias *a = COUR_CONTAINER_OF(fid, struct cour_ep_alias, ep_fid.fid);
+
+	cour_ref_dec(&a->ep->refcnt);
+	free(a);
+	return 0;
+}
+
+static int cour_alias_control(struct fid *fid, int command, void *arg)
+{
+	struct cour_ep_alias *a = COUR_CONTAINER_OF(fid, struct cour_ep_alias, ep_fid.fid);
+	uint64_t *flags = arg;
+
+	switch (command) {
+	case FI_GETOPSFLAG:
+		if (!flags || ((*flags & FI_TRANSMIT) && (*flags & FI_RECV)))
+			return -FI_EINVAL;
+		*flags = (*flags & FI_RECV) ? a->rx_op_flags : a->tx_op_flags;
+		return 0;
+	case FI_SETOPSFLAG:
+		if (!flags || ((*flags & FI_TRANSMIT) && (*flags & FI_RECV)))
+			return -FI_EINVAL;
+		if (*flags & FI_RECV)
+			a->rx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
+		else
+			a->tx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
+		return 0;
+	default:
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_control %d on an endpoint alias\n", command);
+		return -FI_ENOSYS;
+	}
+}
+
+static ssize_t cour_alias_cancel(fid_t fid, void *context)
+{
+	struct cour_ep *ep = cour_alias_parent(fid);
+
+	return fi_cancel(&ep->ep_fid.fid, context);
+}
+
+static int cour_alias_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+	return fi_getopt(&cour_alias_parent(fid)->ep_fid.fid, level, optname, optval, optlen);
+}
+
+static int cour_alias_setopt(fid_t fid, int level, int optname, const void *optval,
+			     size_t optlen)
+{
+	return fi_setopt(&cour_alias_parent(fid)->ep_fid.fid, level, optname, optval, optlen);
+}
+
+static int cour_alias_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	COUR_WARN(FI_LOG_EP_CTRL, "fi_setname on an endpoint alias\n");
+	return -FI_EOPNOTSUPP;
+}
+
+static int cour_alias_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	return fi_getname(&cour_alias_parent(fid)->ep_fid.fid, addr, addrlen);
+}
+
+struct fi_ops cour_ep_alias_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = cour_alias_close,
+	.bind = cour_no_bind,
+	.control = cour_alias_control,
+	.ops_open = cour_no_ops_open,
+	.tostr = cour_no_tostr,
+	.ops_set = cour_no_ops_set,
+};
+
+static struct fi_ops_ep cour_alias_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = cour_alias_cancel,
+	.getopt = cour_alias_getopt,
+	.setopt = cour_alias_setopt,
+	.tx_ctx = cour_ep_no_tx_ctx,
+	.rx_ctx = cour_ep_no_rx_ctx,
+	.rx_size_left = cour_ep_rx_size_left,
+	.tx_size_left = cour_ep_tx_size_left,
+};
+
+static struct fi_ops_cm cour_alias_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = cour_alias_setname,
+	.getname = cour_alias_getname,
+	.getpeer = cour_no_getpeer,
+	.connect = cour_no_connect,
+	.listen = cour_no_listen,
+	.accept = cour_no_accept,
+	.reject = cour_no_reject,
+	.shutdown = cour_no_shutdown,
+	.join = cour_no_join,
+};
+
+/* fi_endpoint(3): flags hold FI_TRANSMIT or FI_RECV (not both) and the flags that replace
+ * that side's defaults for operations posted through the alias; the other side's are the
+ * endpoint's. The endpoint does not close while an alias of it is open. */
+static int cour_ep_alias(struct cour_ep *ep, struct fi_alias *al)
+{
+	struct cour_ep_alias *a;
+	uint64_t dir;
+
+	if (!al || !al->fid) {
+		COUR_WARN(FI_LOG_EP_CTRL, "FI_ALIAS without a struct fi_alias\n");
+		return -FI_EINVAL;
+	}
+	dir = al->flags & (FI_TRANSMIT | FI_RECV);
+	if (dir != FI_TRANSMIT && dir != FI_RECV) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_ep_alias flags need FI_TRANSMIT or FI_RECV, not "
+			  "both\n");
+		return -FI_EINVAL;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -FI_ENOMEM;
+	a->ep = ep;
+	a->tx_op_flags = dir == FI_TRANSMIT ? al->flags & ~dir : ep->pep.tx_op_flags;
+	a->rx_op_flags = dir == FI_RECV ? al->flags & ~dir : ep->pep.rx_op_flags;
+	a->ep_fid = ep->ep_fid;
+	a->ep_fid.fid.ops = &cour_ep_alias_fi_ops;
+	a->ep_fid.ops = &cour_alias_ep_ops;
+	a->ep_fid.cm = &cour_alias_cm_ops;
+	cour_ref_inc(&ep->refcnt);
+	*al->fid = &a->ep_fid.fid;
+	return 0;
 }
 
 static struct fi_ops cour_ep_fi_ops = {

@@ -4,7 +4,7 @@
  */
 #include "cour_ep.h"
 
-#define COUR_TX_FLAGS(ep, extra) ((ep)->pep.tx_op_flags | (extra))
+#define COUR_TX_FLAGS(ep, extra) (cour_ep_tx_flags(ep) | (extra))
 
 static inline ssize_t cour_send_common(struct fid_ep *ep_fid, const struct iovec *iov,
 				       size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
@@ -14,7 +14,14 @@ static inline ssize_t cour_send_common(struct fid_ep *ep_fid, const struct iovec
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	ret = cour_msg_send(&ep->pep, iov, count, dest, tag, data, context, flags, cq_flags);
+	if (COUR_UNLIKELY(flags & FI_TRIGGER))
+		ret = cour_trig_defer_locked(ep, &(struct cour_trig_op){
+			.kind = COUR_TRIG_SEND, .iov = iov, .count = count, .addr = dest,
+			.tag = tag, .data = data, .context = context, .flags = flags,
+			.cq_flags = cq_flags });
+	else
+		ret = cour_msg_send(&ep->pep, iov, count, dest, tag, data, context, flags,
+				    cq_flags);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }
@@ -27,7 +34,14 @@ static inline ssize_t cour_recv_common(struct fid_ep *ep_fid, const struct iovec
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	ret = cour_msg_recv(&ep->pep, iov, count, src, tag, ignore, context, flags, tagged);
+	if (COUR_UNLIKELY(flags & FI_TRIGGER))
+		ret = cour_trig_defer_locked(ep, &(struct cour_trig_op){
+			.kind = COUR_TRIG_RECV, .iov = iov, .count = count, .addr = src,
+			.tag = tag, .ignore = ignore, .context = context, .flags = flags,
+			.tagged = tagged });
+	else
+		ret = cour_msg_recv(&ep->pep, iov, count, src, tag, ignore, context, flags,
+				    tagged);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }
@@ -40,13 +54,13 @@ static ssize_t cour_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, f
 			 void *context)
 {
 	return cour_recv_common(ep, COUR_IOV1(buf, len), 1, src, 0, 0, context,
-				cour_ep_of(ep)->pep.rx_op_flags, false);
+				cour_ep_rx_flags(ep), false);
 }
 
 static ssize_t cour_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			  fi_addr_t src, void *context)
 {
-	return cour_recv_common(ep, iov, count, src, 0, 0, context, cour_ep_of(ep)->pep.rx_op_flags,
+	return cour_recv_common(ep, iov, count, src, 0, 0, context, cour_ep_rx_flags(ep),
 				false);
 }
 
@@ -60,14 +74,14 @@ static ssize_t cour_send(struct fid_ep *ep, const void *buf, size_t len, void *d
 			 fi_addr_t dest, void *context)
 {
 	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, 0, context,
-				COUR_TX_FLAGS(cour_ep_of(ep), 0), FI_SEND | FI_MSG);
+				COUR_TX_FLAGS(ep, 0), FI_SEND | FI_MSG);
 }
 
 static ssize_t cour_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			  fi_addr_t dest, void *context)
 {
 	return cour_send_common(ep, iov, count, dest, 0, 0, context,
-				COUR_TX_FLAGS(cour_ep_of(ep), 0), FI_SEND | FI_MSG);
+				COUR_TX_FLAGS(ep, 0), FI_SEND | FI_MSG);
 }
 
 static ssize_t cour_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
@@ -79,7 +93,7 @@ static ssize_t cour_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_
 static ssize_t cour_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
 {
 	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, 0, NULL,
-				COUR_TX_FLAGS(cour_ep_of(ep), FI_INJECT),
+				COUR_TX_FLAGS(ep, FI_INJECT),
 				FI_SEND | FI_MSG | COUR_CQF_NOCOMP);
 }
 
@@ -87,7 +101,7 @@ static ssize_t cour_senddata(struct fid_ep *ep, const void *buf, size_t len, voi
 			     uint64_t data, fi_addr_t dest, void *context)
 {
 	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, data, context,
-				COUR_TX_FLAGS(cour_ep_of(ep), FI_REMOTE_CQ_DATA),
+				COUR_TX_FLAGS(ep, FI_REMOTE_CQ_DATA),
 				FI_SEND | FI_MSG);
 }
 
@@ -95,7 +109,7 @@ static ssize_t cour_injectdata(struct fid_ep *ep, const void *buf, size_t len, u
 			       fi_addr_t dest)
 {
 	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, data, NULL,
-				COUR_TX_FLAGS(cour_ep_of(ep), FI_INJECT | FI_REMOTE_CQ_DATA),
+				COUR_TX_FLAGS(ep, FI_INJECT | FI_REMOTE_CQ_DATA),
 				FI_SEND | FI_MSG | COUR_CQF_NOCOMP);
 }
 
@@ -118,7 +132,7 @@ static ssize_t cour_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, 
 			  uint64_t tag, uint64_t ignore, void *context)
 {
 	return cour_recv_common(ep, COUR_IOV1(buf, len), 1, src, tag, ignore, context,
-				cour_ep_of(ep)->pep.rx_op_flags, true);
+				cour_ep_rx_flags(ep), true);
 }
 
 static ssize_t cour_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc,
@@ -126,7 +140,7 @@ static ssize_t cour_trecvv(struct fid_ep *ep, const struct iovec *iov, void **de
 			   void *context)
 {
 	return cour_recv_common(ep, iov, count, src, tag, ignore, context,
-				cour_ep_of(ep)->pep.rx_op_flags, true);
+				cour_ep_rx_flags(ep), true);
 }
 
 static ssize_t cour_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
@@ -139,14 +153,14 @@ static ssize_t cour_tsend(struct fid_ep *ep, const void *buf, size_t len, void *
 			  fi_addr_t dest, uint64_t tag, void *context)
 {
 	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, 0, context,
-				COUR_TX_FLAGS(cour_ep_of(ep), 0), FI_SEND | FI_TAGGED);
+				COUR_TX_FLAGS(ep, 0), FI_SEND | FI_TAGGED);
 }
 
 static ssize_t cour_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
 			   size_t count, fi_addr_t dest, uint64_t tag, void *context)
 {
 	return cour_send_common(ep, iov, count, dest, tag, 0, context,
-				COUR_TX_FLAGS(cour_ep_of(ep), 0), FI_SEND | FI_TAGGED);
+				COUR_TX_FLAGS(ep, 0), FI_SEND | FI_TAGGED);
 }
 
 static ssize_t cour_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
@@ -159,7 +173,7 @@ static ssize_t cour_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_a
 			    uint64_t tag)
 {
 	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, 0, NULL,
-				COUR_TX_FLAGS(cour_ep_of(ep), FI_INJECT),
+				COUR_TX_FLAGS(ep, FI_INJECT),
 				FI_SEND | FI_TAGGED | COUR_CQF_NOCOMP);
 }
 
@@ -167,7 +181,7 @@ static ssize_t cour_tsenddata(struct fid_ep *ep, const void *buf, size_t len, vo
 			      uint64_t data, fi_addr_t dest, uint64_t tag, void *context)
 {
 	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, data, context,
-				COUR_TX_FLAGS(cour_ep_of(ep), FI_REMOTE_CQ_DATA),
+				COUR_TX_FLAGS(ep, FI_REMOTE_CQ_DATA),
 				FI_SEND | FI_TAGGED);
 }
 
@@ -175,7 +189,7 @@ static ssize_t cour_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, 
 				fi_addr_t dest, uint64_t tag)
 {
 	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, data, NULL,
-				COUR_TX_FLAGS(cour_ep_of(ep), FI_INJECT | FI_REMOTE_CQ_DATA),
+				COUR_TX_FLAGS(ep, FI_INJECT | FI_REMOTE_CQ_DATA),
 				FI_SEND | FI_TAGGED | COUR_CQF_NOCOMP);
 }
 

@@ -118,6 +118,8 @@ void cour_domain_progress_locked(struct cour_domain *dom)
 		__atomic_store_n(&dom->app_polls, dom->app_polls + 1, __ATOMIC_RELAXED);
 	DL_FOREACH2(dom->pdom.peps, ep, pdom_next)
 		cour_ep_progress(ep);
+	if (COUR_UNLIKELY(dom->trig_ready))
+		cour_trig_fire_locked(dom);
 }
 
 int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)

@@ -18,8 +18,14 @@ static inline ssize_t cour_rma_common(struct fid_ep *ep_fid, uint8_t type,
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	ret = cour_rma_post(&ep->pep, type, iov, count, addr, raddr, key, data, context, flags,
-			    cq_flags);
+	if (COUR_UNLIKELY(flags & FI_TRIGGER))
+		ret = cour_trig_defer_locked(ep, &(struct cour_trig_op){
+			.kind = COUR_TRIG_RMA, .rma_type = type, .iov = iov, .count = count,
+			.addr = addr, .raddr = raddr, .key = key, .data = data,
+			.context = context, .flags = flags, .cq_flags = cq_flags });
+	else
+		ret = cour_rma_post(&ep->pep, type, iov, count, addr, raddr, key, data, context,
+				    flags, cq_flags);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }
@@ -51,14 +57,14 @@ static ssize_t cour_read(struct fid_ep *ep, void *buf, size_t len, void *desc, f
 			 uint64_t addr, uint64_t key, void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_READ_REQ, COUR_IOV1(buf, len), 1, src, addr, key, 0,
-			       context, cour_ep_of(ep)->pep.tx_op_flags, 0);
+			       context, cour_ep_tx_flags(ep), 0);
 }
 
 static ssize_t cour_readv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
 			  fi_addr_t src, uint64_t addr, uint64_t key, void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_READ_REQ, iov, count, src, addr, key, 0, context,
-			       cour_ep_of(ep)->pep.tx_op_flags, 0);
+			       cour_ep_tx_flags(ep), 0);
 }
 
 static ssize_t cour_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
@@ -70,14 +76,14 @@ static ssize_t cour_write(struct fid_ep *ep, const void *buf, size_t len, void *
 			  fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, COUR_IOV1(buf, len), 1, dest, addr, key, 0,
-			       context, cour_ep_of(ep)->pep.tx_op_flags, 0);
+			       context, cour_ep_tx_flags(ep), 0);
 }
 
 static ssize_t cour_writev(struct fid_ep *ep, const struct iovec *iov, void **desc,
 			   size_t count, fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, iov, count, dest, addr, key, 0, context,
-			       cour_ep_of(ep)->pep.tx_op_flags, 0);
+			       cour_ep_tx_flags(ep), 0);
 }
 
 static ssize_t cour_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
@@ -89,7 +95,7 @@ static ssize_t cour_inject_write(struct fid_ep *ep, const void *buf, size_t len,
 				 uint64_t addr, uint64_t key)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, COUR_IOV1(buf, len), 1, dest, addr, key, 0,
-			       NULL, cour_ep_of(ep)->pep.tx_op_flags | FI_INJECT,
+			       NULL, cour_ep_tx_flags(ep) | FI_INJECT,
 			       COUR_CQF_NOCOMP);
 }
 
@@ -98,14 +104,14 @@ static ssize_t cour_writedata(struct fid_ep *ep, const void *buf, size_t len, vo
 			      void *context)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, COUR_IOV1(buf, len), 1, dest, addr, key, data,
-			       context, cour_ep_of(ep)->pep.tx_op_flags | FI_REMOTE_CQ_DATA, 0);
+			       context, cour_ep_tx_flags(ep) | FI_REMOTE_CQ_DATA, 0);
 }
 
 static ssize_t cour_inject_writedata(struct fid_ep *ep, const void *buf, size_t len,
 				     uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
 {
 	return cour_rma_common(ep, COUR_PKT_WRITE, COUR_IOV1(buf, len), 1, dest, addr, key, data,
-			       NULL, cour_ep_of(ep)->pep.tx_op_flags | FI_INJECT | FI_REMOTE_CQ_DATA,
+			       NULL, cour_ep_tx_flags(ep) | FI_INJECT | FI_REMOTE_CQ_DATA,
 			       COUR_CQF_NOCOMP);
 }
 
