@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* asynchronous AVs (FI_EVENT, fi_av_bind) are libfabric 1.x API that 2.x deprecates: courier
  * serves them all the same, and these tests call them */
@@ -121,10 +122,18 @@ Test(av, open_checks_attributes_and_counts_domain_refs)
 
 	struct fi_av_attr bad = { .type = FI_AV_MAP, .rx_ctx_bits = 2 };
 	cr_expect_eq(fi_av_open(&dom.domain_fid, &bad, &av, NULL), -FI_ENOSYS);
-	bad = (struct fi_av_attr){ .type = FI_AV_MAP, .name = "shared" };
-	cr_expect_eq(fi_av_open(&dom.domain_fid, &bad, &av, NULL), -FI_ENOSYS);
+	/* named: shared between processes (fabtests/functional/shared_av.c tests the sharing) */
+	char name[64];
+	snprintf(name, sizeof(name), "courier-unit-av.%d", (int)getpid());
+	bad = (struct fi_av_attr){ .type = FI_AV_MAP, .name = name };
+	cr_assert_eq(fi_av_open(&dom.domain_fid, &bad, &av, NULL), 0);
+	cr_expect_neq(bad.map_addr, NULL, "a named AV returns its map_addr");
+	cr_assert_eq(fi_close(&av->fid), 0);
+	bad = (struct fi_av_attr){ .type = FI_AV_MAP, .name = name, .flags = FI_READ };
+	cr_expect_eq(fi_av_open(&dom.domain_fid, &bad, &av, NULL), -FI_ENOENT,
+		     "the creator's close removes the name");
 	bad = (struct fi_av_attr){ .type = FI_AV_MAP, .flags = FI_READ };
-	cr_expect_eq(fi_av_open(&dom.domain_fid, &bad, &av, NULL), -FI_ENOSYS);
+	cr_expect_eq(fi_av_open(&dom.domain_fid, &bad, &av, NULL), -FI_EINVAL);
 	bad = (struct fi_av_attr){ .type = FI_AV_MAP, .flags = FI_AV_USER_ID };
 	cr_expect_eq(fi_av_open(&dom.domain_fid, &bad, &av, NULL), -FI_EBADFLAGS);
 	bad = (struct fi_av_attr){ .type = (enum fi_av_type)42 };
