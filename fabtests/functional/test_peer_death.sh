@@ -73,7 +73,8 @@ wait_for() {
 }
 
 # (Criterion's own bxfi_* files come and go with unit tests running alongside)
-shm_list() { ls -A /dev/shm 2>/dev/null | grep -v '^bxfi_' | sort; }
+# (Criterion's bxfi_ objects and named AVs, courier-av-*, belong to tests running beside us)
+shm_list() { ls -A /dev/shm 2>/dev/null | grep -v -e '^bxfi_' -e '^courier-av-' | sort; }
 shm_before=$(shm_list)
 s1opt= copt=
 if [ "$mode" = delivery ]; then
