@@ -72,7 +72,6 @@ wait_for() {
 	return 0
 }
 
-# (Criterion's own bxfi_* files come and go with unit tests running alongside)
 # (Criterion's bxfi_ objects and named AVs, courier-av-*, belong to tests running beside us)
 shm_list() { ls -A /dev/shm 2>/dev/null | grep -v -e '^bxfi_' -e '^courier-av-' | sort; }
 shm_before=$(shm_list)
