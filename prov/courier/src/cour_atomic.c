@@ -14,11 +14,15 @@ static ssize_t cour_atomic_common(struct fid_ep *ep_fid, struct cour_atomic_args
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	if (COUR_UNLIKELY(a->flags & FI_TRIGGER))
+	ret = cour_post_begin(ep, ep_fid, false, &a->dest);
+	if (COUR_UNLIKELY(ret))
+		;
+	else if (COUR_UNLIKELY(a->flags & FI_TRIGGER))
 		ret = cour_trig_defer_locked(ep, &(struct cour_trig_op){
-			.kind = COUR_TRIG_ATOMIC, .atomic = *a });
+			.kind = COUR_TRIG_ATOMIC, .atomic = *a, .tx_owner = ep->pep.tx_owner });
 	else
 		ret = cour_atomic_post(&ep->pep, a);
+	cour_post_end(ep);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }

@@ -24,9 +24,10 @@
 #define COUR_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE)
 #define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS | COUR_COMM_CAPS)
 /* One-sided operations need the reliable engine: RDM endpoints only. */
-#define COUR_RDM_TX_CAPS (COUR_TX_CAPS | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE)
+#define COUR_RDM_TX_CAPS (COUR_TX_CAPS | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE | \
+			  FI_NAMED_RX_CTX)
 #define COUR_RDM_RX_CAPS (COUR_RX_CAPS | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | \
-			  FI_REMOTE_WRITE | FI_RMA_EVENT)
+			  FI_REMOTE_WRITE | FI_RMA_EVENT | FI_NAMED_RX_CTX)
 #define COUR_RDM_CAPS (COUR_RDM_TX_CAPS | COUR_RDM_RX_CAPS | COUR_COMM_CAPS)
 /* Every sequenced packet is processed in order, and reads are copied aside before a later
  * write could reach their memory (proto/cour_rma_proto.c). Sends may overtake earlier RMA
@@ -112,8 +113,8 @@ static const struct fi_domain_attr cour_domain_attr = {
 	.ep_cnt = 1024,
 	.tx_ctx_cnt = 1024,
 	.rx_ctx_cnt = 1024,
-	.max_ep_tx_ctx = 1,
-	.max_ep_rx_ctx = 1,
+	.max_ep_tx_ctx = COUR_SEP_MAX_CTX,   /* scalable endpoints: RDM only (offer_dup) */
+	.max_ep_rx_ctx = COUR_SEP_MAX_CTX,
 	.max_ep_stx_ctx = 1024,       /* endpoints sharing one context: as many as ep_cnt */
 	.max_ep_srx_ctx = 1024,
 	.cntr_cnt = 256,
@@ -190,6 +191,8 @@ static struct fi_info *cour_attr_offer_dup(const struct fi_info *tmpl)
 		return NULL;
 	}
 	cour_attr_apply_params(fi);
+	if (fi->ep_attr->type != FI_EP_RDM)
+		fi->domain_attr->max_ep_tx_ctx = fi->domain_attr->max_ep_rx_ctx = 1;
 	return fi;
 }
 
@@ -220,6 +223,12 @@ uint64_t cour_attr_mr_mode(const struct fi_info *info)
 }
 
 /* ---- matching hints against one offer ---- */
+
+/* Contexts an endpoint of this offer may have: a scalable RDM endpoint's, else one. */
+static size_t cour_attr_max_ctx(const struct fi_ep_attr *o)
+{
+	return o->type == FI_EP_RDM ? COUR_SEP_MAX_CTX : 1;
+}
 
 struct cour_match {
 	const struct fi_info *offer;
@@ -276,8 +285,10 @@ static bool cour_match_ep(const struct cour_match *m, const struct fi_info *hint
 	 * for more contexts than an endpoint has. Data ordering sizes only mean something
 	 * with RMA or atomics. Any mem_tag_format fits our 64-bit tags with arbitrary masks. */
 	return COUR_LE(m, h, o, protocol_version) && COUR_LE(m, h, o, max_msg_size) &&
-	       (h->tx_ctx_cnt == FI_SHARED_CONTEXT || COUR_LE(m, h, o, tx_ctx_cnt)) &&
-	       (h->rx_ctx_cnt == FI_SHARED_CONTEXT || COUR_LE(m, h, o, rx_ctx_cnt)) &&
+	       (h->tx_ctx_cnt == FI_SHARED_CONTEXT || h->tx_ctx_cnt <= cour_attr_max_ctx(o) ||
+		COUR_NOMATCH(m, "tx_ctx_cnt %zu > %zu", h->tx_ctx_cnt, cour_attr_max_ctx(o))) &&
+	       (h->rx_ctx_cnt == FI_SHARED_CONTEXT || h->rx_ctx_cnt <= cour_attr_max_ctx(o) ||
+		COUR_NOMATCH(m, "rx_ctx_cnt %zu > %zu", h->rx_ctx_cnt, cour_attr_max_ctx(o))) &&
 	       (!rma || (COUR_LE(m, h, o, max_order_raw_size) &&
 			 COUR_LE(m, h, o, max_order_war_size) &&
 			 COUR_LE(m, h, o, max_order_waw_size)));
@@ -493,10 +504,11 @@ static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct f
 	}
 	if (hints->ep_attr) {
 		COUR_ASKED(fi->ep_attr->mem_tag_format, hints->ep_attr->mem_tag_format);
-		if (hints->ep_attr->tx_ctx_cnt == FI_SHARED_CONTEXT)
-			fi->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT;
-		if (hints->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT)
-			fi->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+		/* FI_SHARED_CONTEXT, or the contexts a scalable endpoint is to have */
+		if (hints->ep_attr->tx_ctx_cnt)
+			fi->ep_attr->tx_ctx_cnt = hints->ep_attr->tx_ctx_cnt;
+		if (hints->ep_attr->rx_ctx_cnt)
+			fi->ep_attr->rx_ctx_cnt = hints->ep_attr->rx_ctx_cnt;
 	}
 	hd = hints->domain_attr;
 	if (hd) {

@@ -24,6 +24,9 @@
 #ifndef COUR_ATTR_H
 #define COUR_ATTR_H
 
+/* transmit and receive contexts of one scalable endpoint (cour_sep.c) */
+#define COUR_SEP_MAX_CTX 16
+
 #include "cour.h"
 #include "util/cour_addr.h"
 #include <sys/socket.h>

@@ -16,8 +16,8 @@
  *   fail the whole call with -FI_EINVAL.
  * - fi_av_remove removes every valid fi_addr_t of the array and returns -FI_EINVAL if any entry
  *   was invalid (out of range or already removed).
- * - Scalable endpoints (rx_ctx_bits) and FI_AV_USER_ID do not exist here: -FI_ENOSYS and
- *   -FI_EBADFLAGS. Named AVs are shared between the processes of a host (cour_av_shared.c);
+ * - rx_ctx_bits (fi_rx_addr) takes 0 to 32 bits: an fi_addr_t is a 32-bit index. FI_AV_USER_ID
+ *   does not exist here: -FI_EBADFLAGS. Named AVs are shared between the processes of a host (cour_av_shared.c);
  *   inserting into or removing from one opened FI_READ is -FI_EACCES.
  */
 #include "cour_av.h"
@@ -673,10 +673,10 @@ int cour_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_
 		COUR_WARN(FI_LOG_AV, "unknown AV type %d\n", (int)attr->type);
 		return -FI_EINVAL;
 	}
-	if (attr->rx_ctx_bits) {
-		COUR_WARN(FI_LOG_AV, "rx_ctx_bits %d: courier has no scalable endpoints\n",
-			  attr->rx_ctx_bits);
-		return -FI_ENOSYS;
+	if (attr->rx_ctx_bits < 0 || attr->rx_ctx_bits > 32) {
+		/* fi_addr_t values are 32-bit indices: the top 32 bits are free to name one */
+		COUR_WARN(FI_LOG_AV, "rx_ctx_bits %d: 0 to 32\n", attr->rx_ctx_bits);
+		return -FI_EINVAL;
 	}
 	if ((attr->flags & FI_READ) && !attr->name) {
 		COUR_WARN(FI_LOG_AV, "FI_READ opens a named AV: no name given\n");
@@ -707,6 +707,7 @@ int cour_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_
 	av->addr_format = format;
 	av->domain = dom;
 	av->gen = &av->generation;
+	av->rx_ctx_bits = attr->rx_ctx_bits;
 	if (attr->name) {
 		int ret = cour_av_shared_open(av, attr);
 

@@ -29,6 +29,7 @@ struct cour_av {
 	struct cour_av_shm    *shm;        /* named AV (fi_av_attr.name), else NULL */
 	struct fid_eq         *eq;         /* FI_EVENT: fi_av_insert completes through the EQ */
 	uint64_t               flags;      /* fi_av_attr.flags (FI_EVENT, FI_SYMMETRIC) */
+	int                    rx_ctx_bits; /* fi_rx_addr: the top bits name a receive context */
 };
 
 /* What makes two addresses one: ip and port. is_v4 only says how to answer the application,

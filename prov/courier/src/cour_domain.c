@@ -31,12 +31,6 @@ static int cour_domain_close(struct fid *fid)
 	return 0;
 }
 
-static int cour_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
-			       struct fid_ep **sep, void *context)
-{
-	return -FI_ENOSYS;
-}
-
 static int cour_no_query_collective(struct fid_domain *domain, enum fi_collective_op coll,
 				    struct fi_collective_attr *attr, uint64_t flags)
 {
@@ -66,7 +60,7 @@ static struct fi_ops_domain cour_domain_ops = {
 	.av_open = cour_av_open,
 	.cq_open = cour_cq_open,
 	.endpoint = cour_ep_open,
-	.scalable_ep = cour_no_scalable_ep,
+	.scalable_ep = cour_sep_open,
 	.cntr_open = cour_cntr_open,
 	.poll_open = cour_poll_open,
 	.stx_ctx = cour_stx_ctx,

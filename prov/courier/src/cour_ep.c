@@ -18,7 +18,6 @@ extern struct fi_ops_tagged cour_tagged_ops;
 static struct fi_ops_ep cour_ep_ops;
 static struct fi_ops_cm cour_cm_ops;
 static struct fi_ops_cm cour_msg_cm_ops;
-static struct fi_ops cour_ep_fi_ops;
 extern struct fi_ops_rma cour_no_rma_ops, cour_rma_ops;
 extern struct fi_ops_atomic cour_no_atomic_ops, cour_atomic_ops;
 
@@ -28,6 +27,7 @@ static void cour_ep_tx_done(struct cour_pep *pep, const struct cour_txe *txe, in
 			    int prov_errno)
 {
 	struct cour_ep *ep = cour_ep_of_pep(pep);
+	const struct cour_sink *b = txe->owner ? cour_sep_ctx_sink(txe->owner) : &ep->b;
 	struct cour_cq_entry e = {
 		.op_context = txe->context,
 		.flags = txe->cq_flags & ~COUR_CQF_NOCOMP,
@@ -38,40 +38,44 @@ static void cour_ep_tx_done(struct cour_pep *pep, const struct cour_txe *txe, in
 
 	/* fi_cntr(3): reads and fetching atomics count as reads, writes and plain atomics as
 	 * writes, messages as sends */
-	struct cour_cntr *cntr = (txe->cq_flags & FI_READ) ? ep->read_cntr :
-				 (txe->cq_flags & FI_WRITE) ? ep->write_cntr : ep->send_cntr;
+	struct cour_cntr *cntr = (txe->cq_flags & FI_READ) ? b->read_cntr :
+				 (txe->cq_flags & FI_WRITE) ? b->write_cntr : b->send_cntr;
 
 	if (err) {
 		/* errors are reported even for inject and unsignalled sends */
-		if (ep->tx_cq)
-			cour_cq_write_err_locked(ep->tx_cq, &e, err, prov_errno, 0);
+		if (b->tx_cq)
+			cour_cq_write_err_locked(b->tx_cq, &e, err, prov_errno, 0);
 		if (cntr)
 			cour_cntr_inc_err_locked(cntr);
 		return;
 	}
-	if (ep->tx_cq && !(txe->cq_flags & COUR_CQF_NOCOMP) &&
-	    (!ep->tx_selective || (txe->op_flags & FI_COMPLETION)))
-		cour_cq_write_locked(ep->tx_cq, &e);
+	if (b->tx_cq && !(txe->cq_flags & COUR_CQF_NOCOMP) &&
+	    (!b->tx_selective || (txe->op_flags & FI_COMPLETION)))
+		cour_cq_write_locked(b->tx_cq, &e);
 	if (cntr)
 		cour_cntr_inc_locked(cntr);
 }
 
-static void cour_ep_rx_done(struct cour_pep *pep, const struct cour_cq_entry *e,
-			    uint64_t op_flags, int err, int prov_errno, size_t olen)
+static void cour_ep_rx_done(struct cour_pep *pep, const struct cour_rxq *q,
+			    const struct cour_cq_entry *e, uint64_t op_flags, int err,
+			    int prov_errno, size_t olen)
 {
 	struct cour_ep *ep = cour_ep_of_pep(pep);
+	const struct cour_sink *b = q && q->owner ? cour_sep_ctx_sink(q->owner) : &ep->b;
 
+	if (COUR_UNLIKELY(q && q->closed))
+		return;         /* its receive context was closed: nobody reads its completions */
 	if (err) {
-		if (ep->rx_cq)
-			cour_cq_write_err_locked(ep->rx_cq, e, err, prov_errno, olen);
-		if (ep->recv_cntr)
-			cour_cntr_inc_err_locked(ep->recv_cntr);
+		if (b->rx_cq)
+			cour_cq_write_err_locked(b->rx_cq, e, err, prov_errno, olen);
+		if (b->recv_cntr)
+			cour_cntr_inc_err_locked(b->recv_cntr);
 		return;
 	}
-	if (ep->rx_cq && (!ep->rx_selective || (op_flags & FI_COMPLETION)))
-		cour_cq_write_locked(ep->rx_cq, e);
-	if (ep->recv_cntr)
-		cour_cntr_inc_locked(ep->recv_cntr);
+	if (b->rx_cq && (!b->rx_selective || (op_flags & FI_COMPLETION)))
+		cour_cq_write_locked(b->rx_cq, e);
+	if (b->recv_cntr)
+		cour_cntr_inc_locked(b->recv_cntr);
 }
 
 /* The endpoint's remote counters and the region's counter each move once for one event,
@@ -80,8 +84,11 @@ static void cour_ep_target_done(struct cour_pep *pep, struct cour_region *r, uin
 				const struct cour_cq_entry *cq_data)
 {
 	struct cour_ep *ep = cour_ep_of_pep(pep);
-	struct cour_cntr *w = (events & FI_REMOTE_WRITE) ? ep->rmt_write_cntr : NULL;
-	struct cour_cntr *rd = (events & FI_REMOTE_READ) ? ep->rmt_read_cntr : NULL;
+	/* a scalable endpoint's target events go to its receive context 0 */
+	const struct cour_sink *b = pep->nrxq && pep->rxqs[0] && pep->rxqs[0]->owner ?
+				    cour_sep_ctx_sink(pep->rxqs[0]->owner) : &ep->b;
+	struct cour_cntr *w = (events & FI_REMOTE_WRITE) ? b->rmt_write_cntr : NULL;
+	struct cour_cntr *rd = (events & FI_REMOTE_READ) ? b->rmt_read_cntr : NULL;
 
 	if (w)
 		cour_cntr_inc_locked(w);
@@ -89,8 +96,8 @@ static void cour_ep_target_done(struct cour_pep *pep, struct cour_region *r, uin
 		cour_cntr_inc_locked(rd);
 	if (r && (r->counted & events))
 		cour_cntr_inc_locked(cour_mr_of_region(r)->cntr);
-	if (cq_data && ep->rx_cq)
-		cour_cq_write_locked(ep->rx_cq, cq_data);
+	if (cq_data && b->rx_cq)
+		cour_cq_write_locked(b->rx_cq, cq_data);
 }
 
 static const struct cour_addr *cour_ep_av_lookup(struct cour_pep *pep, fi_addr_t fi_addr)
@@ -161,54 +168,56 @@ const struct cour_up_ops cour_ep_msg_up = {
 
 /* ---- binding ---- */
 
-static int cour_ep_bind_cq(struct cour_ep *ep, struct cour_cq *cq, uint64_t flags)
+int cour_sink_bind_cq(struct cour_sink *b, struct cour_domain *dom, struct cour_cq *cq,
+		      uint64_t flags)
 {
 	if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) {
 		COUR_WARN(FI_LOG_EP_CTRL, "unsupported CQ bind flags %#" PRIx64 "\n", flags);
 		return -FI_EBADFLAGS;
 	}
-	if (cq->domain != ep->domain) {
+	if (cq->domain != dom) {
 		COUR_WARN(FI_LOG_EP_CTRL, "CQ belongs to another domain\n");
 		return -FI_EINVAL;
 	}
 	if (flags & FI_TRANSMIT) {
-		if (ep->tx_cq)
+		if (b->tx_cq)
 			return -FI_EALREADY;
-		ep->tx_cq = cq;
-		ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+		b->tx_cq = cq;
+		b->tx_selective = flags & FI_SELECTIVE_COMPLETION;
 		cour_ref_inc(&cq->refcnt);
 	}
 	if (flags & FI_RECV) {
-		if (ep->rx_cq)
+		if (b->rx_cq)
 			return -FI_EALREADY;
-		ep->rx_cq = cq;
-		ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+		b->rx_cq = cq;
+		b->rx_selective = flags & FI_SELECTIVE_COMPLETION;
 		cour_ref_inc(&cq->refcnt);
 	}
 	return 0;
 }
 
-static int cour_ep_bind_cntr(struct cour_ep *ep, struct cour_cntr *cntr, uint64_t flags)
+int cour_sink_bind_cntr(struct cour_sink *b, enum fi_ep_type type, struct cour_cntr *cntr,
+			uint64_t flags)
 {
 	static const struct { uint64_t flag; size_t off; } slots[] = {
-		{ FI_SEND, offsetof(struct cour_ep, send_cntr) },
-		{ FI_RECV, offsetof(struct cour_ep, recv_cntr) },
-		{ FI_READ, offsetof(struct cour_ep, read_cntr) },
-		{ FI_WRITE, offsetof(struct cour_ep, write_cntr) },
-		{ FI_REMOTE_READ, offsetof(struct cour_ep, rmt_read_cntr) },
-		{ FI_REMOTE_WRITE, offsetof(struct cour_ep, rmt_write_cntr) },
+		{ FI_SEND, offsetof(struct cour_sink, send_cntr) },
+		{ FI_RECV, offsetof(struct cour_sink, recv_cntr) },
+		{ FI_READ, offsetof(struct cour_sink, read_cntr) },
+		{ FI_WRITE, offsetof(struct cour_sink, write_cntr) },
+		{ FI_REMOTE_READ, offsetof(struct cour_sink, rmt_read_cntr) },
+		{ FI_REMOTE_WRITE, offsetof(struct cour_sink, rmt_write_cntr) },
 	};
 
 	if (flags & ~(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) {
 		COUR_WARN(FI_LOG_EP_CTRL, "unsupported counter bind flags %#" PRIx64 "\n", flags);
 		return -FI_EBADFLAGS;
 	}
-	if (ep->pep.type == FI_EP_DGRAM && (flags & ~(FI_SEND | FI_RECV))) {
+	if (type == FI_EP_DGRAM && (flags & ~(FI_SEND | FI_RECV))) {
 		COUR_WARN(FI_LOG_EP_CTRL, "datagram endpoints have no RMA counters\n");
 		return -FI_EBADFLAGS;
 	}
 	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
-		struct cour_cntr **slot = (void *)((char *)ep + slots[i].off);
+		struct cour_cntr **slot = (void *)((char *)b + slots[i].off);
 		if (!(flags & slots[i].flag))
 			continue;
 		if (*slot)
@@ -216,14 +225,43 @@ static int cour_ep_bind_cntr(struct cour_ep *ep, struct cour_cntr *cntr, uint64_
 		*slot = cntr;
 		cour_ref_inc(&cntr->refcnt);
 	}
-	ep->pep.target_events = (ep->rmt_write_cntr ? FI_REMOTE_WRITE : 0) |
-				(ep->rmt_read_cntr ? FI_REMOTE_READ : 0);
 	return 0;
+}
+
+void cour_sink_release(struct cour_sink *b)
+{
+	struct cour_cntr *c[] = { b->send_cntr, b->recv_cntr, b->read_cntr, b->write_cntr,
+				  b->rmt_read_cntr, b->rmt_write_cntr };
+
+	if (b->tx_cq)
+		cour_ref_dec(&b->tx_cq->refcnt);
+	if (b->rx_cq)
+		cour_ref_dec(&b->rx_cq->refcnt);
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		if (c[i])
+			cour_ref_dec(&c[i]->refcnt);
+	memset(b, 0, sizeof(*b));
+}
+
+/* The engine raises target events (FI_RMA_EVENT) only where a counter waits for them. */
+void cour_ep_update_target_events(struct cour_ep *ep)
+{
+	const struct cour_sink *b = &ep->b;
+
+	if (ep->pep.nrxq && ep->pep.rxqs[0] && ep->pep.rxqs[0]->owner)
+		b = cour_sep_ctx_sink(ep->pep.rxqs[0]->owner);
+	ep->pep.target_events = (b->rmt_write_cntr ? FI_REMOTE_WRITE : 0) |
+				(b->rmt_read_cntr ? FI_REMOTE_READ : 0);
 }
 
 static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
-	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	return cour_ep_bind_common(COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid), bfid,
+				   flags);
+}
+
+int cour_ep_bind_common(struct cour_ep *ep, struct fid *bfid, uint64_t flags)
+{
 	int ret = 0;
 
 	if (ep->pep.enabled) {
@@ -233,12 +271,14 @@ static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	cour_lock_acquire(&ep->domain->lock);
 	switch (bfid->fclass) {
 	case FI_CLASS_CQ:
-		ret = cour_ep_bind_cq(ep, COUR_CONTAINER_OF(bfid, struct cour_cq, cq_fid.fid),
-				      flags);
+		ret = cour_sink_bind_cq(&ep->b, ep->domain,
+					COUR_CONTAINER_OF(bfid, struct cour_cq, cq_fid.fid), flags);
 		break;
 	case FI_CLASS_CNTR:
-		ret = cour_ep_bind_cntr(ep, COUR_CONTAINER_OF(bfid, struct cour_cntr,
-							      cntr_fid.fid), flags);
+		ret = cour_sink_bind_cntr(&ep->b, ep->pep.type,
+					  COUR_CONTAINER_OF(bfid, struct cour_cntr, cntr_fid.fid),
+					  flags);
+		cour_ep_update_target_events(ep);
 		break;
 	case FI_CLASS_AV:
 		if (ep->av) {
@@ -274,7 +314,7 @@ static int cour_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 /* ---- enable, names, options ---- */
 
-static int cour_ep_enable(struct cour_ep *ep)
+int cour_ep_enable_common(struct cour_ep *ep)
 {
 	struct cour_domain *dom = ep->domain;
 	uint64_t caps = ep->info->caps;
@@ -289,11 +329,16 @@ static int cour_ep_enable(struct cour_ep *ep)
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound\n");
 		return -FI_ENOAV;
 	}
-	if (((caps & FI_SEND) || !(caps & (FI_SEND | FI_RECV))) && !ep->tx_cq && !ep->send_cntr) {
+	if (ep->ntx || ep->nrx)
+		;       /* a scalable endpoint: its contexts have the bindings */
+	else if (((caps & FI_SEND) || !(caps & (FI_SEND | FI_RECV))) && !ep->b.tx_cq &&
+		 !ep->b.send_cntr) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no transmit CQ or counter bound\n");
 		return -FI_ENOCQ;
 	}
-	if (((caps & FI_RECV) || !(caps & (FI_SEND | FI_RECV))) && !ep->rx_cq && !ep->recv_cntr) {
+	if (!ep->ntx && !ep->nrx &&
+	    ((caps & FI_RECV) || !(caps & (FI_SEND | FI_RECV))) && !ep->b.rx_cq &&
+	    !ep->b.recv_cntr) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no receive CQ or counter bound\n");
 		return -FI_ENOCQ;
 	}
@@ -336,7 +381,7 @@ static int cour_ep_setname(fid_t fid, void *addr, size_t addrlen)
 	return 0;
 }
 
-static int cour_ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+int cour_ep_getopt_fid(fid_t fid, int level, int optname, void *optval, size_t *optlen)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 	size_t v;
@@ -402,7 +447,7 @@ static int cour_ep_set_shm_permitted(struct cour_ep *ep, const void *optval, siz
 	return 0;
 }
 
-static int cour_ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
+int cour_ep_setopt_fid(fid_t fid, int level, int optname, const void *optval, size_t optlen)
 {
 	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
 
@@ -440,7 +485,7 @@ static int cour_ep_control(struct fid *fid, int command, void *arg)
 
 	switch (command) {
 	case FI_ENABLE:
-		return cour_ep_enable(ep);
+		return cour_ep_enable_common(ep);
 	case FI_ALIAS:
 		return cour_ep_alias(ep, arg);
 	case FI_GETOPSFLAG:
@@ -623,14 +668,18 @@ static void cour_ep_linger(struct cour_ep *ep)
 
 static int cour_ep_close(struct fid *fid)
 {
-	struct cour_ep *ep = COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid);
+	return cour_ep_close_common(COUR_CONTAINER_OF(fid, struct cour_ep, ep_fid.fid));
+}
+
+int cour_ep_close_common(struct cour_ep *ep)
+{
 	struct cour_domain *dom = ep->domain;
 
-	/* FI_MR_ENDPOINT regions bound to us (cour_mr.c) and aliases hold a reference: they
-	 * close first */
+	/* FI_MR_ENDPOINT regions bound to us (cour_mr.c), aliases and a scalable endpoint's
+	 * contexts hold a reference: they close first */
 	if (cour_ref_get(&ep->refcnt) > 0) {
-		COUR_WARN(FI_LOG_EP_CTRL, "endpoint still bound to %d memory region(s) or "
-			  "aliases\n", cour_ref_get(&ep->refcnt));
+		COUR_WARN(FI_LOG_EP_CTRL, "endpoint still used by %d memory region(s), aliases "
+			  "or contexts\n", cour_ref_get(&ep->refcnt));
 		return -FI_EBUSY;
 	}
 	cour_lock_acquire(&dom->lock);
@@ -648,22 +697,7 @@ static int cour_ep_close(struct fid *fid)
 		cour_ep_print_stats(ep);
 	cour_shm_ep_close(&ep->pep);
 	ep->pep.wire.ops->close(&ep->pep.wire);
-	if (ep->tx_cq)
-		cour_ref_dec(&ep->tx_cq->refcnt);
-	if (ep->rx_cq)
-		cour_ref_dec(&ep->rx_cq->refcnt);
-	if (ep->send_cntr)
-		cour_ref_dec(&ep->send_cntr->refcnt);
-	if (ep->recv_cntr)
-		cour_ref_dec(&ep->recv_cntr->refcnt);
-	if (ep->read_cntr)
-		cour_ref_dec(&ep->read_cntr->refcnt);
-	if (ep->write_cntr)
-		cour_ref_dec(&ep->write_cntr->refcnt);
-	if (ep->rmt_read_cntr)
-		cour_ref_dec(&ep->rmt_read_cntr->refcnt);
-	if (ep->rmt_write_cntr)
-		cour_ref_dec(&ep->rmt_write_cntr->refcnt);
+	cour_sink_release(&ep->b);
 	if (ep->av)
 		cour_ref_dec(&ep->av->refcnt);
 	cour_srx_unbind(ep);
@@ -672,12 +706,20 @@ static int cour_ep_close(struct fid *fid)
 	cour_pep_free(&ep->pep);
 	fi_freeinfo(ep->info);
 	cour_ref_dec(&dom->refcnt);
+	free(ep->tx_ctx);
+	free(ep->rx_ctx);
 	free(ep);
 	return 0;
 }
 
 int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep_fid,
 		 void *context)
+{
+	return cour_ep_open_common(domain, info, ep_fid, context, false);
+}
+
+int cour_ep_open_common(struct fid_domain *domain, struct fi_info *info,
+			struct fid_ep **ep_fid, void *context, bool scalable)
 {
 	struct cour_domain *dom = COUR_CONTAINER_OF(domain, struct cour_domain, domain_fid);
 	struct cour_addr want;
@@ -691,6 +733,14 @@ int cour_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep 
 	ret = cour_attr_bind_addr(info, &want);
 	if (ret)
 		return ret;
+	if (!scalable && info->ep_attr &&
+	    ((info->ep_attr->tx_ctx_cnt > 1 && info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+	     (info->ep_attr->rx_ctx_cnt > 1 && info->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT))) {
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_endpoint with %zu transmit and %zu receive contexts: "
+			  "more than one is a scalable endpoint (fi_scalable_ep)\n",
+			  info->ep_attr->tx_ctx_cnt, info->ep_attr->rx_ctx_cnt);
+		return -FI_EINVAL;
+	}
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
@@ -911,7 +961,7 @@ static int cour_ep_alias(struct cour_ep *ep, struct fi_alias *al)
 	return 0;
 }
 
-static struct fi_ops cour_ep_fi_ops = {
+struct fi_ops cour_ep_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = cour_ep_close,
 	.bind = cour_ep_bind,
@@ -924,8 +974,8 @@ static struct fi_ops cour_ep_fi_ops = {
 static struct fi_ops_ep cour_ep_ops = {
 	.size = sizeof(struct fi_ops_ep),
 	.cancel = cour_ep_cancel,
-	.getopt = cour_ep_getopt,
-	.setopt = cour_ep_setopt,
+	.getopt = cour_ep_getopt_fid,
+	.setopt = cour_ep_setopt_fid,
 	.tx_ctx = cour_ep_no_tx_ctx,
 	.rx_ctx = cour_ep_no_rx_ctx,
 	.rx_size_left = cour_ep_rx_size_left,

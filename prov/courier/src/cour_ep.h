@@ -12,20 +12,39 @@
 #include "cour_cm.h"
 #include "proto/cour_engine.h"
 
+/* Where completions go: an endpoint's bindings, or a scalable endpoint context's. */
+struct cour_sink {
+	struct cour_cq      *tx_cq, *rx_cq;
+	bool                 tx_selective, rx_selective;
+	struct cour_cntr    *send_cntr, *recv_cntr;
+	struct cour_cntr    *read_cntr, *write_cntr;        /* initiated RMA and atomics */
+	struct cour_cntr    *rmt_read_cntr, *rmt_write_cntr; /* as the target (FI_RMA_EVENT) */
+};
+
+/* Bindings on a sink (cour_ep.c), for endpoints and scalable endpoint contexts alike.
+ * Lock held. 0 or -FI_*. */
+int  cour_sink_bind_cq(struct cour_sink *b, struct cour_domain *dom, struct cour_cq *cq,
+		       uint64_t flags);
+int  cour_sink_bind_cntr(struct cour_sink *b, enum fi_ep_type type, struct cour_cntr *cntr,
+			 uint64_t flags);
+void cour_sink_release(struct cour_sink *b);
+
+struct cour_sep_ctx;
+struct cour_sink *cour_sep_ctx_sink(void *ctx);
+
 struct cour_ep {
 	struct fid_ep        ep_fid;
 	struct cour_domain  *domain;
 	struct fi_info      *info;
 	int                  refcnt;
 
-	struct cour_cq      *tx_cq, *rx_cq;
-	bool                 tx_selective, rx_selective;
-	struct cour_cntr    *send_cntr, *recv_cntr;
-	struct cour_cntr    *read_cntr, *write_cntr;        /* initiated RMA and atomics */
-	struct cour_cntr    *rmt_read_cntr, *rmt_write_cntr; /* as the target (FI_RMA_EVENT) */
+	struct cour_sink     b;
 	struct cour_av      *av;
 	struct cour_conn     conn;            /* FI_EP_MSG: the connection (cour_cm.h) */
 	struct fid          *srx_fid, *stx_fid;  /* shared contexts bound (cour_srx.c) */
+	/* a scalable endpoint (cour_sep.c): its contexts by index, NULL where none is open */
+	struct cour_sep_ctx **tx_ctx, **rx_ctx;
+	int                  ntx, nrx;
 
 	struct cour_pep      pep;             /* the protocol engine's endpoint */
 };
@@ -38,33 +57,102 @@ struct cour_ep_alias {
 };
 extern struct fi_ops cour_ep_alias_fi_ops;
 
-static inline bool cour_ep_is_alias(const struct fid_ep *ep_fid)
+/* A scalable endpoint's transmit or receive context (cour_sep.c): posts go through the
+ * endpoint's engine, completions to the context's own bindings. */
+struct cour_sep_ctx {
+	struct fid_ep        ep_fid;
+	struct cour_ep      *sep;
+	int                  index;
+	bool                 rx;              /* a receive context, else a transmit one */
+	bool                 enabled;
+	uint64_t             op_flags;
+	struct cour_sink     b;
+	struct cour_rxq     *q;               /* rx: its queue (the endpoint's: it outlives us) */
+};
+extern struct fi_ops cour_sep_ctx_fi_ops, cour_sep_fi_ops;
+
+/* A post names an endpoint (the fast path), an alias, a scalable endpoint's context, or the
+ * scalable endpoint itself (which takes no transfers). */
+extern struct fi_ops cour_ep_fi_ops;
+
+static inline bool cour_ep_is_plain(const struct fid_ep *ep_fid)
 {
-	return COUR_UNLIKELY(ep_fid->fid.ops == &cour_ep_alias_fi_ops);
+	return COUR_LIKELY(ep_fid->fid.ops == &cour_ep_fi_ops);
 }
 
-/* The endpoint behind an endpoint or one of its aliases (data transfer calls take both). */
+static inline struct cour_sep_ctx *cour_ep_ctx_of(struct fid_ep *ep_fid)
+{
+	return ep_fid->fid.ops == &cour_sep_ctx_fi_ops ?
+	       COUR_CONTAINER_OF(ep_fid, struct cour_sep_ctx, ep_fid) : NULL;
+}
+
+/* The endpoint behind an endpoint, an alias or a context (data transfer calls take all). */
 static inline struct cour_ep *cour_ep_of(struct fid_ep *ep_fid)
 {
-	if (cour_ep_is_alias(ep_fid))
-		return COUR_CONTAINER_OF(ep_fid, struct cour_ep_alias, ep_fid)->ep;
+	if (COUR_UNLIKELY(!cour_ep_is_plain(ep_fid))) {
+		if (ep_fid->fid.ops == &cour_ep_alias_fi_ops)
+			return COUR_CONTAINER_OF(ep_fid, struct cour_ep_alias, ep_fid)->ep;
+		if (ep_fid->fid.ops == &cour_sep_ctx_fi_ops)
+			return COUR_CONTAINER_OF(ep_fid, struct cour_sep_ctx, ep_fid)->sep;
+	}
 	return COUR_CONTAINER_OF(ep_fid, struct cour_ep, ep_fid);
 }
 
-/* The default flags of a transfer posted through ep_fid (an alias has its own). */
+/* The default flags of a transfer posted through ep_fid (an alias or context has its own). */
 static inline uint64_t cour_ep_tx_flags(struct fid_ep *ep_fid)
 {
-	if (cour_ep_is_alias(ep_fid))
-		return COUR_CONTAINER_OF(ep_fid, struct cour_ep_alias, ep_fid)->tx_op_flags;
+	if (COUR_UNLIKELY(!cour_ep_is_plain(ep_fid))) {
+		if (ep_fid->fid.ops == &cour_ep_alias_fi_ops)
+			return COUR_CONTAINER_OF(ep_fid, struct cour_ep_alias, ep_fid)->tx_op_flags;
+		if (ep_fid->fid.ops == &cour_sep_ctx_fi_ops)
+			return COUR_CONTAINER_OF(ep_fid, struct cour_sep_ctx, ep_fid)->op_flags;
+	}
 	return COUR_CONTAINER_OF(ep_fid, struct cour_ep, ep_fid)->pep.tx_op_flags;
 }
 
 static inline uint64_t cour_ep_rx_flags(struct fid_ep *ep_fid)
 {
-	if (cour_ep_is_alias(ep_fid))
-		return COUR_CONTAINER_OF(ep_fid, struct cour_ep_alias, ep_fid)->rx_op_flags;
+	if (COUR_UNLIKELY(!cour_ep_is_plain(ep_fid))) {
+		if (ep_fid->fid.ops == &cour_ep_alias_fi_ops)
+			return COUR_CONTAINER_OF(ep_fid, struct cour_ep_alias, ep_fid)->rx_op_flags;
+		if (ep_fid->fid.ops == &cour_sep_ctx_fi_ops)
+			return COUR_CONTAINER_OF(ep_fid, struct cour_sep_ctx, ep_fid)->op_flags;
+	}
 	return COUR_CONTAINER_OF(ep_fid, struct cour_ep, ep_fid)->pep.rx_op_flags;
 }
+
+/* Around a post (lock held): a context's routing set in the engine, fi_rx_addr bits taken
+ * off *addr (the receive context they name goes to the peer). 0, or -FI_* when the post is
+ * not allowed through ep_fid. cour_post_end undoes it. */
+int  cour_post_begin_slow(struct cour_ep *ep, struct fid_ep *ep_fid, bool recv, fi_addr_t *addr);
+static inline int cour_post_begin(struct cour_ep *ep, struct fid_ep *ep_fid, bool recv,
+				  fi_addr_t *addr)
+{
+	if (COUR_LIKELY(cour_ep_is_plain(ep_fid) && (!ep->av || !ep->av->rx_ctx_bits)))
+		return 0;
+	return cour_post_begin_slow(ep, ep_fid, recv, addr);
+}
+
+static inline void cour_post_end(struct cour_ep *ep)
+{
+	ep->pep.tx_owner = NULL;
+	ep->pep.tx_rx_ctx = 0;
+	ep->pep.rxq = ep->pep.nrxq ? ep->pep.rxqs[0] ? ep->pep.rxqs[0] : &ep->pep.own_rxq :
+		      ep->pep.rxq;
+}
+
+/* fi_scalable_ep (cour_sep.c); and what a scalable endpoint's close must check and free */
+int  cour_sep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep,
+		   void *context);
+int  cour_ep_open_common(struct fid_domain *domain, struct fi_info *info,
+			 struct fid_ep **ep_fid, void *context, bool scalable);
+int  cour_ep_close_common(struct cour_ep *ep);
+int  cour_ep_bind_common(struct cour_ep *ep, struct fid *bfid, uint64_t flags);
+int  cour_ep_enable_common(struct cour_ep *ep);
+int  cour_ep_getopt_fid(fid_t fid, int level, int optname, void *optval, size_t *optlen);
+int  cour_ep_setopt_fid(fid_t fid, int level, int optname, const void *optval, size_t optlen);
+/* A closing context's triggered operations that never fired go. Lock held. */
+void cour_trig_drop_owner_locked(struct cour_domain *dom, const struct cour_sep_ctx *x);
 
 /* ---- triggered operations (cour_trigger.c, fi_trigger(3)) ----
  * A transfer posted with FI_TRIGGER waits, its arguments copied, until its counter reaches
@@ -80,6 +168,10 @@ struct cour_trig_op {
 	bool                 tagged;
 	void                *context;
 	struct cour_atomic_args atomic;       /* ATOMIC */
+	/* the routing a post through a scalable endpoint's context had (cour_post_begin) */
+	void                *tx_owner;
+	uint32_t             tx_rx_ctx;
+	struct cour_rxq     *rx_q;
 };
 /* Defer op (flags hold FI_TRIGGER, context a struct fi_triggered_context); posts it at once
  * when its counter is already there. Lock held. 0 or -FI_*. */
@@ -107,6 +199,8 @@ int cour_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr, struct fid_
 int cour_srx_bind(struct cour_ep *ep, struct fid *bfid);
 int cour_stx_bind(struct cour_ep *ep, struct fid *bfid);
 void cour_srx_unbind(struct cour_ep *ep);
+
+void cour_ep_update_target_events(struct cour_ep *ep);
 
 /* How the engine reports to an endpoint object (cour_ep.c); FI_EP_MSG endpoints' own. */
 extern const struct cour_up_ops cour_ep_up, cour_ep_msg_up;

@@ -14,14 +14,19 @@ static inline ssize_t cour_send_common(struct fid_ep *ep_fid, const struct iovec
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	if (COUR_UNLIKELY(flags & FI_TRIGGER))
+	ret = cour_post_begin(ep, ep_fid, false, &dest);
+	if (COUR_UNLIKELY(ret))
+		;
+	else if (COUR_UNLIKELY(flags & FI_TRIGGER))
 		ret = cour_trig_defer_locked(ep, &(struct cour_trig_op){
 			.kind = COUR_TRIG_SEND, .iov = iov, .count = count, .addr = dest,
 			.tag = tag, .data = data, .context = context, .flags = flags,
-			.cq_flags = cq_flags });
+			.cq_flags = cq_flags, .tx_owner = ep->pep.tx_owner,
+			.tx_rx_ctx = ep->pep.tx_rx_ctx });
 	else
 		ret = cour_msg_send(&ep->pep, iov, count, dest, tag, data, context, flags,
 				    cq_flags);
+	cour_post_end(ep);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }
@@ -34,14 +39,18 @@ static inline ssize_t cour_recv_common(struct fid_ep *ep_fid, const struct iovec
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	if (COUR_UNLIKELY(flags & FI_TRIGGER))
+	ret = cour_post_begin(ep, ep_fid, true, &src);
+	if (COUR_UNLIKELY(ret))
+		;
+	else if (COUR_UNLIKELY(flags & FI_TRIGGER))
 		ret = cour_trig_defer_locked(ep, &(struct cour_trig_op){
 			.kind = COUR_TRIG_RECV, .iov = iov, .count = count, .addr = src,
 			.tag = tag, .ignore = ignore, .context = context, .flags = flags,
-			.tagged = tagged });
+			.tagged = tagged, .rx_q = ep->pep.rxq });
 	else
 		ret = cour_msg_recv(&ep->pep, iov, count, src, tag, ignore, context, flags,
 				    tagged);
+	cour_post_end(ep);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }

@@ -18,14 +18,19 @@ static inline ssize_t cour_rma_common(struct fid_ep *ep_fid, uint8_t type,
 	ssize_t ret;
 
 	cour_lock_acquire(&ep->domain->lock);
-	if (COUR_UNLIKELY(flags & FI_TRIGGER))
+	ret = cour_post_begin(ep, ep_fid, false, &addr);
+	if (COUR_UNLIKELY(ret))
+		;
+	else if (COUR_UNLIKELY(flags & FI_TRIGGER))
 		ret = cour_trig_defer_locked(ep, &(struct cour_trig_op){
 			.kind = COUR_TRIG_RMA, .rma_type = type, .iov = iov, .count = count,
 			.addr = addr, .raddr = raddr, .key = key, .data = data,
-			.context = context, .flags = flags, .cq_flags = cq_flags });
+			.context = context, .flags = flags, .cq_flags = cq_flags,
+			.tx_owner = ep->pep.tx_owner });
 	else
 		ret = cour_rma_post(&ep->pep, type, iov, count, addr, raddr, key, data, context,
 				    flags, cq_flags);
+	cour_post_end(ep);
 	cour_lock_release(&ep->domain->lock);
 	return ret;
 }

@@ -31,7 +31,7 @@ struct cour_trig {
 	struct fi_ioc        ioc[3][COUR_IOV_MAX];    /* atomic: operands, compare, result */
 };
 
-ssize_t cour_trig_post_locked(struct cour_ep *ep, const struct cour_trig_op *op)
+static ssize_t cour_trig_post_now(struct cour_ep *ep, const struct cour_trig_op *op)
 {
 	switch (op->kind) {
 	case COUR_TRIG_SEND:
@@ -47,6 +47,20 @@ ssize_t cour_trig_post_locked(struct cour_ep *ep, const struct cour_trig_op *op)
 	default:
 		return cour_atomic_post(&ep->pep, &op->atomic);
 	}
+}
+
+/* With the routing the original post had (a scalable endpoint's context) */
+ssize_t cour_trig_post_locked(struct cour_ep *ep, const struct cour_trig_op *op)
+{
+	ssize_t ret;
+
+	ep->pep.tx_owner = op->tx_owner;
+	ep->pep.tx_rx_ctx = op->tx_rx_ctx;
+	if (op->rx_q)
+		ep->pep.rxq = op->rx_q;
+	ret = cour_trig_post_now(ep, op);
+	cour_post_end(ep);
+	return ret;
 }
 
 static bool cour_trig_copy_iocs(struct fi_ioc *dst, const struct fi_ioc *src, size_t n)
@@ -164,7 +178,7 @@ static void cour_trig_fail(struct cour_trig *t, int err)
 			.flags = FI_RECV | (t->op.tagged ? FI_TAGGED : FI_MSG),
 			.src = FI_ADDR_NOTAVAIL,
 		};
-		pep->up->rx_done(pep, &e, t->op.flags | FI_COMPLETION, err, 0, 0);
+		pep->up->rx_done(pep, t->op.rx_q, &e, t->op.flags | FI_COMPLETION, err, 0, 0);
 		return;
 	}
 	struct cour_txe tmp = {
@@ -198,6 +212,32 @@ void cour_trig_fire_locked(struct cour_domain *dom)
 		free(t);
 	}
 	dom->trig_ready = keep;
+}
+
+static bool cour_trig_of_ctx(const struct cour_trig *t, const struct cour_sep_ctx *x)
+{
+	return t->op.tx_owner == x || (x->q && t->op.rx_q == x->q);
+}
+
+void cour_trig_drop_owner_locked(struct cour_domain *dom, const struct cour_sep_ctx *x)
+{
+	struct cour_trig **lists[2] = { &dom->trig_wait, &dom->trig_ready };
+
+	for (int i = 0; i < 2; i++) {
+		struct cour_trig **pp = lists[i];
+
+		while (*pp) {
+			struct cour_trig *t = *pp;
+
+			if (!cour_trig_of_ctx(t, x)) {
+				pp = &t->next;
+				continue;
+			}
+			*pp = t->next;
+			cour_ref_dec(&t->cntr->refcnt);
+			free(t);
+		}
+	}
 }
 
 void cour_trig_drop_ep_locked(struct cour_domain *dom, struct cour_ep *ep)

@@ -73,6 +73,7 @@ int cour_atomic_post(struct cour_pep *ep, const struct cour_atomic_args *a)
 	if (ret)
 		return ret;
 	memset(txe, 0, sizeof(*txe));
+	txe->owner = ep->tx_owner;
 	/* operands are always copied: the packet is small, and inject forms need it anyway */
 	p = txe->inject_buf = cour_pool_get(&ep->inject_pool);
 	if (!p) {

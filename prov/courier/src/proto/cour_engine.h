@@ -94,6 +94,8 @@ struct cour_txe {
 	uint32_t             msg_id;
 	uint32_t             rx_id;           /* RDATA: the receiver's id from CTS */
 	void                *context;
+	void                *owner;           /* a scalable endpoint's transmit context: where
+					       * its completion goes (NULL: the endpoint's) */
 	uint64_t             op_flags;        /* FI_COMPLETION, FI_INJECT, FI_DELIVERY_COMPLETE... */
 	uint64_t             cq_flags;        /* FI_SEND | FI_MSG or FI_TAGGED */
 	uint64_t             tag, data;
@@ -151,7 +153,8 @@ static inline bool cour_txe_internal(const struct cour_txe *txe)
 
 /* One posted receive. */
 struct cour_rxe {
-	struct cour_rxe     *next, *prev;     /* ep->rxq->msg / tag */
+	struct cour_rxe     *next, *prev;     /* q->msg / tag */
+	struct cour_rxq     *q;               /* the queue it was posted to */
 	void                *context;
 	uint64_t             op_flags;        /* FI_COMPLETION, FI_MULTI_RECV, FI_PEEK, FI_CLAIM.. */
 	uint64_t             tag, ignore;
@@ -174,6 +177,7 @@ struct cour_rxmsg {
 	UT_hash_handle       hh;              /* ep->rdv_by_id while waiting for RDATA */
 	struct cour_peer    *peer;
 	struct cour_rxe     *rxe;             /* NULL while unexpected */
+	struct cour_rxq     *q;               /* the queue it arrived at */
 	uint32_t             rx_id;
 	uint32_t             msg_id;          /* the sender's id (RTS, DONE) */
 	uint32_t             session;         /* the peer session (our nonce) it arrived in */
@@ -345,6 +349,9 @@ struct cour_rxq {
 	struct cour_rxmsg   *umsg, *utag;     /* unexpected messages, in arrival order */
 	struct cour_pool     rxe_pool;
 	size_t               dgram_bytes;     /* unexpected datagrams held (FI_EP_DGRAM) */
+	void                *owner;           /* a scalable endpoint's receive context: where
+					       * its completions go (NULL: the endpoint's) */
+	bool                 closed;          /* ...closed: arrivals dropped, completions too */
 };
 
 /*
@@ -394,8 +401,16 @@ struct cour_pep {
 	uint64_t             peer_cache_gen;
 	struct cour_peer    *active;          /* DL via act_next/act_prev */
 	struct cour_peer    *quiet;           /* left active holding windows, oldest first */
-	struct cour_rxq     *rxq;             /* &own_rxq, or a shared receive context's */
+	struct cour_rxq     *rxq;             /* &own_rxq, or a shared receive context's; on a
+					       * scalable endpoint the context being posted to or
+					       * the one a message being handled names */
 	struct cour_rxq      own_rxq;
+	/* scalable endpoints (cour_sep.c): receive context i's queue (NULL until opened) */
+	struct cour_rxq    **rxqs;
+	uint32_t             nrxq;
+	/* what the object layer posts through: set around a post, under the lock */
+	void                *tx_owner;        /* a transmit context, copied into each txe */
+	uint32_t             tx_rx_ctx;       /* receive context a send names (fi_rx_addr) */
 	struct cour_rxmsg   *rdv_by_id;       /* uthash on rx_id */
 	uint32_t             next_rx_id;
 	uint64_t             next_timer;      /* earliest deadline among active peers, 0: none */
@@ -464,8 +479,9 @@ struct cour_region *cour_region_find(struct cour_pdom *pdom, uint64_t key);
 struct cour_cq_entry;
 struct cour_up_ops {
 	void (*tx_done)(struct cour_pep *ep, const struct cour_txe *txe, int err, int prov_errno);
-	void (*rx_done)(struct cour_pep *ep, const struct cour_cq_entry *e, uint64_t op_flags,
-			int err, int prov_errno, size_t olen);
+	void (*rx_done)(struct cour_pep *ep, const struct cour_rxq *q,
+			const struct cour_cq_entry *e, uint64_t op_flags, int err, int prov_errno,
+			size_t olen);
 	void (*target_done)(struct cour_pep *ep, struct cour_region *r, uint64_t events,
 			    const struct cour_cq_entry *cq_data);
 	const struct cour_addr *(*av_lookup)(struct cour_pep *ep, fi_addr_t fi_addr);
@@ -527,6 +543,12 @@ void cour_pep_free(struct cour_pep *ep);
 /* ---- completion of transmits (proto/cour_peer.c) ---- */
 /* Report txe upward (unless it is the engine's own) and give its resources back. */
 void cour_txe_complete(struct cour_pep *ep, struct cour_txe *txe, int err, int prov_errno);
+/* Scalable endpoints: receive queue i (made on first use, kept until the endpoint closes);
+ * a closing transmit context's operations lose their owner. Lock held. */
+int  cour_pep_rxq_open(struct cour_pep *ep, uint32_t i, struct cour_rxq **q);
+void cour_peer_disown_locked(struct cour_pep *ep, const void *owner);
+/* Free the receives posted to ep->rxq, without completions (its context closes). */
+void cour_msg_flush_posted(struct cour_pep *ep);
 
 /* ---- proto/cour_peer.c: peers, sessions, reliability ---- */
 struct cour_peer *cour_peer_get_locked(struct cour_pep *ep, fi_addr_t fi_addr);

@@ -53,7 +53,8 @@ static int cour_dgram_send(struct cour_pep *ep, const struct iovec *iov, size_t 
 		return ret;
 	ep->stats.tx_bytes += len;
 	struct cour_txe tmp = {
-		.context = context, .op_flags = flags, .cq_flags = cq_flags, .msg_len = len,
+		.context = context, .owner = ep->tx_owner, .op_flags = flags,
+		.cq_flags = cq_flags, .msg_len = len,
 	};
 	ep->up->tx_done(ep, &tmp, 0, 0);
 	ep->stats.tx_msgs++;
@@ -71,7 +72,10 @@ int cour_txe_get(struct cour_pep *ep, fi_addr_t dest, const char *what, struct c
 	if (COUR_UNLIKELY(ep->tx_outstanding >= cour_params.tx_size))
 		return -FI_EAGAIN;
 	*txe = cour_pool_get(&ep->txe_pool);
-	return COUR_LIKELY(*txe != NULL) ? 0 : -FI_EAGAIN;
+	if (COUR_UNLIKELY(!*txe))
+		return -FI_EAGAIN;
+	(*txe)->owner = ep->tx_owner;
+	return 0;
 }
 
 int cour_txe_set_data(struct cour_pep *ep, struct cour_txe *txe, const struct iovec *iov,
@@ -146,6 +150,11 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	txe->msg_id = peer->next_msg_id++;
 	txe->hdr_flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
 			 (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0);
+	if (COUR_UNLIKELY(ep->tx_rx_ctx)) {
+		/* the peer's receive context (EAGER and RTS carry it; RDATA gets the CTS's id) */
+		txe->rx_id = ep->tx_rx_ctx;
+		txe->hdr_flags |= COUR_F_RXCTX;
+	}
 	if (cour_txe_set_data(ep, txe, iov, count, len, flags & FI_INJECT)) {
 		cour_pool_put(&ep->txe_pool, txe);
 		ep->tx_outstanding--;
@@ -282,6 +291,8 @@ int cour_msg_recv(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	if (!(ep->caps & FI_DIRECTED_RECV) && !(ep->rx_op_flags & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	rxe = cour_pool_get(&ep->rxq->rxe_pool);
+	if (COUR_LIKELY(rxe))
+		rxe->q = ep->rxq;
 	if (COUR_UNLIKELY(!rxe)) {
 		COUR_WARN(FI_LOG_EP_DATA, "out of memory for a posted receive (%zu posted)\n",
 			  ep->rxq->rxe_pool.in_use);
@@ -424,12 +435,14 @@ void cour_msg_handle_dgram(struct cour_pep *ep, const struct cour_pkt_hdr *hdr,
 		u->total_len = u->received = plen;
 		u->dgram_src = src;
 		u->dgram_ep = ep;
+		u->q = ep->rxq;
 		ep->rxq->dgram_bytes += plen;
 		ep->stats.unexpected_msgs++;
 		DL_APPEND(*cour_unexpq(ep, tagged), u);
 		return;
 	}
 	memset(&m, 0, sizeof(m));
+	m.q = ep->rxq;
 	m.hdr_flags = hdr->base.flags;
 	m.tag = hdr->msg.tag;
 	m.data = hdr->msg.data;
@@ -481,11 +494,25 @@ void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno)
 	}
 }
 
-void cour_msg_ep_close(struct cour_pep *ep)
+void cour_msg_flush_posted(struct cour_pep *ep)
+{
+	struct cour_rxe *rxe, *rtmp;
+
+	for (int t = 0; t < 2; t++)
+		DL_FOREACH_SAFE(*cour_rxq(ep, t), rxe, rtmp) {
+			DL_DELETE(*cour_rxq(ep, t), rxe);
+			/* a multi-receive buffer with slices still filling is freed by the last */
+			if ((rxe->op_flags & FI_MULTI_RECV) && rxe->multi_pending)
+				rxe->multi_retired = true;
+			else
+				cour_pool_put(&rxe->q->rxe_pool, rxe);
+		}
+}
+
+static void cour_msg_q_close(struct cour_pep *ep, bool shared)
 {
 	struct cour_rxmsg *m, *mtmp;
 	struct cour_rxe *rxe, *rtmp;
-	bool shared = ep->rxq != &ep->own_rxq;
 
 	/* a shared receive context keeps its receives, and the other endpoints' messages */
 	for (int t = 0; t < 2; t++) {
@@ -502,6 +529,22 @@ void cour_msg_ep_close(struct cour_pep *ep)
 		DL_FOREACH_SAFE(*cour_rxq(ep, t), rxe, rtmp)
 			DL_DELETE(*cour_rxq(ep, t), rxe);
 	}
+}
+
+void cour_msg_ep_close(struct cour_pep *ep)
+{
+	struct cour_rxq *saved = ep->rxq;
+	struct cour_rxmsg *m, *mtmp;
+
+	cour_msg_q_close(ep, ep->rxq != &ep->own_rxq);
+	/* a scalable endpoint's receive contexts (their queues outlive the contexts) */
+	for (uint32_t i = 0; i < ep->nrxq; i++) {
+		if (!ep->rxqs[i])
+			continue;
+		ep->rxq = ep->rxqs[i];
+		cour_msg_q_close(ep, false);
+	}
+	ep->rxq = saved;
 	HASH_ITER(hh, ep->rdv_by_id, m, mtmp)
 		HASH_DEL(ep->rdv_by_id, m);
 }

@@ -32,17 +32,18 @@ void cour_msg_report_rx(struct cour_pep *ep, struct cour_rxe *rxe, uint64_t flag
 	};
 
 	if (err || olen) {
-		ep->up->rx_done(ep, &e, rxe->op_flags | flags, err ? err : FI_ETRUNC,
+		ep->up->rx_done(ep, rxe->q, &e, rxe->op_flags | flags, err ? err : FI_ETRUNC,
 				err ? prov_errno : COUR_E_TRUNC, olen);
 		return;
 	}
-	ep->up->rx_done(ep, &e, rxe->op_flags | flags, 0, 0, 0);
+	ep->up->rx_done(ep, rxe->q, &e, rxe->op_flags | flags, 0, 0, 0);
 	ep->stats.rx_msgs++;
 }
 
 static void cour_rxe_free(struct cour_pep *ep, struct cour_rxe *rxe)
 {
-	cour_pool_put(&ep->rxq->rxe_pool, rxe);
+	(void)ep;
+	cour_pool_put(&rxe->q->rxe_pool, rxe);
 }
 
 struct cour_rxe **cour_rxq(struct cour_pep *ep, bool tagged)
@@ -311,7 +312,7 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
 {
 	struct cour_peer *peer = m->peer;
 
-	DL_DELETE(*(m->hdr_flags & COUR_F_TAGGED ? &ep->rxq->utag : &ep->rxq->umsg), m);
+	DL_DELETE(*(m->hdr_flags & COUR_F_TAGGED ? &m->q->utag : &m->q->umsg), m);
 	cour_unexp_settle(ep, m);
 	free(m->ubuf);
 	m->ubuf = NULL;
@@ -402,8 +403,8 @@ static void cour_rx_adopted_data(struct cour_peer *peer, struct cour_rxmsg *m,
 	/* else: unexpected and complete, it waits in its queue for a receive */
 }
 
-static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
-			    const char *payload, size_t plen)
+static void cour_handle_new_in(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			       const char *payload, size_t plen)
 {
 	struct cour_pep *ep = peer->ep;
 	bool tagged = hdr->base.flags & COUR_F_TAGGED;
@@ -434,6 +435,7 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 		return;
 	}
 	memset(m, 0, sizeof(*m));
+	m->q = ep->rxq;
 	m->units = cour_credit_cost(hdr->base.type, hdr->msg.total_len);
 	m->session = peer->local_session;
 	m->peer = peer;
@@ -466,6 +468,50 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 	}
 	if (!rts)
 		cour_rx_eager_data(peer, m, payload, plen);
+}
+
+/* The queue a new message goes to: the endpoint's (an endpoint that is not scalable has one:
+ * a context index is ignored), or on a scalable endpoint the receive context its sender
+ * named (fi_rx_addr; context 0 when it named none). NULL: no such context open here. */
+static struct cour_rxq *cour_msg_rxq_for(struct cour_pep *ep, const struct cour_pkt_hdr *hdr)
+{
+	uint32_t i = (hdr->base.flags & COUR_F_RXCTX) ? hdr->msg.rx_id : 0;
+	struct cour_rxq *q;
+
+	if (COUR_LIKELY(!ep->nrxq))
+		return ep->rxq;
+	q = i < ep->nrxq ? ep->rxqs[i] : NULL;
+	return q && !q->closed ? q : NULL;
+}
+
+/* A message's first packet: matched and queued in the queue it names. One for a receive
+ * context that is not open is taken as unexpected into the endpoint's own queue (a scalable
+ * endpoint posts nothing there) and discarded at once, as FI_DISCARD would: its data is
+ * dropped as it comes, its credit returned, a rendezvous sender answered; the session goes
+ * on. The sender is not told (its send completes); the target logs it. */
+static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			    const char *payload, size_t plen)
+{
+	struct cour_pep *ep = peer->ep;
+	struct cour_rxq *q = cour_msg_rxq_for(ep, hdr), *saved = ep->rxq;
+	bool tagged = hdr->base.flags & COUR_F_TAGGED;
+	struct cour_rxmsg **uq, *tail;
+
+	if (COUR_LIKELY(q)) {
+		ep->rxq = q;
+		cour_handle_new_in(peer, hdr, payload, plen);
+		ep->rxq = saved;
+		return;
+	}
+	COUR_WARN(FI_LOG_EP_DATA, "message for receive context %u, which is not open here: "
+		  "discarded\n", (hdr->base.flags & COUR_F_RXCTX) ? hdr->msg.rx_id : 0);
+	ep->rxq = &ep->own_rxq;
+	uq = tagged ? &ep->own_rxq.utag : &ep->own_rxq.umsg;
+	tail = *uq ? (*uq)->prev : NULL;
+	cour_handle_new_in(peer, hdr, payload, plen);
+	if (*uq && (*uq)->prev != tail)
+		cour_msg_discard(ep, (*uq)->prev, true);
+	ep->rxq = saved;
 }
 
 static void cour_handle_more(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,

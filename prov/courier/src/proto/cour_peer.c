@@ -89,12 +89,18 @@ static void cour_peer_evict_strangers(struct cour_pep *ep)
 	size_t freed = 0;
 
 	/* messages outlive their sender's session (a reset peer looks new): keep their peers */
-	DL_FOREACH(ep->rxq->umsg, m)
-		if (m->peer)
-			m->peer->pinned = true;
-	DL_FOREACH(ep->rxq->utag, m)
-		if (m->peer)
-			m->peer->pinned = true;
+	for (uint32_t i = 0; i <= ep->nrxq; i++) {
+		struct cour_rxq *q = i < ep->nrxq ? ep->rxqs[i] : ep->rxq;
+
+		if (!q || (i == ep->nrxq && i && q == ep->rxqs[0]))
+			continue;
+		DL_FOREACH(q->umsg, m)
+			if (m->peer)
+				m->peer->pinned = true;
+		DL_FOREACH(q->utag, m)
+			if (m->peer)
+				m->peer->pinned = true;
+	}
 	HASH_ITER(hh, ep->rdv_by_id, m, mtmp)
 		if (m->peer)
 			m->peer->pinned = true;
@@ -585,8 +591,56 @@ void cour_peer_free_all(struct cour_pep *ep)
 	ep->peer_cache_len = 0;
 	ep->peer_last = NULL;
 }
+/* ---- a scalable endpoint's receive queues (cour_sep.c) ---- */
+
+int cour_pep_rxq_open(struct cour_pep *ep, uint32_t i, struct cour_rxq **q)
+{
+	if (i >= ep->nrxq)
+		return -FI_EINVAL;
+	if (!ep->rxqs[i]) {
+		/* kept until the endpoint closes: messages on their way may still name it */
+		ep->rxqs[i] = calloc(1, sizeof(**q));
+		if (!ep->rxqs[i])
+			return -FI_ENOMEM;
+		cour_pool_init(&ep->rxqs[i]->rxe_pool, sizeof(struct cour_rxe), 64, 0);
+	}
+	*q = ep->rxqs[i];
+	return 0;
+}
+
+/* Operations of a transmit context that closes report to nobody. */
+void cour_peer_disown_locked(struct cour_pep *ep, const void *owner)
+{
+	struct cour_peer *peer, *ptmp;
+	struct cour_txe *txe;
+
+	HASH_ITER(hh, ep->peers, peer, ptmp) {
+		struct cour_txe *lists[] = { peer->ctrlq, peer->txq, peer->tx_inflight,
+					     peer->tx_wait };
+
+		for (size_t l = 0; l < sizeof(lists) / sizeof(lists[0]); l++)
+			DL_FOREACH(lists[l], txe)
+				if (txe->owner == owner)
+					txe->owner = NULL;
+	}
+}
+
+static void cour_pep_rxqs_free(struct cour_pep *ep)
+{
+	for (uint32_t i = 0; i < ep->nrxq; i++) {
+		if (!ep->rxqs[i])
+			continue;
+		cour_pool_fini(&ep->rxqs[i]->rxe_pool);
+		free(ep->rxqs[i]);
+	}
+	free(ep->rxqs);
+	ep->rxqs = NULL;
+	ep->nrxq = 0;
+}
+
 static void cour_pep_pools_fini(struct cour_pep *ep)
 {
+	cour_pep_rxqs_free(ep);
 	cour_pool_fini(&ep->txe_pool);
 	cour_pool_fini(&ep->own_rxq.rxe_pool);
 	cour_pool_fini(&ep->rxmsg_pool);

@@ -83,6 +83,7 @@ int cour_rma_post(struct cour_pep *ep, uint8_t type, const struct iovec *iov, si
 	if (COUR_UNLIKELY(ret))
 		return ret;
 	memset(txe, 0, sizeof(*txe));
+	txe->owner = ep->tx_owner;
 	if (cour_txe_set_data(ep, txe, iov, count, len, flags & FI_INJECT)) {
 		cour_pool_put(&ep->txe_pool, txe);
 		return -FI_EAGAIN;

@@ -144,7 +144,9 @@ enum {
 	COUR_F_WANT    = 1 << 7,   /* on RTS and ACK: the sender ran short of credit units for
 				    * what it has to send (an RTS it would have sent eager):
 				    * grant more if you can (proto/cour_credit.c) */
-	COUR_F_ALL     = (1 << 8) - 1
+	COUR_F_RXCTX   = 1 << 8,   /* on EAGER and RTS: rx_id names the receive context of a
+				    * scalable endpoint (fi_rx_addr); without it, context 0 */
+	COUR_F_ALL     = (1 << 9) - 1
 };
 
 struct cour_base_hdr {
