@@ -25,12 +25,12 @@ _Static_assert(FI_LOCAL_MR == LEGACY_LOCAL_MR && FI_ORDER_STRICT == LEGACY_ORDER
 #define V14  FI_VERSION(1, 4)
 
 #define ALL_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | \
-		  FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM)
+		  FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_TRIGGER | FI_SHARED_AV)
 #define COMM (FI_LOCAL_COMM | FI_REMOTE_COMM)
 /* one-sided operations: RDM only */
 #define RMA_TX (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE)
 #define RMA_RX (FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
-#define RDM_CAPS (ALL_CAPS | RMA_TX | RMA_RX)
+#define RDM_CAPS (ALL_CAPS | RMA_TX | RMA_RX | FI_NAMED_RX_CTX)
 #define RDM_ORDER (FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | \
 		   FI_ORDER_SAR | FI_ORDER_SAW | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | \
 		   FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW)
@@ -132,7 +132,8 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_null(fi->handle);
 	cr_assert_null(fi->nic);
 
-	cr_assert_eq(fi->tx_attr->caps, FI_MSG | FI_TAGGED | FI_SEND | (rdm ? RMA_TX : 0));
+	cr_assert_eq(fi->tx_attr->caps, FI_MSG | FI_TAGGED | FI_SEND | FI_TRIGGER |
+		     (rdm ? RMA_TX | FI_NAMED_RX_CTX : 0));
 	cr_assert_eq(fi->tx_attr->mode, 0);
 	cr_assert_eq(fi->tx_attr->op_flags, 0);
 	cr_assert_eq(fi->tx_attr->msg_order, rdm ? RDM_ORDER : 0);
@@ -143,7 +144,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->tx_attr->rma_iov_limit, rdm ? 1 : 0);
 
 	cr_assert_eq(fi->rx_attr->caps, FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV |
-		     FI_MULTI_RECV | FI_SOURCE | (rdm ? RMA_RX : 0));
+		     FI_MULTI_RECV | FI_SOURCE | (rdm ? RMA_RX | FI_NAMED_RX_CTX : 0));
 	cr_assert_eq(fi->rx_attr->mode, 0);
 	cr_assert_eq(fi->rx_attr->op_flags, 0);
 	cr_assert_eq(fi->rx_attr->msg_order, rdm ? RDM_ORDER : 0);
@@ -178,13 +179,14 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->domain_attr->ep_cnt, 1024);
 	cr_assert_eq(fi->domain_attr->tx_ctx_cnt, 1024);
 	cr_assert_eq(fi->domain_attr->rx_ctx_cnt, 1024);
-	cr_assert_eq(fi->domain_attr->max_ep_tx_ctx, 1);
-	cr_assert_eq(fi->domain_attr->max_ep_rx_ctx, 1);
+	/* scalable endpoints: RDM only */
+	cr_assert_eq(fi->domain_attr->max_ep_tx_ctx, rdm ? COUR_SEP_MAX_CTX : 1);
+	cr_assert_eq(fi->domain_attr->max_ep_rx_ctx, rdm ? COUR_SEP_MAX_CTX : 1);
 	cr_assert_eq(fi->domain_attr->max_ep_stx_ctx, 1024);
 	cr_assert_eq(fi->domain_attr->max_ep_srx_ctx, 1024);
 	cr_assert_eq(fi->domain_attr->cntr_cnt, 256);
 	cr_assert_eq(fi->domain_attr->mr_iov_limit, 1);
-	cr_assert_eq(fi->domain_attr->caps, COMM);
+	cr_assert_eq(fi->domain_attr->caps, COMM | FI_SHARED_AV);
 	cr_assert_eq(fi->domain_attr->mode, 0);
 	cr_assert_eq(fi->domain_attr->auth_key_size, 0);
 	cr_assert_eq(fi->domain_attr->max_err_data, 0);
@@ -312,22 +314,37 @@ Test(attr, secondary_alone_gets_all_primaries)
 	hints->caps = FI_SOURCE;
 	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->caps, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC |
-		     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
-		     FI_SOURCE | COMM);
+		     FI_NAMED_RX_CTX | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+		     FI_REMOTE_WRITE | FI_SOURCE | COMM);
 	cr_assert_eq(info->next->caps, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SEND | FI_RECV |
 		     FI_SOURCE | COMM);
 }
 
 Test(attr, caps_superset_is_refused)
 {
-	static const uint64_t extra[] = { FI_HMEM, FI_MULTICAST, FI_NAMED_RX_CTX, FI_TRIGGER,
-		FI_SHARED_AV, FI_VARIABLE_MSG, FI_SOURCE_ERR, FI_COLLECTIVE, FI_AV_USER_ID };
+	static const uint64_t extra[] = { FI_HMEM, FI_MULTICAST, FI_VARIABLE_MSG, FI_SOURCE_ERR,
+		FI_COLLECTIVE, FI_AV_USER_ID };
 	size_t i;
 
 	for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
 		hints->caps = FI_MSG | extra[i];
 		fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	}
+}
+
+Test(attr, trigger_shared_av_and_named_rx_ctx_when_asked)
+{
+	/* secondary: every type, returned only when asked */
+	hints->caps = FI_MSG | FI_TRIGGER | FI_SHARED_AV;
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->caps, FI_MSG | FI_SEND | FI_RECV | COMM | FI_TRIGGER | FI_SHARED_AV);
+	cr_assert(info->domain_attr->caps & FI_SHARED_AV);
+	drop();
+	/* scalable endpoints' addressing: RDM only */
+	hints->caps = FI_MSG | FI_NAMED_RX_CTX;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
+	cr_assert(info->caps & FI_NAMED_RX_CTX);
 }
 
 Test(attr, tx_rx_and_domain_caps_are_checked)
@@ -339,10 +356,14 @@ Test(attr, tx_rx_and_domain_caps_are_checked)
 	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
 	drop();
-	hints->rx_attr->caps = FI_TRIGGER;
+	hints->rx_attr->caps = FI_MULTICAST;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->rx_attr->caps = 0;
-	hints->domain_attr->caps = FI_SHARED_AV;
+	hints->domain_attr->caps = FI_SHARED_AV;    /* a domain capability courier has */
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert(info->domain_attr->caps & FI_SHARED_AV);
+	drop();
+	hints->domain_attr->caps = FI_HMEM;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 
@@ -468,14 +489,25 @@ Test(attr, contexts_protocol_auth)
 	cr_assert_eq(info->ep_attr->tx_ctx_cnt, FI_SHARED_CONTEXT);
 	cr_assert_eq(info->ep_attr->rx_ctx_cnt, 1);
 	drop();
+	/* more than one: a scalable endpoint, RDM only, up to COUR_SEP_MAX_CTX, reflected */
 	hints->ep_attr->tx_ctx_cnt = 2;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->type, FI_EP_RDM);
+	cr_assert_eq(info->ep_attr->tx_ctx_cnt, 2);
+	cr_assert(info->caps & FI_NAMED_RX_CTX);
+	drop();
+	hints->ep_attr->tx_ctx_cnt = COUR_SEP_MAX_CTX + 1;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->ep_attr->tx_ctx_cnt = 1;
 	hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT);
 	drop();
-	hints->ep_attr->rx_ctx_cnt = 2;
+	hints->ep_attr->rx_ctx_cnt = COUR_SEP_MAX_CTX;
+	get(V117, NULL, NULL, 0, hints, 1);
+	cr_assert_eq(info->ep_attr->rx_ctx_cnt, COUR_SEP_MAX_CTX);
+	drop();
+	hints->ep_attr->rx_ctx_cnt = COUR_SEP_MAX_CTX + 1;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->ep_attr->rx_ctx_cnt = 1;
 	hints->ep_attr->protocol = FI_PROTO_RXM;
@@ -902,13 +934,13 @@ Test(attr, info_check_refuses_what_we_never_return)
 	info->rx_attr->iov_limit = 9;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->rx_attr->iov_limit = 8;
-	info->caps |= FI_TRIGGER;
+	info->caps |= FI_MULTICAST;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
-	info->caps &= ~FI_TRIGGER;
+	info->caps &= ~FI_MULTICAST;
 	info->next->caps |= FI_RMA;                /* datagram endpoints have no RMA */
 	cr_assert_eq(cour_info_check(info->next), -FI_EINVAL);
 	info->next->caps &= ~FI_RMA;
-	info->ep_attr->rx_ctx_cnt = 2;
+	info->ep_attr->rx_ctx_cnt = COUR_SEP_MAX_CTX + 1;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	cr_assert_eq(cour_info_check(info), 0);

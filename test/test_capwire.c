@@ -164,8 +164,8 @@ struct cour_ep *capwire_open(uint64_t caps)
 	ep->pep.up = &cour_ep_up;
 	ep->pep.caps = caps;
 	ep->pep.type = FI_EP_RDM;
-	ep->tx_cq = &capwire.tx_cq;
-	ep->rx_cq = &capwire.rx_cq;
+	ep->b.tx_cq = &capwire.tx_cq;
+	ep->b.rx_cq = &capwire.rx_cq;
 	ep->pep.min_multi_recv = 64;
 	ep->pep.rxbuf_size = 4096;
 	cour_wire_init(&ep->pep.wire, &capwire_ops, &cour_ep_wire_rx, &ep->pep, &ep->pep.rxbuf_pool,

@@ -19,16 +19,16 @@
 
 /* Domain capabilities (fi_domain(3)): in info->caps and domain_attr->caps, never in tx/rx caps,
  * whose allowed bits fi_endpoint(3) lists. */
-#define COUR_COMM_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)
+#define COUR_COMM_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define COUR_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_TRIGGER)
 #define COUR_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE)
-#define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS | COUR_COMM_CAPS)
+#define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS | COUR_COMM_CAPS | FI_SHARED_AV)
 /* One-sided operations need the reliable engine: RDM endpoints only. */
 #define COUR_RDM_TX_CAPS (COUR_TX_CAPS | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE | \
 			  FI_NAMED_RX_CTX)
 #define COUR_RDM_RX_CAPS (COUR_RX_CAPS | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | \
 			  FI_REMOTE_WRITE | FI_RMA_EVENT | FI_NAMED_RX_CTX)
-#define COUR_RDM_CAPS (COUR_RDM_TX_CAPS | COUR_RDM_RX_CAPS | COUR_COMM_CAPS)
+#define COUR_RDM_CAPS (COUR_RDM_TX_CAPS | COUR_RDM_RX_CAPS | COUR_COMM_CAPS | FI_SHARED_AV)
 /* Every sequenced packet is processed in order, and reads are copied aside before a later
  * write could reach their memory (proto/cour_rma_proto.c). Sends may overtake earlier RMA
  * waiting for credits, so no WAS or RAS. */
@@ -119,7 +119,7 @@ static const struct fi_domain_attr cour_domain_attr = {
 	.max_ep_srx_ctx = 1024,
 	.cntr_cnt = 256,
 	.mr_iov_limit = 1,
-	.caps = COUR_COMM_CAPS,
+	.caps = COUR_COMM_CAPS | FI_SHARED_AV,     /* the domain capabilities of fi_domain(3) */
 	.mr_cnt = 65536,
 };
 
@@ -191,8 +191,13 @@ static struct fi_info *cour_attr_offer_dup(const struct fi_info *tmpl)
 		return NULL;
 	}
 	cour_attr_apply_params(fi);
-	if (fi->ep_attr->type != FI_EP_RDM)
+	if (fi->ep_attr->type != FI_EP_RDM) {
+		/* scalable endpoints are RDM endpoints */
 		fi->domain_attr->max_ep_tx_ctx = fi->domain_attr->max_ep_rx_ctx = 1;
+		fi->caps &= ~FI_NAMED_RX_CTX;
+		fi->tx_attr->caps &= ~FI_NAMED_RX_CTX;
+		fi->rx_attr->caps &= ~FI_NAMED_RX_CTX;
+	}
 	return fi;
 }
 
@@ -462,6 +467,8 @@ static uint64_t cour_attr_pick_caps(uint64_t offer, const struct fi_info *hints)
 			 COUR_COMM_CAPS);
 	comm = (want | (hints->domain_attr ? hints->domain_attr->caps : 0)) & COUR_COMM_CAPS;
 	caps |= comm ? comm : offer & COUR_COMM_CAPS;
+	/* the secondary domain capability, asked in either place */
+	caps |= (hints->domain_attr ? hints->domain_attr->caps : 0) & FI_SHARED_AV;
 	return caps & offer;
 }
 
