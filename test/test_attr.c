@@ -141,7 +141,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->tx_attr->inject_size, 4096);
 	cr_assert_eq(fi->tx_attr->size, 1024);
 	cr_assert_eq(fi->tx_attr->iov_limit, 8);
-	cr_assert_eq(fi->tx_attr->rma_iov_limit, rdm ? 1 : 0);
+	cr_assert_eq(fi->tx_attr->rma_iov_limit, rdm ? COUR_RMA_IOV_MAX : 0);
 
 	cr_assert_eq(fi->rx_attr->caps, FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV |
 		     FI_MULTI_RECV | FI_SOURCE | (rdm ? RMA_RX | FI_NAMED_RX_CTX : 0));
@@ -437,9 +437,9 @@ Test(attr, queue_sizes_and_iov_limits)
 	hints->tx_attr->iov_limit = 9;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->tx_attr->iov_limit = 0;
-	hints->tx_attr->rma_iov_limit = 2;
+	hints->tx_attr->rma_iov_limit = COUR_RMA_IOV_MAX + 1;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
-	hints->tx_attr->rma_iov_limit = 1;          /* RDM only */
+	hints->tx_attr->rma_iov_limit = COUR_RMA_IOV_MAX;   /* RDM only */
 	get(V117, NULL, NULL, 0, hints, NRELIABLE);
 	drop();
 	hints->tx_attr->rma_iov_limit = 0;

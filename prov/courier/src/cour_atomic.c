@@ -1,7 +1,8 @@
 /*
  * fi_ops_atomic: thin adapters into cour_atomic_post (proto/cour_atomic_proto.c) under the
- * progress lock, and the *valid queries from the atomic table. One remote ioc per operation
- * (rma_iov_limit 1), covering exactly the elements of the local ones.
+ * progress lock, and the *valid queries from the atomic table. Remote iocs up to rma_iov_limit
+ * together cover exactly the elements of the local ones; several are posted as one atomic each
+ * (the parts of cour_rma.c), each atomic per element as always.
  */
 #include "cour_ep.h"
 #include "proto/cour_atomic_ops.h"
@@ -27,23 +28,107 @@ static ssize_t cour_atomic_common(struct fid_ep *ep_fid, struct cour_atomic_args
 	return ret;
 }
 
+/* The iocs of elements [off, off + n) of ioc[0..cnt): at most cnt of them, in out. */
+static size_t cour_ioc_slice(const struct fi_ioc *ioc, size_t cnt, size_t off, size_t n,
+			     size_t esz, struct fi_ioc *out)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; ioc && i < cnt && n; i++) {
+		if (off >= ioc[i].count) {
+			off -= ioc[i].count;
+			continue;
+		}
+		size_t take = COUR_MIN(ioc[i].count - off, n);
+		out[k].addr = (char *)ioc[i].addr + off * esz;
+		out[k].count = take;
+		k++;
+		n -= take;
+		off = 0;
+	}
+	return k;
+}
+
+/* Several remote iocs: one atomic for each, the local operands, compare values and
+ * results sliced to match (the grouping of cour_rma.c: one completion, events once). */
+static ssize_t cour_atomic_parts(struct fid_ep *ep_fid, const struct fi_msg_atomic *msg,
+				 const struct cour_atomic_args *a)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+	size_t n = msg->rma_iov_count, off = 0, esz = cour_atomic_dt_size(msg->datatype);
+	struct cour_rma_group *g;
+	fi_addr_t addr = msg->addr;
+	int ret;
+
+	if (!esz) {
+		COUR_WARN(FI_LOG_EP_DATA, "atomic datatype %d unknown\n", (int)msg->datatype);
+		return -FI_EOPNOTSUPP;
+	}
+	if (msg->iov_count > COUR_IOV_MAX || a->compare_count > COUR_IOV_MAX ||
+	    a->result_count > COUR_IOV_MAX) {
+		COUR_WARN(FI_LOG_EP_DATA, "more than %d local iocs\n", COUR_IOV_MAX);
+		return -FI_EINVAL;
+	}
+	g = cour_rma_group_new(msg->context, a->flags,
+			       FI_ATOMIC | (a->kind == COUR_ATOMIC_BASE ? FI_WRITE : FI_READ), n);
+	if (!g)
+		return -FI_ENOMEM;
+	cour_lock_acquire(&ep->domain->lock);
+	ret = cour_rma_parts_begin(ep, ep_fid, &addr, a->flags, n);
+	if (ret)
+		free(g);
+	for (size_t j = 0; !ret && j < n; j++) {
+		struct fi_ioc iov[COUR_IOV_MAX], cmp[COUR_IOV_MAX], res[COUR_IOV_MAX];
+		struct cour_atomic_args part = *a;
+		size_t cnt = msg->rma_iov[j].count;
+
+		part.op = msg->op;
+		part.dt = msg->datatype;
+		part.count = cour_ioc_slice(msg->msg_iov, msg->iov_count, off, cnt, esz, iov);
+		part.iov = iov;
+		part.compare_count = cour_ioc_slice(a->compare, a->compare_count, off, cnt, esz,
+						    cmp);
+		part.compare = a->compare ? cmp : NULL;
+		part.result_count = cour_ioc_slice(a->result, a->result_count, off, cnt, esz,
+						   res);
+		part.result = a->result ? res : NULL;
+		part.dest = addr;
+		part.addr = msg->rma_iov[j].addr;
+		part.key = msg->rma_iov[j].key;
+		part.data = msg->data;
+		part.context = msg->context;
+		if (j != n - 1)
+			part.flags &= ~(uint64_t)FI_REMOTE_CQ_DATA;
+		cour_rma_part_next(ep, g, j == n - 1, 0);
+		ret = cour_rma_part_posted(g, cour_atomic_post(&ep->pep, &part), j, n);
+		off += cnt;
+	}
+	cour_post_end(ep);
+	cour_lock_release(&ep->domain->lock);
+	return ret < 0 ? ret : 0;
+}
+
 static ssize_t cour_atomic_msg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
 			       struct cour_atomic_args *a)
 {
-	size_t n = 0;
+	size_t n = 0, rn = 0;
 
-	if (msg->rma_iov_count != 1 || !msg->rma_iov) {
-		COUR_WARN(FI_LOG_EP_DATA, "rma_iov_count %zu: courier's rma_iov_limit is 1\n",
-			  msg->rma_iov_count);
+	if (!msg->rma_iov || msg->rma_iov_count < 1 || msg->rma_iov_count > COUR_RMA_IOV_MAX) {
+		COUR_WARN(FI_LOG_EP_DATA, "rma_iov_count %zu: courier's rma_iov_limit is %d\n",
+			  msg->rma_iov_count, COUR_RMA_IOV_MAX);
 		return -FI_EINVAL;
 	}
+	for (size_t i = 0; i < msg->rma_iov_count; i++)
+		rn += msg->rma_iov[i].count;
 	for (size_t i = 0; i < msg->iov_count && i <= COUR_IOV_MAX; i++)
 		n += msg->msg_iov[i].count;
-	if (msg->iov_count <= COUR_IOV_MAX && n != msg->rma_iov[0].count) {
-		COUR_WARN(FI_LOG_EP_DATA, "local iocs hold %zu elements, the remote one %zu\n", n,
-			  msg->rma_iov[0].count);
+	if (msg->iov_count <= COUR_IOV_MAX && n != rn) {
+		COUR_WARN(FI_LOG_EP_DATA, "local iocs hold %zu elements, the remote ones %zu\n", n,
+			  rn);
 		return -FI_EINVAL;
 	}
+	if (msg->rma_iov_count > 1)
+		return cour_atomic_parts(ep, msg, a);
 	a->op = msg->op;
 	a->dt = msg->datatype;
 	a->iov = msg->msg_iov;

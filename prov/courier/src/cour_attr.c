@@ -49,7 +49,7 @@ static const struct fi_tx_attr cour_rdm_tx_attr = {
 	.msg_order = COUR_RDM_ORDER,
 	.comp_order = COUR_ORDER_NONE,
 	.iov_limit = COUR_IOV_LIMIT,
-	.rma_iov_limit = 1,
+	.rma_iov_limit = COUR_RMA_IOV_MAX,   /* parts of one operation (cour_rma.c) */
 };
 
 static const struct fi_rx_attr cour_rdm_rx_attr = {

@@ -26,6 +26,8 @@
 
 /* transmit and receive contexts of one scalable endpoint (cour_sep.c) */
 #define COUR_SEP_MAX_CTX 16
+/* remote iovecs of one RMA or atomic (cour_rma.c) */
+#define COUR_RMA_IOV_MAX 4
 
 #include "cour.h"
 #include "util/cour_addr.h"

@@ -27,6 +27,14 @@ static void cour_ep_tx_done(struct cour_pep *pep, const struct cour_txe *txe, in
 			    int prov_errno)
 {
 	struct cour_ep *ep = cour_ep_of_pep(pep);
+	struct cour_txe whole;
+
+	/* one part of an RMA with several remote iovecs: the whole completes with the last */
+	if (COUR_UNLIKELY(txe->group)) {
+		if (!cour_rma_group_done(txe, &whole, &err, &prov_errno))
+			return;
+		txe = &whole;
+	}
 	const struct cour_sink *b = txe->owner ? cour_sep_ctx_sink(txe->owner) : &ep->b;
 	struct cour_cq_entry e = {
 		.op_context = txe->context,

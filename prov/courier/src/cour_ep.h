@@ -10,6 +10,7 @@
 #include "cour_av.h"
 #include "cour_cq.h"
 #include "cour_cm.h"
+#include "cour_attr.h"
 #include "proto/cour_engine.h"
 
 /* Where completions go: an endpoint's bindings, or a scalable endpoint context's. */
@@ -137,9 +138,36 @@ static inline void cour_post_end(struct cour_ep *ep)
 {
 	ep->pep.tx_owner = NULL;
 	ep->pep.tx_rx_ctx = 0;
+	ep->pep.tx_group = NULL;
+	ep->pep.tx_part = false;
+	ep->pep.tx_whole_len = 0;
 	ep->pep.rxq = ep->pep.nrxq ? ep->pep.rxqs[0] ? ep->pep.rxqs[0] : &ep->pep.own_rxq :
 		      ep->pep.rxq;
 }
+
+/* RMA with several remote iovecs (cour_rma.c): one of its parts completed (err, prov_errno:
+ * its result); true when it was the last, with the whole operation in *whole and its
+ * result (the first error) in err, prov_errno. Lock held. */
+struct cour_rma_group {
+	void                *context;
+	void                *owner;
+	uint64_t             op_flags, cq_flags;
+	uint32_t             left, total;
+	int                  err, prov_errno;
+};
+bool cour_rma_group_done(const struct cour_txe *txe, struct cour_txe *whole, int *err,
+			 int *prov_errno);
+/* Posting the parts (lock held): begin (0, or -FI_* and nothing posted), then for each part
+ * next() and posted() with the engine's result: 0 go on; 1 stop, the operation was taken
+ * (a later part failed: the whole completes in error); < 0 stop, nothing was posted and
+ * the group is freed: return that. */
+struct cour_rma_group *cour_rma_group_new(void *context, uint64_t flags, uint64_t cq_flags,
+					  size_t n);
+int  cour_rma_parts_begin(struct cour_ep *ep, struct fid_ep *ep_fid, fi_addr_t *addr,
+			  uint64_t flags, size_t n);
+void cour_rma_part_next(struct cour_ep *ep, struct cour_rma_group *g, bool last,
+			uint64_t whole_len);
+int  cour_rma_part_posted(struct cour_rma_group *g, ssize_t ret, size_t j, size_t n);
 
 /* fi_scalable_ep (cour_sep.c); and what a scalable endpoint's close must check and free */
 int  cour_sep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep,

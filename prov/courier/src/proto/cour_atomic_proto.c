@@ -74,6 +74,7 @@ int cour_atomic_post(struct cour_pep *ep, const struct cour_atomic_args *a)
 		return ret;
 	memset(txe, 0, sizeof(*txe));
 	txe->owner = ep->tx_owner;
+	txe->group = ep->tx_group;
 	/* operands are always copied: the packet is small, and inject forms need it anyway */
 	p = txe->inject_buf = cour_pool_get(&ep->inject_pool);
 	if (!p) {
@@ -106,7 +107,8 @@ int cour_atomic_post(struct cour_pep *ep, const struct cour_atomic_args *a)
 	txe->msg_len = count * size;
 	txe->total_len = txe->iov[0].iov_len;
 	txe->msg_id = peer->next_msg_id++;
-	txe->hdr_flags = (a->flags & FI_REMOTE_CQ_DATA) ? COUR_F_CQ_DATA : 0;
+	txe->hdr_flags = ((a->flags & FI_REMOTE_CQ_DATA) ? COUR_F_CQ_DATA : 0) |
+			 (ep->tx_part ? COUR_F_PART : 0);
 	txe->list = NULL;
 	cour_peer_enqueue(peer, txe);
 	return 0;
@@ -200,9 +202,9 @@ void cour_atomic_handle(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			.data = hdr->msg.data,
 			.src = cour_peer_fi_addr(peer),
 		};
-		cour_rma_target_event(ep, mr, events, &e);
+		cour_rma_target_event(ep, mr, events, &e, hdr->base.flags);
 	} else {
-		cour_rma_target_event(ep, mr, events, NULL);
+		cour_rma_target_event(ep, mr, events, NULL, hdr->base.flags);
 	}
 	cour_atomic_answer(peer, hdr->msg.msg_id, result, kind == COUR_ATOMIC_BASE ? 0 : bytes);
 }

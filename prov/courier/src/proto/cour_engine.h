@@ -96,6 +96,8 @@ struct cour_txe {
 	void                *context;
 	void                *owner;           /* a scalable endpoint's transmit context: where
 					       * its completion goes (NULL: the endpoint's) */
+	void                *group;           /* one part of an RMA with several remote iovecs:
+					       * the object layer completes the whole once */
 	uint64_t             op_flags;        /* FI_COMPLETION, FI_INJECT, FI_DELIVERY_COMPLETE... */
 	uint64_t             cq_flags;        /* FI_SEND | FI_MSG or FI_TAGGED */
 	uint64_t             tag, data;
@@ -411,6 +413,9 @@ struct cour_pep {
 	/* what the object layer posts through: set around a post, under the lock */
 	void                *tx_owner;        /* a transmit context, copied into each txe */
 	uint32_t             tx_rx_ctx;       /* receive context a send names (fi_rx_addr) */
+	void                *tx_group;        /* RMA parts: their group, copied into each txe */
+	bool                 tx_part;         /* ...and this part is not the last (COUR_F_PART) */
+	uint32_t             tx_whole_len;    /* ...the operation's bytes, on its last write */
 	struct cour_rxmsg   *rdv_by_id;       /* uthash on rx_id */
 	uint32_t             next_rx_id;
 	uint64_t             next_timer;      /* earliest deadline among active peers, 0: none */
@@ -665,7 +670,7 @@ void cour_rma_order_guard(struct cour_peer *peer);
 /* Report one target event (FI_REMOTE_WRITE and/or FI_REMOTE_READ) on region r, with a
  * completion carrying remote CQ data (cq_data) or none (NULL). */
 void cour_rma_target_event(struct cour_pep *ep, struct cour_region *r, uint64_t events,
-			   const struct cour_cq_entry *cq_data);
+			   const struct cour_cq_entry *cq_data, uint16_t hdr_flags);
 /* The target's last word on an operation: prov_errno, or success with its remote events
  * (FI_RMA_EVENT counters, remote CQ data for a write). */
 void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_id,

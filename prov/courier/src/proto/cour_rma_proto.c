@@ -84,6 +84,7 @@ int cour_rma_post(struct cour_pep *ep, uint8_t type, const struct iovec *iov, si
 		return ret;
 	memset(txe, 0, sizeof(*txe));
 	txe->owner = ep->tx_owner;
+	txe->group = ep->tx_group;
 	if (cour_txe_set_data(ep, txe, iov, count, len, flags & FI_INJECT)) {
 		cour_pool_put(&ep->txe_pool, txe);
 		return -FI_EAGAIN;
@@ -100,7 +101,13 @@ int cour_rma_post(struct cour_pep *ep, uint8_t type, const struct iovec *iov, si
 	txe->total_len = type == COUR_PKT_WRITE ? len : 0;   /* a read request is bare */
 	txe->msg_id = peer->next_msg_id++;
 	txe->hdr_flags = (flags & FI_REMOTE_CQ_DATA) ? COUR_F_CQ_DATA : 0;
-	if (cour_cma_usable(peer, len, txe->iov_count)) {
+	if (ep->tx_part)
+		txe->hdr_flags |= COUR_F_PART;
+	else if (ep->tx_group && type == COUR_PKT_WRITE)
+		txe->rx_id = ep->tx_whole_len;  /* the remote CQ data entry's length */
+	/* the parts of one operation go as packets, in sequence, so the last one's events
+	 * (remote CQ data) come after every part landed; a single copy could finish later */
+	if (!ep->tx_group && cour_cma_usable(peer, len, txe->iov_count)) {
 		txe->hdr_flags |= COUR_F_CMA;  /* the target moves the bytes (proto/cour_cma.c) */
 		txe->total_len = 0;
 		/* ... or we do, through its window, and are done (proto/cour_rma_push.c) */
@@ -240,9 +247,11 @@ static void cour_rma_resp(struct cour_peer *peer, const struct cour_pkt_hdr *hdr
 /* One target event: the object layer moves the endpoint's remote counters and the region's
  * counter once each for it, and writes the remote CQ data completion if there is one. */
 void cour_rma_target_event(struct cour_pep *ep, struct cour_region *mr, uint64_t events,
-			   const struct cour_cq_entry *cq_data)
+			   const struct cour_cq_entry *cq_data, uint16_t hdr_flags)
 {
 	ep->stats.rma_served++;
+	if (hdr_flags & COUR_F_PART)
+		return;         /* a part of an operation: its last part raises the events */
 	ep->up->target_done(ep, mr, events, cq_data);
 }
 
@@ -283,10 +292,10 @@ void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_i
 			.data = data,
 			.src = cour_peer_fi_addr(peer),
 		};
-		cour_rma_target_event(ep, mr, FI_REMOTE_WRITE, &e);
+		cour_rma_target_event(ep, mr, FI_REMOTE_WRITE, &e, hdr_flags);
 	} else {
 		cour_rma_target_event(ep, mr, type == COUR_PKT_WRITE ? FI_REMOTE_WRITE :
-					      FI_REMOTE_READ, NULL);
+					      FI_REMOTE_READ, NULL, hdr_flags);
 	}
 	cour_rma_answer(peer, msg_id, 0);
 }
@@ -295,8 +304,12 @@ void cour_rma_target_finish(struct cour_peer *peer, uint8_t type, uint32_t msg_i
 static void cour_rma_write_done(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 				struct cour_region *mr)
 {
-	cour_rma_target_finish(peer, COUR_PKT_WRITE, hdr->msg.msg_id, hdr->base.flags,
-			       hdr->msg.total_len, hdr->msg.data, mr, 0);
+	/* the last part of a write with several remote iovecs names the whole length */
+	uint64_t len = (hdr->base.flags & COUR_F_CQ_DATA) && hdr->msg.rx_id ? hdr->msg.rx_id :
+		       hdr->msg.total_len;
+
+	cour_rma_target_finish(peer, COUR_PKT_WRITE, hdr->msg.msg_id, hdr->base.flags, len,
+			       hdr->msg.data, mr, 0);
 }
 
 /* WRITE|CMA: one bare packet; the whole write is checked, then pulled from the initiator. */
@@ -440,7 +453,7 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 		/* straight into the initiator's buffer, now: no later write can reach it first */
 		struct iovec l = { .iov_base = src, .iov_len = len };
 		if (cour_cma_push(peer, &l, 1, hdr->msg.offset, len) == 0) {
-			cour_rma_target_event(ep, mr, FI_REMOTE_READ, NULL);
+			cour_rma_target_event(ep, mr, FI_REMOTE_READ, NULL, hdr->base.flags);
 			cour_rma_answer(peer, hdr->msg.msg_id, 0);
 			return;
 		}
@@ -459,7 +472,7 @@ static void cour_rma_read_req(struct cour_peer *peer, const struct cour_pkt_hdr 
 	txe->iov_count = 1;
 	txe->total_len = len;
 	txe->msg_len = len;
-	cour_rma_target_event(ep, mr, FI_REMOTE_READ, NULL);
+	cour_rma_target_event(ep, mr, FI_REMOTE_READ, NULL, hdr->base.flags);
 	cour_peer_enqueue(peer, txe);
 }
 

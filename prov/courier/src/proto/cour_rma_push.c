@@ -129,7 +129,7 @@ void cour_rma_push_rx(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, si
 				 FI_REMOTE_WRITE, NULL, &mr))
 		return;
 	ep->stats.shm_push_notices++;
-	cour_rma_target_event(ep, mr, FI_REMOTE_WRITE, NULL);
+	cour_rma_target_event(ep, mr, FI_REMOTE_WRITE, NULL, hdr->base.flags);
 }
 
 /* ---- initiator ---- */

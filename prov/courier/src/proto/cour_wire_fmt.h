@@ -146,7 +146,10 @@ enum {
 				    * grant more if you can (proto/cour_credit.c) */
 	COUR_F_RXCTX   = 1 << 8,   /* on EAGER and RTS: rx_id names the receive context of a
 				    * scalable endpoint (fi_rx_addr); without it, context 0 */
-	COUR_F_ALL     = (1 << 9) - 1
+	COUR_F_PART    = 1 << 9,   /* on WRITE, READ_REQ and their PUSHED notices: one part of
+				    * an operation with several remote iovecs, not its last: it
+				    * raises no target events (the last raises them once) */
+	COUR_F_ALL     = (1 << 10) - 1
 };
 
 struct cour_base_hdr {
