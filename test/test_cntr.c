@@ -6,6 +6,8 @@
 
 #include <criterion/criterion.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 /* from test_domain_stub.c; NULL when linked without it (see there) */
@@ -124,7 +126,7 @@ Test(cntr, bad_attrs)
 	attr.flags = 1;
 	cr_assert_eq(fi_cntr_open(&dom.domain_fid, &attr, &c, NULL), -FI_EINVAL);
 	attr.flags = 0;
-	attr.wait_obj = FI_WAIT_MUTEX_COND;
+	attr.wait_obj = FI_WAIT_POLLFD;
 	cr_assert_eq(fi_cntr_open(&dom.domain_fid, &attr, &c, NULL), -FI_ENOSYS);
 	cr_assert_null(c);
 	cr_assert_eq(dom.refcnt, 0);
@@ -287,4 +289,68 @@ Test(cntr, close_refuses_while_bound)
 	cour_ref_dec(&cntr_of(c)->refcnt);
 	cr_assert_eq(fi_close(&c->fid), 0);
 	cr_assert_eq(dom.refcnt, 0);
+}
+
+/* ---- FI_WAIT_MUTEX_COND: an application thread sleeps on our pair, the provider wakes it ---- */
+
+struct mc_waiter {
+	struct fi_mutex_cond mc;
+	int                (*ready)(void *obj);   /* 1: something to read */
+	void                *obj;
+	int                  got;
+	uint64_t             waited_ms;
+};
+
+static uint64_t mc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* the pattern fi_cq(3) describes: check under the mutex, wait on the cond, check again */
+static void *mc_wait(void *arg)
+{
+	struct mc_waiter *w = arg;
+	uint64_t t0 = mc_now_ms();
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(w->mc.mutex);
+	while (!(w->got = w->ready(w->obj)) &&
+	       pthread_cond_timedwait(w->mc.cond, w->mc.mutex, &until) == 0)
+		;
+	if (!w->got)
+		w->got = w->ready(w->obj);
+	pthread_mutex_unlock(w->mc.mutex);
+	w->waited_ms = mc_now_ms() - t0;
+	return NULL;
+}
+
+static int cntr_ready(void *obj)
+{
+	return fi_cntr_read(obj) >= 3;
+}
+
+Test(cntr, mutex_cond_wakes_a_sleeper)
+{
+	struct fid_cntr *c = open_cntr(FI_WAIT_MUTEX_COND);
+	struct mc_waiter w = { .ready = cntr_ready, .obj = c };
+	enum fi_wait_obj obj = FI_WAIT_NONE;
+	pthread_t t;
+
+	cr_assert_eq(fi_control(&c->fid, FI_GETWAITOBJ, &obj), 0);
+	cr_assert_eq(obj, FI_WAIT_MUTEX_COND);
+	cr_assert_eq(fi_control(&c->fid, FI_GETWAIT, &w.mc), 0);
+	cr_assert_eq(pthread_create(&t, NULL, mc_wait, &w), 0);
+	usleep(200000);
+	cr_assert_eq(fi_cntr_add(c, 1), 0);     /* below the waiter's threshold */
+	usleep(50000);
+	cr_assert_eq(fi_cntr_add(c, 2), 0);
+	pthread_join(t, NULL);
+	cr_assert(w.got, "the waiter never saw the counter reach 3");
+	cr_assert_lt(w.waited_ms, 3000, "woken after %lu ms", (unsigned long)w.waited_ms);
+	cr_assert_eq(fi_close(&c->fid), 0);
 }

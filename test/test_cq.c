@@ -7,6 +7,8 @@
 
 #include <criterion/criterion.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -164,7 +166,7 @@ Test(cq, bad_attrs)
 
 	cr_assert_eq(fi_cq_open(&dom.domain_fid, &attr, &cq, NULL), -FI_ENOSYS);
 	attr.format = FI_CQ_FORMAT_MSG;
-	attr.wait_obj = FI_WAIT_MUTEX_COND;
+	attr.wait_obj = FI_WAIT_POLLFD;
 	cr_assert_eq(fi_cq_open(&dom.domain_fid, &attr, &cq, NULL), -FI_ENOSYS);
 	attr.wait_obj = FI_WAIT_SET;        /* without a set (test_wait.c has them) */
 	cr_assert_eq(fi_cq_open(&dom.domain_fid, &attr, &cq, NULL), -FI_EINVAL);
@@ -605,4 +607,70 @@ Test(cq, close_refuses_while_bound)
 	/* queued entries are freed with the CQ (ASan/valgrind check this) */
 	close_cq(cq);
 	cr_assert_eq(dom.refcnt, 0);
+}
+
+/* ---- FI_WAIT_MUTEX_COND: an application thread sleeps on our pair, the provider wakes it ---- */
+
+struct mc_waiter {
+	struct fi_mutex_cond mc;
+	int                (*ready)(void *obj);   /* 1: something to read */
+	void                *obj;
+	int                  got;
+	uint64_t             waited_ms;
+};
+
+static uint64_t mc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* the pattern fi_cq(3) describes: check under the mutex, wait on the cond, check again */
+static void *mc_wait(void *arg)
+{
+	struct mc_waiter *w = arg;
+	uint64_t t0 = mc_now_ms();
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(w->mc.mutex);
+	while (!(w->got = w->ready(w->obj)) &&
+	       pthread_cond_timedwait(w->mc.cond, w->mc.mutex, &until) == 0)
+		;
+	if (!w->got)
+		w->got = w->ready(w->obj);
+	pthread_mutex_unlock(w->mc.mutex);
+	w->waited_ms = mc_now_ms() - t0;
+	return NULL;
+}
+
+static int cq_ready(void *obj)
+{
+	struct fi_cq_entry e;
+
+	return fi_cq_read(obj, &e, 1) == 1;
+}
+
+Test(cq, mutex_cond_wakes_a_sleeper)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_MUTEX_COND, 0);
+	struct mc_waiter w = { .ready = cq_ready, .obj = cq };
+	enum fi_wait_obj obj = FI_WAIT_NONE;
+	pthread_t t;
+
+	cr_assert_eq(fi_control(&cq->fid, FI_GETWAITOBJ, &obj), 0);
+	cr_assert_eq(obj, FI_WAIT_MUTEX_COND);
+	cr_assert_eq(fi_control(&cq->fid, FI_GETWAIT, &w.mc), 0);
+	cr_assert(w.mc.mutex && w.mc.cond);
+	cr_assert_eq(pthread_create(&t, NULL, mc_wait, &w), 0);
+	usleep(200000);                 /* asleep on the cond by now */
+	put(cq, 1);
+	pthread_join(t, NULL);
+	cr_assert(w.got, "the waiter never saw the completion");
+	cr_assert_lt(w.waited_ms, 3000, "woken after %lu ms: the wake was lost",
+		     (unsigned long)w.waited_ms);
+	close_cq(cq);
 }

@@ -6,6 +6,8 @@
 
 #include <criterion/criterion.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -320,7 +322,7 @@ Test(eq, getwait_fd_follows_queue)
 
 Test(eq, bad_wait_obj_and_close)
 {
-	struct fi_eq_attr attr = { .wait_obj = FI_WAIT_MUTEX_COND };
+	struct fi_eq_attr attr = { .wait_obj = FI_WAIT_POLLFD };
 	struct fid_eq *eq = NULL;
 
 	cr_assert_eq(fi_eq_open(&fab.fabric_fid, &attr, &eq, NULL), -FI_ENOSYS);
@@ -337,4 +339,70 @@ Test(eq, bad_wait_obj_and_close)
 	cour_ref_dec(&COUR_CONTAINER_OF(eq, struct cour_eq, eq_fid)->refcnt);
 	close_eq(eq);
 	cr_assert_eq(fab.refcnt, 0);
+}
+
+/* ---- FI_WAIT_MUTEX_COND: an application thread sleeps on our pair, the provider wakes it ---- */
+
+struct mc_waiter {
+	struct fi_mutex_cond mc;
+	int                (*ready)(void *obj);   /* 1: something to read */
+	void                *obj;
+	int                  got;
+	uint64_t             waited_ms;
+};
+
+static uint64_t mc_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* the pattern fi_cq(3) describes: check under the mutex, wait on the cond, check again */
+static void *mc_wait(void *arg)
+{
+	struct mc_waiter *w = arg;
+	uint64_t t0 = mc_now_ms();
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(w->mc.mutex);
+	while (!(w->got = w->ready(w->obj)) &&
+	       pthread_cond_timedwait(w->mc.cond, w->mc.mutex, &until) == 0)
+		;
+	if (!w->got)
+		w->got = w->ready(w->obj);
+	pthread_mutex_unlock(w->mc.mutex);
+	w->waited_ms = mc_now_ms() - t0;
+	return NULL;
+}
+
+static int eq_ready(void *obj)
+{
+	struct fi_eq_entry e;
+	uint32_t ev;
+
+	return fi_eq_read(obj, &ev, &e, sizeof(e), 0) > 0;
+}
+
+Test(eq, mutex_cond_wakes_a_sleeper)
+{
+	struct fid_eq *eq = open_eq(FI_WAIT_MUTEX_COND);
+	struct mc_waiter w = { .ready = eq_ready, .obj = eq };
+	struct fi_eq_entry e = { .context = (void *)0x42 };
+	enum fi_wait_obj obj = FI_WAIT_NONE;
+	pthread_t t;
+
+	cr_assert_eq(fi_control(&eq->fid, FI_GETWAITOBJ, &obj), 0);
+	cr_assert_eq(obj, FI_WAIT_MUTEX_COND);
+	cr_assert_eq(fi_control(&eq->fid, FI_GETWAIT, &w.mc), 0);
+	cr_assert_eq(pthread_create(&t, NULL, mc_wait, &w), 0);
+	usleep(200000);
+	cr_assert_eq(fi_eq_write(eq, FI_NOTIFY, &e, sizeof(e), 0), (ssize_t)sizeof(e));
+	pthread_join(t, NULL);
+	cr_assert(w.got, "the waiter never saw the event");
+	cr_assert_lt(w.waited_ms, 3000, "woken after %lu ms", (unsigned long)w.waited_ms);
+	close_eq(eq);
 }

@@ -89,6 +89,7 @@ struct cour_domain {
 	bool                shm_ready;       /* an armed ring already held packets: do not sleep */
 	struct cour_trig   *trig_wait;       /* triggered operations: waiting for their counter */
 	struct cour_trig   *trig_ready;      /* ...and reached, to post (cour_trigger.c) */
+	struct cour_mcond  *mconds;          /* FI_WAIT_MUTEX_COND CQs and counters (cour_cq.h) */
 };
 
 /* Run the protocol engine once for every endpoint of the domain. Lock held. */

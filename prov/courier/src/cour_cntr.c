@@ -20,6 +20,8 @@ static void cour_cntr_notify_locked(struct cour_cntr *c)
 {
 	if (c->signal_fd < 0)
 		return;
+	if (COUR_UNLIKELY(c->mc))
+		cour_mcond_signal(c->mc);       /* every change: waiters compare their threshold */
 	if (__atomic_load_n(&c->waiters, __ATOMIC_ACQUIRE) > 0 ||
 	    (c->wait_obj == FI_WAIT_FD && !c->fd_armed)) {
 		cour_fd_kick(c->signal_fd);
@@ -193,6 +195,8 @@ static int cour_cntr_control(struct fid *fid, int command, void *arg)
 		*(uint64_t *)arg = 0;
 		return 0;
 	default:
+		if (c->mc)
+			return cour_mcond_getwait(c->mc, command, arg);
 		return cour_wait_getwait(c->wait_obj == FI_WAIT_FD ||
 					 c->wait_obj == FI_WAIT_UNSPEC ? c->signal_fd : -1,
 					 command, arg);
@@ -213,6 +217,12 @@ static int cour_cntr_close(struct fid *fid)
 		cour_wait_set_leave(c->wait_set, dom, c->signal_fd);
 	if (c->signal_fd >= 0)
 		close(c->signal_fd);
+	if (c->mc) {
+		cour_lock_acquire(&dom->lock);
+		cour_domain_mcond_del_locked(dom, c->mc);
+		cour_lock_release(&dom->lock);
+		cour_mcond_free(c->mc);
+	}
 	free(c);
 	cour_ref_dec(&dom->refcnt);
 	return 0;
@@ -266,6 +276,17 @@ int cour_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	c->cntr_fid.fid.context = context;
 	c->cntr_fid.fid.ops = &cour_cntr_fi_ops;
 	c->cntr_fid.ops = &cour_cntr_ops;
+	if (attr->wait_obj == FI_WAIT_MUTEX_COND) {
+		c->mc = cour_mcond_new();
+		if (!c->mc) {
+			close(c->signal_fd);
+			free(c);
+			return -FI_ENOMEM;
+		}
+		cour_lock_acquire(&dom->lock);
+		cour_domain_mcond_add_locked(dom, c->mc);
+		cour_lock_release(&dom->lock);
+	}
 	cour_ref_inc(&dom->refcnt);
 	*cntr_fid = &c->cntr_fid;
 	return 0;

@@ -45,10 +45,12 @@ int cour_wait_fd_open(enum fi_wait_obj wait_obj, enum fi_log_subsys subsys, cons
 	case FI_WAIT_SET:	/* an fd as FI_WAIT_FD, in the set's epoll (cour_wait.c) */
 	case FI_WAIT_YIELD:	/* a blocking wait is a valid way to honour a spin request */
 		break;
-	case FI_WAIT_MUTEX_COND:
+	case FI_WAIT_MUTEX_COND:	/* the pair is the object's (cour_mcond_new) */
+		break;
 	case FI_WAIT_POLLFD:
 		COUR_WARN(subsys, "%s: wait object %d not supported (use FI_WAIT_NONE, "
-			  "FI_WAIT_UNSPEC, FI_WAIT_FD or FI_WAIT_SET)\n", what, (int)wait_obj);
+			  "FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_MUTEX_COND or FI_WAIT_SET)\n", what,
+			  (int)wait_obj);
 		return -FI_ENOSYS;
 	default:
 		COUR_WARN(subsys, "%s: unknown wait object %d\n", what, (int)wait_obj);
@@ -78,6 +80,68 @@ void cour_fd_drain(int fd)
 
 	if (read(fd, &v, sizeof(v)) != sizeof(v) && errno != EAGAIN)
 		COUR_WARN(FI_LOG_CORE, "eventfd read: %s\n", strerror(errno));
+}
+
+/* ---- FI_WAIT_MUTEX_COND (cour_cq.h) ---- */
+
+struct cour_mcond *cour_mcond_new(void)
+{
+	struct cour_mcond *mc = calloc(1, sizeof(*mc));
+
+	if (!mc)
+		return NULL;
+	pthread_mutex_init(&mc->mutex, NULL);
+	pthread_cond_init(&mc->cond, NULL);
+	return mc;
+}
+
+void cour_mcond_free(struct cour_mcond *mc)
+{
+	if (!mc)
+		return;
+	pthread_cond_destroy(&mc->cond);
+	pthread_mutex_destroy(&mc->mutex);
+	free(mc);
+}
+
+bool cour_mcond_signal(struct cour_mcond *mc)
+{
+	if (pthread_mutex_trylock(&mc->mutex) == 0) {
+		mc->pending = false;
+		pthread_cond_broadcast(&mc->cond);
+		pthread_mutex_unlock(&mc->mutex);
+		return true;
+	}
+	pthread_cond_broadcast(&mc->cond);
+	mc->pending = true;
+	return false;
+}
+
+void cour_mcond_signal_wait(struct cour_mcond *mc)
+{
+	pthread_mutex_lock(&mc->mutex);
+	mc->pending = false;
+	pthread_cond_broadcast(&mc->cond);
+	pthread_mutex_unlock(&mc->mutex);
+}
+
+int cour_mcond_getwait(struct cour_mcond *mc, int command, void *arg)
+{
+	switch (command) {
+	case FI_GETWAIT:
+		if (!arg)
+			return -FI_EINVAL;
+		((struct fi_mutex_cond *)arg)->mutex = &mc->mutex;
+		((struct fi_mutex_cond *)arg)->cond = &mc->cond;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = FI_WAIT_MUTEX_COND;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
 }
 
 int cour_wait_getwait(int fd, int command, void *arg)
@@ -119,6 +183,8 @@ static void cour_cq_notify_locked(struct cour_cq *cq, bool was_empty)
 {
 	if (cq->signal_fd < 0)
 		return;
+	if (COUR_UNLIKELY(cq->mc) && (was_empty || cq->mc->pending))
+		cour_mcond_signal(cq->mc);
 	if (__atomic_load_n(&cq->waiters, __ATOMIC_ACQUIRE) > 0 ||
 	    (cq->wait_obj == FI_WAIT_FD && was_empty))
 		cour_fd_kick(cq->signal_fd);
@@ -437,6 +503,8 @@ static int cour_cq_control(struct fid *fid, int command, void *arg)
 {
 	struct cour_cq *cq = COUR_CONTAINER_OF(fid, struct cour_cq, cq_fid.fid);
 
+	if (cq->mc)
+		return cour_mcond_getwait(cq->mc, command, arg);
 	return cour_wait_getwait(cq->wait_obj == FI_WAIT_FD || cq->wait_obj == FI_WAIT_UNSPEC ?
 				 cq->signal_fd : -1, command, arg);
 }
@@ -453,6 +521,12 @@ static void cour_cq_free(struct cour_cq *cq)
 		cour_wait_set_leave(cq->wait_set, cq->domain, cq->signal_fd);
 	if (cq->signal_fd >= 0)
 		close(cq->signal_fd);
+	if (cq->mc) {
+		cour_lock_acquire(&cq->domain->lock);
+		cour_domain_mcond_del_locked(cq->domain, cq->mc);
+		cour_lock_release(&cq->domain->lock);
+		cour_mcond_free(cq->mc);
+	}
 	free(cq->ring);
 	free(cq);
 }
@@ -552,6 +626,17 @@ int cour_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_
 	cq->cq_fid.fid.context = context;
 	cq->cq_fid.fid.ops = &cour_cq_fi_ops;
 	cq->cq_fid.ops = &cour_cq_ops;
+	if (attr->wait_obj == FI_WAIT_MUTEX_COND) {
+		cq->mc = cour_mcond_new();
+		if (!cq->mc) {
+			free(cq->ring);
+			ret = -FI_ENOMEM;
+			goto close_fd;
+		}
+		cour_lock_acquire(&dom->lock);
+		cour_domain_mcond_add_locked(dom, cq->mc);
+		cour_lock_release(&dom->lock);
+	}
 	cour_ref_inc(&dom->refcnt);
 	*cq_fid = &cq->cq_fid;
 	return 0;
@@ -584,3 +669,30 @@ static struct fi_ops cour_cq_fi_ops = {
 	.tostr = cour_no_tostr,
 	.ops_set = cour_no_ops_set,
 };
+
+/* ---- the domain's pending FI_WAIT_MUTEX_COND wakes (cour_cq.h) ---- */
+
+void cour_domain_mcond_add_locked(struct cour_domain *dom, struct cour_mcond *mc)
+{
+	mc->next = dom->mconds;
+	dom->mconds = mc;
+}
+
+void cour_domain_mcond_del_locked(struct cour_domain *dom, struct cour_mcond *mc)
+{
+	for (struct cour_mcond **pp = &dom->mconds; *pp; pp = &(*pp)->next)
+		if (*pp == mc) {
+			*pp = mc->next;
+			return;
+		}
+}
+
+bool cour_domain_mcond_retry_locked(struct cour_domain *dom)
+{
+	bool left = false;
+
+	for (struct cour_mcond *mc = dom->mconds; mc; mc = mc->next)
+		if (mc->pending && !cour_mcond_signal(mc))
+			left = true;
+	return left;
+}

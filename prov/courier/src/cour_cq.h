@@ -34,6 +34,7 @@ struct cour_cq {
 	struct cour_cq_err   *errs, *errs_tail;
 	size_t               err_count;
 	int                  signal_fd;    /* eventfd: fi_cq_signal and FI_WAIT_FD */
+	struct cour_mcond   *mc;           /* FI_WAIT_MUTEX_COND, else NULL */
 	struct fid_wait     *wait_set;     /* FI_WAIT_SET: the set watching signal_fd */
 	volatile int         waiters;      /* sleepers in sread: writers kick signal_fd if > 0 */
 	volatile bool        signaled;     /* fi_cq_signal: wake one sread with -FI_EAGAIN */
@@ -59,6 +60,7 @@ struct cour_cntr {
 	volatile uint64_t    value;
 	volatile uint64_t    err;
 	int                  signal_fd;
+	struct cour_mcond   *mc;           /* FI_WAIT_MUTEX_COND, else NULL */
 	volatile int         waiters;
 	bool                 fd_armed;     /* FI_WAIT_FD: signal_fd readable since the last read */
 	struct fid_wait     *wait_set;     /* FI_WAIT_SET: the set watching signal_fd */
@@ -96,6 +98,7 @@ struct cour_eq {
 	void                 *err_data;    /* handed out by the last fi_eq_readerr, freed on the next */
 	int                   signal_fd;   /* eventfd, -1 with FI_WAIT_NONE */
 	struct fid_wait      *wait_set;    /* FI_WAIT_SET: the set watching signal_fd */
+	struct cour_mcond    *mc;          /* FI_WAIT_MUTEX_COND, else NULL */
 };
 
 /* Queue an error event (fi_eq_write cannot express one). err->err positive; err->err_data, if
@@ -107,13 +110,42 @@ ssize_t cour_eq_post(struct cour_eq *eq, uint32_t event, const void *buf, size_t
 /* ---- wait objects, shared by CQs, counters and EQs (cour_cq.c) ---- */
 
 /* Validate a wait_obj and create its eventfd (*fd = -1 for FI_WAIT_NONE). FI_WAIT_YIELD is
- * served by blocking; FI_WAIT_SET, FI_WAIT_MUTEX_COND and FI_WAIT_POLLFD are -FI_ENOSYS. */
+ * served by blocking; FI_WAIT_MUTEX_COND has an eventfd too (our own waits use it);
+ * FI_WAIT_POLLFD is -FI_ENOSYS. */
 int cour_wait_fd_open(enum fi_wait_obj wait_obj, enum fi_log_subsys subsys, const char *what,
 		      int *fd);
 void cour_fd_kick(int fd);     /* make the eventfd readable */
 void cour_fd_drain(int fd);    /* make it unreadable again */
 /* fi_control FI_GETWAIT (int * for the fd; -FI_ENODATA without one) and FI_GETWAITOBJ. */
 int cour_wait_getwait(int fd, int command, void *arg);
+
+/*
+ * FI_WAIT_MUTEX_COND (cour_cq.c): the application waits on our condition variable under our
+ * mutex; whoever makes the object readable broadcasts it holding that mutex, so a wake-up
+ * between the application's check and its wait is never lost. The engine writes completions
+ * under the progress lock, and an application may hold the mutex while it calls us: so the
+ * engine only ever try-locks it. When the mutex is busy it broadcasts anyway (a waiter
+ * already asleep wakes) and marks the wake pending; pending wakes are retried at the end of
+ * every progress pass, and the progress thread naps at most 1 ms while one is pending.
+ */
+struct cour_mcond {
+	pthread_mutex_t      mutex;
+	pthread_cond_t       cond;
+	volatile bool        pending;
+	struct cour_mcond   *next;         /* the domain's list (CQs and counters) */
+};
+struct cour_mcond *cour_mcond_new(void);
+void cour_mcond_free(struct cour_mcond *mc);
+/* Wake waiters; never blocks. true: done, false: left pending (mutex busy). */
+bool cour_mcond_signal(struct cour_mcond *mc);
+/* Blocking form, for callers that hold no courier lock (EQ writers). */
+void cour_mcond_signal_wait(struct cour_mcond *mc);
+/* FI_GETWAIT / FI_GETWAITOBJ for an object with a mutex/cond pair. */
+int cour_mcond_getwait(struct cour_mcond *mc, int command, void *arg);
+/* The domain's pending wakes (lock held), and whether one is left. */
+bool cour_domain_mcond_retry_locked(struct cour_domain *dom);
+void cour_domain_mcond_add_locked(struct cour_domain *dom, struct cour_mcond *mc);
+void cour_domain_mcond_del_locked(struct cour_domain *dom, struct cour_mcond *mc);
 /* ms left until deadline_us, rounded up; -1 when deadline_us is 0 (no deadline). */
 int cour_wait_remaining_ms(uint64_t deadline_us);
 

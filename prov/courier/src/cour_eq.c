@@ -8,6 +8,7 @@
 
 #include <poll.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 struct cour_eq_event {
@@ -37,6 +38,24 @@ static void cour_eq_pop_locked(struct cour_eq *eq, struct cour_eq_event *ev)
 		cour_fd_drain(eq->signal_fd);
 }
 
+/* After an event is queued, with the EQ's mutex released: wake FI_WAIT_MUTEX_COND waiters.
+ * The writer may hold a progress lock (connection events), so the application's mutex is only
+ * try-locked, for at most ~10 ms, then the broadcast goes without it (a waiter already asleep
+ * wakes; one between its check and its wait sleeps until the next event). */
+static void cour_eq_wake(struct cour_eq *eq)
+{
+	struct timespec nap = { .tv_nsec = 5000 };
+
+	if (!eq->mc)
+		return;
+	for (int i = 0; i < 2000; i++) {
+		if (cour_mcond_signal(eq->mc))
+			return;
+		nanosleep(&nap, NULL);
+	}
+	COUR_WARN(FI_LOG_EQ, "FI_WAIT_MUTEX_COND: the EQ's mutex stayed held; woke without it\n");
+}
+
 static ssize_t cour_eq_write(struct fid_eq *eq_fid, uint32_t event, const void *buf, size_t len,
 			     uint64_t flags)
 {
@@ -59,6 +78,7 @@ static ssize_t cour_eq_write(struct fid_eq *eq_fid, uint32_t event, const void *
 	pthread_mutex_lock(&eq->mutex);
 	cour_eq_push_locked(eq, ev);
 	pthread_mutex_unlock(&eq->mutex);
+	cour_eq_wake(eq);
 	return (ssize_t)len;
 }
 
@@ -92,6 +112,7 @@ ssize_t cour_eq_write_err(struct fid_eq *eq_fid, const struct fi_eq_err_entry *e
 	pthread_mutex_lock(&eq->mutex);
 	cour_eq_push_locked(eq, ev);
 	pthread_mutex_unlock(&eq->mutex);
+	cour_eq_wake(eq);
 	return sizeof(*err);
 nomem:
 	COUR_WARN(FI_LOG_EQ, "no memory for an error event (err %d)\n", err->err);
@@ -225,6 +246,8 @@ static int cour_eq_control(struct fid *fid, int command, void *arg)
 {
 	struct cour_eq *eq = COUR_CONTAINER_OF(fid, struct cour_eq, eq_fid.fid);
 
+	if (eq->mc)
+		return cour_mcond_getwait(eq->mc, command, arg);
 	return cour_wait_getwait(eq->wait_obj == FI_WAIT_FD || eq->wait_obj == FI_WAIT_UNSPEC ?
 				 eq->signal_fd : -1, command, arg);
 }
@@ -251,6 +274,7 @@ static int cour_eq_close(struct fid *fid)
 	if (eq->signal_fd >= 0)
 		close(eq->signal_fd);
 	pthread_mutex_destroy(&eq->mutex);
+	cour_mcond_free(eq->mc);
 	free(eq);
 	cour_ref_dec(&fabric->refcnt);
 	return 0;
@@ -286,6 +310,11 @@ int cour_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_
 	if (ret) {
 		free(eq);
 		return ret;
+	}
+	if (attr->wait_obj == FI_WAIT_MUTEX_COND && !(eq->mc = cour_mcond_new())) {
+		close(eq->signal_fd);
+		free(eq);
+		return -FI_ENOMEM;
 	}
 	pthread_mutex_init(&eq->mutex, NULL);
 	eq->fabric = fab;

@@ -120,6 +120,8 @@ void cour_domain_progress_locked(struct cour_domain *dom)
 		cour_ep_progress(ep);
 	if (COUR_UNLIKELY(dom->trig_ready))
 		cour_trig_fire_locked(dom);
+	if (COUR_UNLIKELY(dom->mconds))
+		cour_domain_mcond_retry_locked(dom);
 }
 
 int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
@@ -131,6 +133,9 @@ int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 		dom->shm_ready = false;
 		return 0;        /* packets wait in a ring: no sleep */
 	}
+	for (struct cour_mcond *mc = dom->mconds; mc; mc = mc->next)
+		if (mc->pending)
+			best = 1000;    /* a wake the application's mutex held up: retry soon */
 	DL_FOREACH2(dom->pdom.peps, ep, pdom_next) {
 		uint64_t g = cour_rma_split_deadline(ep);
 
