@@ -107,20 +107,20 @@ void cour_mcond_free(struct cour_mcond *mc)
 bool cour_mcond_signal(struct cour_mcond *mc)
 {
 	if (pthread_mutex_trylock(&mc->mutex) == 0) {
-		mc->pending = false;
+		__atomic_store_n(&mc->pending, false, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&mc->cond);
 		pthread_mutex_unlock(&mc->mutex);
 		return true;
 	}
 	pthread_cond_broadcast(&mc->cond);
-	mc->pending = true;
+	__atomic_store_n(&mc->pending, true, __ATOMIC_RELAXED);
 	return false;
 }
 
 void cour_mcond_signal_wait(struct cour_mcond *mc)
 {
 	pthread_mutex_lock(&mc->mutex);
-	mc->pending = false;
+	__atomic_store_n(&mc->pending, false, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&mc->cond);
 	pthread_mutex_unlock(&mc->mutex);
 }
@@ -183,7 +183,8 @@ static void cour_cq_notify_locked(struct cour_cq *cq, bool was_empty)
 {
 	if (cq->signal_fd < 0)
 		return;
-	if (COUR_UNLIKELY(cq->mc) && (was_empty || cq->mc->pending))
+	if (COUR_UNLIKELY(cq->mc) &&
+	    (was_empty || __atomic_load_n(&cq->mc->pending, __ATOMIC_RELAXED)))
 		cour_mcond_signal(cq->mc);
 	if (__atomic_load_n(&cq->waiters, __ATOMIC_ACQUIRE) > 0 ||
 	    (cq->wait_obj == FI_WAIT_FD && was_empty))
@@ -692,7 +693,7 @@ bool cour_domain_mcond_retry_locked(struct cour_domain *dom)
 	bool left = false;
 
 	for (struct cour_mcond *mc = dom->mconds; mc; mc = mc->next)
-		if (mc->pending && !cour_mcond_signal(mc))
+		if (__atomic_load_n(&mc->pending, __ATOMIC_RELAXED) && !cour_mcond_signal(mc))
 			left = true;
 	return left;
 }

@@ -131,7 +131,7 @@ int cour_wait_getwait(int fd, int command, void *arg);
 struct cour_mcond {
 	pthread_mutex_t      mutex;
 	pthread_cond_t       cond;
-	volatile bool        pending;
+	bool                 pending;      /* atomic */
 	struct cour_mcond   *next;         /* the domain's list (CQs and counters) */
 };
 struct cour_mcond *cour_mcond_new(void);

@@ -134,7 +134,7 @@ int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 		return 0;        /* packets wait in a ring: no sleep */
 	}
 	for (struct cour_mcond *mc = dom->mconds; mc; mc = mc->next)
-		if (mc->pending)
+		if (__atomic_load_n(&mc->pending, __ATOMIC_RELAXED))
 			best = 1000;    /* a wake the application's mutex held up: retry soon */
 	DL_FOREACH2(dom->pdom.peps, ep, pdom_next) {
 		uint64_t g = cour_rma_split_deadline(ep);
