@@ -63,6 +63,7 @@ struct cour_cntr {
 	struct cour_mcond   *mc;           /* FI_WAIT_MUTEX_COND, else NULL */
 	volatile int         waiters;
 	bool                 fd_armed;     /* FI_WAIT_FD: signal_fd readable since the last read */
+	bool                 warned_none;  /* fi_cntr_wait on FI_WAIT_NONE said once */
 	struct fid_wait     *wait_set;     /* FI_WAIT_SET: the set watching signal_fd */
 	/* fi_poll's baseline: the values when a poll set last reported the counter, or when the
 	 * application last set or added to it (cour_poll.c) */
