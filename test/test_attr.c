@@ -144,7 +144,7 @@ static void check_default(const struct fi_info *fi, enum fi_ep_type type)
 	cr_assert_eq(fi->tx_attr->rma_iov_limit, rdm ? COUR_RMA_IOV_MAX : 0);
 
 	cr_assert_eq(fi->rx_attr->caps, FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV |
-		     FI_MULTI_RECV | FI_SOURCE | (rdm ? RMA_RX | FI_NAMED_RX_CTX : 0));
+		     FI_MULTI_RECV | FI_SOURCE | (rdm ? RMA_RX : 0));
 	cr_assert_eq(fi->rx_attr->mode, 0);
 	cr_assert_eq(fi->rx_attr->op_flags, 0);
 	cr_assert_eq(fi->rx_attr->msg_order, rdm ? RDM_ORDER : 0);

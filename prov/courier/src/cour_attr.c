@@ -23,11 +23,12 @@
 #define COUR_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_TRIGGER)
 #define COUR_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE)
 #define COUR_CAPS (COUR_TX_CAPS | COUR_RX_CAPS | COUR_COMM_CAPS | FI_SHARED_AV)
-/* One-sided operations need the reliable engine: RDM endpoints only. */
+/* One-sided operations need the reliable engine: RDM endpoints only. FI_NAMED_RX_CTX is the
+ * initiator's (fi_rx_addr), a transmit capability: receive contexts simply are named. */
 #define COUR_RDM_TX_CAPS (COUR_TX_CAPS | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_FENCE | \
 			  FI_NAMED_RX_CTX)
 #define COUR_RDM_RX_CAPS (COUR_RX_CAPS | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | \
-			  FI_REMOTE_WRITE | FI_RMA_EVENT | FI_NAMED_RX_CTX)
+			  FI_REMOTE_WRITE | FI_RMA_EVENT)
 #define COUR_RDM_CAPS (COUR_RDM_TX_CAPS | COUR_RDM_RX_CAPS | COUR_COMM_CAPS | FI_SHARED_AV)
 /* Every sequenced packet is processed in order, and reads are copied aside before a later
  * write could reach their memory (proto/cour_rma_proto.c). Sends may overtake earlier RMA
