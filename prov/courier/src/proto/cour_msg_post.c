@@ -75,6 +75,7 @@ int cour_txe_get(struct cour_pep *ep, fi_addr_t dest, const char *what, struct c
 	if (COUR_UNLIKELY(!*txe))
 		return -FI_EAGAIN;
 	(*txe)->owner = ep->tx_owner;
+	(*txe)->group = NULL;           /* (an RMA part sets its own after its memset) */
 	return 0;
 }
 
