@@ -4,6 +4,8 @@
  */
 #include "cour_cq.h"
 
+#include "test_mcond.h"
+
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <pthread.h>
@@ -14,7 +16,6 @@
 extern int cour_test_progress_calls __attribute__((weak));
 
 static struct cour_domain dom;
-static uint64_t mc_now_ms(void);
 /* only what fi_cntr_open needs: the domain is not under test */
 static struct fi_ops_domain dom_ops = {
 	.size = sizeof(struct fi_ops_domain),
@@ -299,43 +300,7 @@ Test(cntr, close_refuses_while_bound)
 	cr_assert_eq(dom.refcnt, 0);
 }
 
-/* ---- FI_WAIT_MUTEX_COND: an application thread sleeps on our pair, the provider wakes it ---- */
-
-struct mc_waiter {
-	struct fi_mutex_cond mc;
-	int                (*ready)(void *obj);   /* 1: something to read */
-	void                *obj;
-	int                  got;
-	uint64_t             waited_ms;
-};
-
-static uint64_t mc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* the pattern fi_cq(3) describes: check under the mutex, wait on the cond, check again */
-static void *mc_wait(void *arg)
-{
-	struct mc_waiter *w = arg;
-	uint64_t t0 = mc_now_ms();
-	struct timespec until;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 5;
-	pthread_mutex_lock(w->mc.mutex);
-	while (!(w->got = w->ready(w->obj)) &&
-	       pthread_cond_timedwait(w->mc.cond, w->mc.mutex, &until) == 0)
-		;
-	if (!w->got)
-		w->got = w->ready(w->obj);
-	pthread_mutex_unlock(w->mc.mutex);
-	w->waited_ms = mc_now_ms() - t0;
-	return NULL;
-}
+/* ---- FI_WAIT_MUTEX_COND (test_mcond.h) ---- */
 
 static int cntr_ready(void *obj)
 {

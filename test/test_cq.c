@@ -5,6 +5,8 @@
 #include "cour_cq.h"
 #include "proto/cour_errno.h"
 
+#include "test_mcond.h"
+
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <pthread.h>
@@ -609,43 +611,7 @@ Test(cq, close_refuses_while_bound)
 	cr_assert_eq(dom.refcnt, 0);
 }
 
-/* ---- FI_WAIT_MUTEX_COND: an application thread sleeps on our pair, the provider wakes it ---- */
-
-struct mc_waiter {
-	struct fi_mutex_cond mc;
-	int                (*ready)(void *obj);   /* 1: something to read */
-	void                *obj;
-	int                  got;
-	uint64_t             waited_ms;
-};
-
-static uint64_t mc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* the pattern fi_cq(3) describes: check under the mutex, wait on the cond, check again */
-static void *mc_wait(void *arg)
-{
-	struct mc_waiter *w = arg;
-	uint64_t t0 = mc_now_ms();
-	struct timespec until;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 5;
-	pthread_mutex_lock(w->mc.mutex);
-	while (!(w->got = w->ready(w->obj)) &&
-	       pthread_cond_timedwait(w->mc.cond, w->mc.mutex, &until) == 0)
-		;
-	if (!w->got)
-		w->got = w->ready(w->obj);
-	pthread_mutex_unlock(w->mc.mutex);
-	w->waited_ms = mc_now_ms() - t0;
-	return NULL;
-}
+/* ---- FI_WAIT_MUTEX_COND (test_mcond.h) ---- */
 
 static int cq_ready(void *obj)
 {

@@ -25,30 +25,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#define FT_CHECK_NAME "msg_cm"
+#include "ft_check.h"
+
 #define EQ_MS 5000
 #define CQ_MS 5000
 
-static int failures;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "msg_cm: %s:%d: %s: ", __func__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fprintf(stderr, "\n"); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
-#define CALL(call) do { \
-	int r_ = (int)(call); \
-	if (r_) { \
-		fprintf(stderr, "msg_cm: %s:%d: %s: %d (%s)\n", __func__, __LINE__, #call, r_, \
-			fi_strerror(-r_)); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
 static struct fi_info *hints, *info;
 static struct fid_fabric *fabric;

@@ -25,30 +25,14 @@
 #include <string.h>
 #include <time.h>
 
+#define FT_CHECK_NAME "rma_iov"
+#include "ft_check.h"
+
 #define WAIT_MS 5000
 #define MEM     (1 << 20)
 
-static int failures;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "rma_iov: %s:%d: %s: ", __func__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fprintf(stderr, "\n"); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
-#define CALL(call) do { \
-	int r_ = (int)(call); \
-	if (r_) { \
-		fprintf(stderr, "rma_iov: %s:%d: %s: %d (%s)\n", __func__, __LINE__, #call, r_, \
-			fi_strerror(-r_)); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
 static struct fi_info *info;
 static struct fid_fabric *fabric;
@@ -61,13 +45,6 @@ static struct fid_mr *mr1, *mr2;
 static fi_addr_t to_b;
 static char *t1, *t2, *src, *dst;
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* one entry (or error entry: *err set) on cq, progressing the other; -1 on timeout */
 static int wait_cq(struct fid_cq *cq, struct fid_cq *other, struct fi_cq_data_entry *e,

@@ -26,32 +26,16 @@
 #include <string.h>
 #include <time.h>
 
+#define FT_CHECK_NAME "sep"
+#include "ft_check.h"
+
 #define N       3
 #define BITS    2
 #define WAIT_MS 5000
 #define BIG     (256 * 1024)
 
-static int failures;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "sep: %s:%d: %s: ", __func__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fprintf(stderr, "\n"); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
-#define CALL(call) do { \
-	int r_ = (int)(call); \
-	if (r_) { \
-		fprintf(stderr, "sep: %s:%d: %s: %d (%s)\n", __func__, __LINE__, #call, r_, \
-			fi_strerror(-r_)); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
 static struct fi_info *info;
 static struct fid_fabric *fabric;
@@ -63,13 +47,6 @@ static struct fid_mr *pmr, *smr;
 static fi_addr_t s_at_p, p_at_s;
 static char *rbuf[N], *sbuf, *pbuf, *smem;
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void progress(void)
 {

@@ -26,30 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#define FT_CHECK_NAME "shared_av"
+#include "ft_check.h"
+
 #define WAIT_MS 5000
 
-static const char *who = "P";
-static int failures;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "shared_av %s: %s:%d: %s: ", who, __func__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fprintf(stderr, "\n"); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
-#define CALL(call) do { \
-	int r_ = (int)(call); \
-	if (r_) { \
-		fprintf(stderr, "shared_av %s: %s:%d: %s: %d (%s)\n", who, __func__, __LINE__, \
-			#call, r_, fi_strerror(-r_)); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
 static struct fi_info *info;
 static struct fid_fabric *fabric;
@@ -59,13 +42,6 @@ static struct fid_cq *cq;
 static int to_peer = -1, from_peer = -1;
 static char name[64], stale_name[64];
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* One byte each way per step: a step the other side failed stops both. */
 static int signal_peer(char step)
@@ -214,7 +190,7 @@ static int child(void)
 	char msg[] = "through the map";
 	char longname[256];
 
-	who = "C";
+	ft_check_who = "C";
 	CALL(open_common());
 	CHECK(av_open(name, FI_READ, &gone, NULL) == -FI_ENOENT, "FI_READ before it existed");
 	CHECK(av_open(NULL, FI_READ, &gone, NULL) == -FI_EINVAL, "FI_READ without a name");
@@ -300,6 +276,7 @@ int main(int argc, char **argv)
 	pid = fork();
 	if (pid < 0)
 		return 2;
+	ft_check_who = pid ? "P" : "C";
 	if (pid == 0) {
 		to_peer = c2p[1];
 		from_peer = p2c[0];

@@ -23,31 +23,15 @@
 #include <string.h>
 #include <time.h>
 
+#define FT_CHECK_NAME "shared_rx"
+#include "ft_check.h"
+
 #define NEP    3
 #define WAIT_MS 5000
 #define BIG    (256 * 1024)
 
-static int failures;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "shared_rx: %s:%d: %s: ", __func__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fprintf(stderr, "\n"); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
-#define CALL(call) do { \
-	int r_ = (int)(call); \
-	if (r_) { \
-		fprintf(stderr, "shared_rx: %s:%d: %s: %d (%s)\n", __func__, __LINE__, #call, r_, \
-			fi_strerror(-r_)); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
 static struct fi_info *info;
 static struct fid_fabric *fabric;
@@ -59,13 +43,6 @@ static struct fid_cq *cq[NEP], *scq;
 static fi_addr_t to[NEP];
 static char *rbuf, *sbuf;
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* Progress every CQ until `want` has one entry (or an error): 1, 0 on timeout, -err */
 static int poll_for(struct fid_cq *want, struct fi_cq_tagged_entry *e, bool *err)

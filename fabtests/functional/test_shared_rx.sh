@@ -1,18 +1,4 @@
 #!/bin/sh
 # shared_rx: shared receive and transmit contexts in one process (see shared_rx.c), over
 # shared memory (the endpoints share a host) and with it off (UDP only).
-set -u
-build=${COUR_BUILD:-$PWD}
-prov=${COUR_FT_PROVIDER:-courier}
-prog=$build/fabtests/functional/shared_rx
-[ -x "$prog" ] || { echo "test_shared_rx.sh: no program $prog" >&2; exit 99; }
-if [ -d "$build/.libs" ] && [ -z "${FI_PROVIDER_PATH:-}" ]; then
-	FI_PROVIDER_PATH=$build/.libs
-	export FI_PROVIDER_PATH
-fi
-rc=0
-for shm in 1 0; do
-	echo "FI_COURIER_SHM=$shm"
-	FI_COURIER_SHM=$shm timeout -k 5 60 "$prog" "$prov" || rc=1
-done
-exit $rc
+exec "$(dirname "$0")/run_shm_both.sh" shared_rx

@@ -27,30 +27,14 @@
 #include <string.h>
 #include <time.h>
 
+#define FT_CHECK_NAME "trigger"
+#include "ft_check.h"
+
 #define WAIT_MS 5000
 #define KEY     0x4242
 
-static int failures;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "trigger: %s:%d: %s: ", __func__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fprintf(stderr, "\n"); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
-#define CALL(call) do { \
-	int r_ = (int)(call); \
-	if (r_) { \
-		fprintf(stderr, "trigger: %s:%d: %s: %d (%s)\n", __func__, __LINE__, #call, r_, \
-			fi_strerror(-r_)); \
-		failures++; \
-		return -1; \
-	} \
-} while (0)
 
 static struct fi_info *info;
 static struct fid_fabric *fabric;
@@ -64,13 +48,6 @@ static fi_addr_t to_b;
 static char target[4096], src[4096], rbuf[256];
 static uint64_t addend = 5;
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* progress both sides for ms */
 static void spin(unsigned ms)
