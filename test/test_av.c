@@ -665,3 +665,36 @@ Test(av6, sockaddr_in6_insert_lookup_straddr)
 	cr_expect_arr_eq(&got.sin6_addr, &carried, 16, "fe80::ff + 1 carries into fe80::100");
 	cr_assert_eq(fi_close(&av->fid), 0);
 }
+
+/* A named AV holds max(count, 65536) entries (a sparse shared object): the next insertion
+ * fails alone with FI_ENOSPC, and what was inserted stays. */
+Test(av, named_av_full_refuses_the_next_address)
+{
+	enum { CAP = 65536, BATCH = 4096 };
+	struct sockaddr_in *batch = calloc(BATCH, sizeof(*batch));
+	fi_addr_t *fa = calloc(BATCH, sizeof(*fa));
+	struct fi_av_attr attr = { .type = FI_AV_TABLE, .count = 16 };
+	struct fid_av *av = NULL;
+	struct sockaddr_in extra = nth_addr(CAP);
+	fi_addr_t efa = 0;
+	int err = 0;
+	char name[64];
+
+	cr_assert(batch && fa);
+	snprintf(name, sizeof(name), "courier-unit-full.%d", (int)getpid());
+	attr.name = name;
+	cr_assert_eq(fi_av_open(&dom.domain_fid, &attr, &av, NULL), 0);
+	for (uint32_t base = 0; base < CAP; base += BATCH) {
+		for (uint32_t i = 0; i < BATCH; i++)
+			batch[i] = nth_addr(base + i);
+		cr_assert_eq(fi_av_insert(av, batch, BATCH, fa, 0, NULL), BATCH);
+		cr_assert_eq(fa[BATCH - 1], (fi_addr_t)(base + BATCH - 1));
+	}
+	cr_assert_eq(fi_av_insert(av, &extra, 1, &efa, FI_SYNC_ERR, &err), 0);
+	cr_assert_eq(err, FI_ENOSPC, "error %d (%s)", err, fi_strerror(err));
+	cr_assert_eq(efa, FI_ADDR_NOTAVAIL);
+	expect_lookup4(av, CAP - 1, &batch[BATCH - 1]);
+	cr_assert_eq(fi_close(&av->fid), 0);
+	free(batch);
+	free(fa);
+}
