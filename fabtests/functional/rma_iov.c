@@ -252,6 +252,23 @@ static int test_errors(void)
 	      info->tx_attr->rma_iov_limit);
 	m.rma_iov_count = 2;                    /* 200 remote bytes for 300 local */
 	CHECK(fi_writemsg(ep_a, &m, 0) == -FI_EINVAL, "lengths that differ");
+	{
+		/* more than max_msg_size in all (refused before any byte is touched) */
+		size_t big = (size_t)1 << 31;
+		struct iovec hv[3] = { { src, big }, { src, big }, { src, big } };
+		struct fi_rma_iov hr[3] = {
+			{ raddr(t1, 0), big, fi_mr_key(mr1) },
+			{ raddr(t1, 0), big, fi_mr_key(mr1) },
+			{ raddr(t1, 0), big, fi_mr_key(mr1) },
+		};
+		struct fi_msg_rma hm = {
+			.msg_iov = hv, .iov_count = 3, .addr = to_b, .rma_iov = hr,
+			.rma_iov_count = 3, .context = (void *)0xc2,
+		};
+
+		CHECK(fi_writemsg(ep_a, &hm, 0) == -FI_EMSGSIZE, "6 GiB past max_msg_size %zu",
+		      info->ep_attr->max_msg_size);
+	}
 	return quiet();
 }
 

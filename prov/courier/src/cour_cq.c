@@ -107,6 +107,7 @@ void cour_mcond_free(struct cour_mcond *mc)
 bool cour_mcond_signal(struct cour_mcond *mc)
 {
 	if (pthread_mutex_trylock(&mc->mutex) == 0) {
+		/* the waiter is before its check or asleep: either way it sees this */
 		__atomic_store_n(&mc->pending, false, __ATOMIC_RELAXED);
 		pthread_cond_broadcast(&mc->cond);
 		pthread_mutex_unlock(&mc->mutex);
@@ -117,13 +118,6 @@ bool cour_mcond_signal(struct cour_mcond *mc)
 	return false;
 }
 
-void cour_mcond_signal_wait(struct cour_mcond *mc)
-{
-	pthread_mutex_lock(&mc->mutex);
-	__atomic_store_n(&mc->pending, false, __ATOMIC_RELAXED);
-	pthread_cond_broadcast(&mc->cond);
-	pthread_mutex_unlock(&mc->mutex);
-}
 
 int cour_mcond_getwait(struct cour_mcond *mc, int command, void *arg)
 {

@@ -139,8 +139,6 @@ struct cour_mcond *cour_mcond_new(void);
 void cour_mcond_free(struct cour_mcond *mc);
 /* Wake waiters; never blocks. true: done, false: left pending (mutex busy). */
 bool cour_mcond_signal(struct cour_mcond *mc);
-/* Blocking form, for callers that hold no courier lock (EQ writers). */
-void cour_mcond_signal_wait(struct cour_mcond *mc);
 /* FI_GETWAIT / FI_GETWAITOBJ for an object with a mutex/cond pair. */
 int cour_mcond_getwait(struct cour_mcond *mc, int command, void *arg);
 /* The domain's pending wakes (lock held), and whether one is left. */

@@ -134,6 +134,7 @@ static inline int cour_post_begin(struct cour_ep *ep, struct fid_ep *ep_fid, boo
 	return cour_post_begin_slow(ep, ep_fid, recv, addr);
 }
 
+/* Undo what cour_post_begin_slow, an RMA part or a triggered post set for one post. */
 static inline void cour_post_end(struct cour_ep *ep)
 {
 	ep->pep.tx_owner = NULL;
@@ -141,8 +142,9 @@ static inline void cour_post_end(struct cour_ep *ep)
 	ep->pep.tx_group = NULL;
 	ep->pep.tx_part = false;
 	ep->pep.tx_whole_len = 0;
-	ep->pep.rxq = ep->pep.nrxq ? ep->pep.rxqs[0] ? ep->pep.rxqs[0] : &ep->pep.own_rxq :
-		      ep->pep.rxq;
+	if (COUR_UNLIKELY(ep->pep.nrxq))
+		ep->pep.rxq = &ep->pep.own_rxq;  /* a scalable endpoint rests on its own queue,
+						  * empty: its contexts post to theirs */
 }
 
 /* RMA with several remote iovecs (cour_rma.c): one of its parts completed (err, prov_errno:

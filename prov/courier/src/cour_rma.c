@@ -130,6 +130,10 @@ static ssize_t cour_rma_parts(struct fid_ep *ep_fid, const struct fi_msg_rma *ms
 
 	for (size_t j = 0; j < n; j++)
 		whole += msg->rma_iov[j].len;
+	if (whole > COUR_MAX_MSG_SIZE) {
+		COUR_WARN(FI_LOG_EP_DATA, "RMA of %zu bytes exceeds max_msg_size\n", whole);
+		return -FI_EMSGSIZE;
+	}
 	g = cour_rma_group_new(msg->context, flags, cq_flags, n);
 	if (!g)
 		return -FI_ENOMEM;

@@ -89,10 +89,14 @@ static void cour_peer_evict_strangers(struct cour_pep *ep)
 	size_t freed = 0;
 
 	/* messages outlive their sender's session (a reset peer looks new): keep their peers */
-	for (uint32_t i = 0; i <= ep->nrxq; i++) {
-		struct cour_rxq *q = i < ep->nrxq ? ep->rxqs[i] : ep->rxq;
+	/* (a scalable endpoint's unexpected messages wait in its receive contexts' queues) */
+	struct cour_rxq **qs = ep->nrxq ? ep->rxqs : &ep->rxq;
+	uint32_t nq = ep->nrxq ? ep->nrxq : 1;
 
-		if (!q || (i == ep->nrxq && i && q == ep->rxqs[0]))
+	for (uint32_t i = 0; i < nq; i++) {
+		struct cour_rxq *q = qs[i];
+
+		if (!q)
 			continue;
 		DL_FOREACH(q->umsg, m)
 			if (m->peer)
