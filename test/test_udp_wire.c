@@ -376,6 +376,32 @@ Test(udp_wire, a_full_batch_is_flushed_before_the_next_datagram)
 	check_seen(&ends[1], 0, lens, COUR_WIRE_TX_BATCH + 5);
 }
 
+/* A stream of full-size datagrams that fills the queue leaves in whole runs: the run cut
+ * by the queue's end waits for the datagrams that continue it instead of leaving short. */
+Test(udp_wire, a_full_queue_keeps_the_run_that_can_still_grow)
+{
+	enum { MORE = 28, ALL = COUR_WIRE_TX_BATCH + MORE };
+	size_t lens[ALL];
+	uint32_t per_run = COUR_WIRE_GSO_BYTES / 1400;      /* 46 */
+
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	for (uint32_t i = 0; i < ALL; i++) {
+		lens[i] = 1400;
+		queue(&ends[0], &ends[1], i, lens[i]);
+		if (i == COUR_WIRE_TX_BATCH) {
+			cr_expect_eq(ends[0].w.stats.gso_sends, 1, "one whole run left");
+			cr_expect_eq(ends[0].w.tx_count, COUR_WIRE_TX_BATCH - per_run + 1,
+				     "the cut run stayed queued");
+		}
+	}
+	ends[0].w.ops->flush(&ends[0].w);
+	cr_expect_eq(ends[0].w.stats.gso_sends, (ALL + per_run - 1) / per_run);
+	cr_expect_eq(ends[0].w.stats.gso_segs, ALL);
+	receive(&ends[1], ALL);
+	check_seen(&ends[1], 0, lens, ALL);
+}
+
 Test(udp_wire, a_train_of_odd_sized_datagrams_reaches_the_engine_aligned)
 {
 	size_t lens[6] = { 101, 101, 101, 101, 101, 60 };

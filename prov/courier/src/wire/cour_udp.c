@@ -56,6 +56,7 @@ static void cour_udp_sockbuf(int fd, int opt, int force_opt, size_t want)
 
 static void cour_udp_close(struct cour_wire *w);
 static int cour_udp_flush(struct cour_wire *w);
+static void cour_udp_send_queued(struct cour_wire *w, bool part);
 
 /* GSO and GRO where the kernel has them and the parameters allow; drops at the socket are
  * counted either way. What is in use shows in the statistics (udp_gso, udp_gro). */
@@ -257,7 +258,7 @@ static void cour_udp_queue(struct cour_wire *w, const void *sa, socklen_t sa_len
 
 	assert(iovcnt <= COUR_WIRE_IOV_MAX && hdr_len <= COUR_WIRE_HDR_MAX);
 	if (w->tx_count == COUR_WIRE_TX_BATCH)
-		cour_udp_flush(w);
+		cour_udp_send_queued(w, true);
 	i = w->tx_count++;
 	w->tx_len[i] = (uint32_t)hdr_len;
 	for (size_t k = 0; k < iovcnt; k++)
@@ -285,6 +286,14 @@ static bool cour_udp_same_dest(const struct msghdr *a, const struct msghdr *b)
 	return a->msg_name == b->msg_name ||
 	       (a->msg_namelen == b->msg_namelen &&
 		memcmp(a->msg_name, b->msg_name, a->msg_namelen) == 0);
+}
+
+/* The most datagrams of first's size one GSO call may carry. */
+static uint32_t cour_udp_run_max(const struct cour_wire *w, uint32_t first)
+{
+	uint32_t max = (uint32_t)COUR_MIN(cour_params.gso_segs, (size_t)COUR_WIRE_TX_BATCH);
+
+	return COUR_MIN(max, COUR_WIRE_GSO_BYTES / w->tx_len[first]);
 }
 
 /* How many queued datagrams from first on go out as one GSO call: same address, the size of
@@ -365,17 +374,44 @@ static bool cour_udp_gso_refused(struct cour_wire *w, uint32_t k, int err)
 	return true;
 }
 
-static int cour_udp_flush(struct cour_wire *w)
+/* Move the queued datagrams from first on to the front of the queue. */
+static void cour_udp_keep(struct cour_wire *w, uint32_t first)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = first; i < w->tx_count; i++, k++) {
+		w->tx_len[k] = w->tx_len[i];
+		memcpy(w->tx_hdrs[k], w->tx_hdrs[i], w->tx_iov[i][0].iov_len);
+		memcpy(w->tx_iov[k], w->tx_iov[i], w->tx_msgs[i].msg_hdr.msg_iovlen *
+		       sizeof(struct iovec));
+		w->tx_iov[k][0].iov_base = w->tx_hdrs[k];
+		w->tx_msgs[k] = w->tx_msgs[i];
+		w->tx_msgs[k].msg_hdr.msg_iov = w->tx_iov[k];
+	}
+	w->tx_count = k;
+}
+
+/* Hand the queue to the kernel. With part, the queue is full mid-build: a last run that
+ * could still grow (it ends at the queue's end with a full-size datagram, below the run's
+ * bounds) stays queued to be continued, so a stream of full-size datagrams leaves in whole GSO runs (44 at MTU 1500)
+ * instead of a run cut at the queue's end (44 + 20 for 64 queued). */
+static void cour_udp_send_queued(struct cour_wire *w, bool part)
 {
 	struct iovec *iov_free = w->out_iov;
-	uint32_t n = 0, done = 0;
+	uint32_t n = 0, done = 0, keep = w->tx_count;
 	int ret;
 
 	if (!w->tx_count)
-		return 0;
+		return;
 	for (uint32_t first = 0; first < w->tx_count; n++) {
 		uint32_t segs = cour_udp_run(w, first);
 
+		if (part && n && first + segs == w->tx_count && segs > 1 &&
+		    w->tx_len[w->tx_count - 1] == w->tx_len[first] &&
+		    segs < cour_udp_run_max(w, first)) {
+			keep = first;
+			break;
+		}
 		cour_udp_out(w, n, first, segs, &iov_free);
 		first += segs;
 	}
@@ -404,7 +440,15 @@ static int cour_udp_flush(struct cour_wire *w)
 		w->tx_blocked = true;
 		done++;
 	}
-	w->tx_count = 0;
+	if (keep < w->tx_count)
+		cour_udp_keep(w, keep);
+	else
+		w->tx_count = 0;
+}
+
+static int cour_udp_flush(struct cour_wire *w)
+{
+	cour_udp_send_queued(w, false);
 	return 0;
 }
 
