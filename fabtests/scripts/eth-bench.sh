@@ -16,7 +16,12 @@
 #              (default: ./fabtests/bench, then next to this script, then $PATH)
 #   -o DIR     write logs there (default: a fresh mktemp directory)
 # environment:
-#   PROVIDERS              space separated (default: courier tcp;ofi_rxm udp;ofi_rxd)
+#   PROVIDERS              space separated (default: courier tcp;ofi_rxm udp;ofi_rxd
+#                          udp-ceiling); udp-ceiling is no provider but cour_udp_ceiling: bare
+#                          UDP with GSO and GRO, no header, acknowledgement or retransmission,
+#                          the most any protocol over UDP sockets could move on this link and
+#                          these cpus; it runs the 64 KiB and 1 MiB rows only, and its
+#                          courier/udp-ceiling column is courier's share of it
 #   COURIER_PROVIDER_PATH  directory holding libcourier-fi.so, FI_PROVIDER_PATH of the courier
 #                          runs only (default: the build's .libs, found from the bindir); the
 #                          library is copied into the log directory at start, so a rebuild
@@ -83,7 +88,7 @@ for mtu in $MTUS; do
 done
 [ -n "${MTUS// /}" ] || usage
 
-read -r -a PROV_LIST <<< "${PROVIDERS:-courier tcp;ofi_rxm udp;ofi_rxd}"
+read -r -a PROV_LIST <<< "${PROVIDERS:-courier tcp;ofi_rxm udp;ofi_rxd udp-ceiling}"
 read -r -a COURIER_ENV_LIST <<< "${COURIER_ENV:-}"
 read -r -a BENCH_LIST <<< "${BENCHES:-lat bw64k bw1m rmaw rmar rate agg}"
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
@@ -110,7 +115,8 @@ BIN_DIR=$(cour_find_bin_dir "$BIN_DIR") || {
 	echo "eth-bench.sh: cannot find cour_pingpong; build first or pass -b <dir>" >&2
 	exit 64
 }
-for p in cour_pingpong cour_bw cour_msgrate cour_rma; do
+for p in cour_pingpong cour_bw cour_msgrate cour_rma \
+	$([[ " ${PROV_LIST[*]} " == *" udp-ceiling "* ]] && echo cour_udp_ceiling); do
 	if [ ! -x "$BIN_DIR/$p" ]; then
 		echo "eth-bench.sh: $BIN_DIR has no $p" >&2
 		exit 64
@@ -170,7 +176,23 @@ bench_cmd() {
 	agg)   PROG=cour_bw; OPTS=(-t -S 1m -n "$(msgs 256 "$2")" -w "$WARMUP_BW") ;;
 	esac
 	[ "$QUICK" = 1 ] && [ "$PROG" = cour_rma ] && OPTS+=(-n 128)
+	if [ "$2" = udp-ceiling ]; then
+		# the same stream without a provider: -t means nothing there
+		local o kept=()
+		for o in "${OPTS[@]}"; do
+			[ "$o" = -t ] || kept+=("$o")
+		done
+		PROG=cour_udp_ceiling
+		OPTS=("${kept[@]}")
+	fi
 	return 0
+}
+
+# ceiling_row BENCH: true when udp-ceiling has something to measure in that row
+ceiling_row() {
+	# not agg: with nothing to pace them, four streams do not share one interval
+	case $1 in bw64k|bw1m) return 0 ;; esac
+	return 1
 }
 
 # set_env PROV: ENV_S and ENV_C, the env(1) commands of the server (namespace a) and client (b)
@@ -178,6 +200,9 @@ set_env() {
 	# the runs pick their provider with -p; a FI_PROVIDER of the caller would hide it
 	ENV_S=(env -u FI_PROVIDER)
 	case $1 in
+	udp-ceiling)
+		ENV_C=("${ENV_S[@]}")
+		;;
 	courier)
 		[ -n "$COURIER_PROVIDER_PATH" ] &&
 			ENV_S+=("FI_PROVIDER_PATH=$COURIER_PROVIDER_PATH")
@@ -342,7 +367,10 @@ run_row() {
 	log=$LOG_DIR/m$mtu.r$round.$bench.$(prov_tag "$prov")
 
 	[ "$bench" = agg ] && npairs=$AGG_PAIRS
-	if [ -n "${TIMED_OUT[$key]:-}" ]; then
+	if [ "$prov" = udp-ceiling ] && ! ceiling_row "$bench"; then
+		record "$mtu" "$bench" "$pi" NA
+		return 0
+	elif [ -n "${TIMED_OUT[$key]:-}" ]; then
 		st="skipped (timed out in round ${TIMED_OUT[$key]})"
 		record "$mtu" "$bench" "$pi" FAIL
 		FAILED+=("MTU $mtu round $round $bench $prov: $st")
@@ -408,6 +436,7 @@ run_row() {
 # name must be listed.
 if command -v fi_info > /dev/null; then
 	for prov in "${PROV_LIST[@]}"; do
+		[ "$prov" = udp-ceiling ] && continue
 		set_env "$prov"
 		listed=$("${ENV_S[@]}" fi_info -l 2> /dev/null | sed -n 's/^\([^ ]*\):$/\1/p')
 		for part in ${prov//;/ }; do
