@@ -388,6 +388,8 @@ struct cour_pep {
 	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
 	uint32_t             udp_gap_us;      /* ...and when it reads it next (cour_progress.c) */
 	uint64_t             now_us;          /* the clock as this progress call read it */
+	uint64_t             train_us;        /* read once per GRO train read in place */
+	bool                 train_clock;     /* handling a piece of that train: use train_us */
 	uint64_t             ticks_last;      /* ...and the time-stamp counter then */
 
 	size_t               tx_outstanding;  /* application sends not yet completed */
@@ -526,7 +528,9 @@ struct cour_cq_entry {
  * the clock read that call made (a clock read costs as much as a small message's handling). */
 static inline uint64_t cour_ep_clock(const struct cour_pep *ep)
 {
-	return ep->rx_borrowed ? ep->now_us : cour_now_us();
+	if (ep->rx_borrowed)
+		return ep->now_us;
+	return ep->train_clock ? ep->train_us : cour_now_us();
 }
 
 /* A deadline set outside cour_ep_timers: the progress loop must not sleep past it. */

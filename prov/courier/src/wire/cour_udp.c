@@ -605,7 +605,7 @@ static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE
 			/* still where the engine wants it now that the pieces before are in
 			 * (one of them may have ended the session, or made this a duplicate) */
 			if (w->rx->direct(w->rx_arg, hdrs[i], seg, 0, NULL, sa, sa_len) == at) {
-				w->rx->placed(w->rx_arg, hdrs[i], at, seg, sa, sa_len);
+				w->rx->placed(w->rx_arg, hdrs[i], at, seg, true, sa, sa_len);
 				continue;
 			}
 			memcpy(buf + i * gso, hdrs[i], hl);
@@ -701,7 +701,7 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 		} else if (!gso) {
 			placed++;
 			w->stats.rx_pkts++;
-			w->rx->placed(w->rx_arg, hdrs[0], dst, (size_t)got, &w->rx_sa[0],
+			w->rx->placed(w->rx_arg, hdrs[0], dst, (size_t)got, false, &w->rx_sa[0],
 				      m.msg_namelen);
 		} else {
 			placed++;

@@ -81,8 +81,10 @@ struct cour_wire_rx_ops {
 	 * place, and the wire copies it out before the engine handles anything. */
 	bool  (*in_run)(const void *first, const void *hdr, size_t i, size_t plen);
 	/* That datagram, len bytes read as hdr (hdr_len bytes, writable) + its payload in place
-	 * (where direct said); unchecked: the engine checks it. */
-	void  (*placed)(void *arg, void *hdr, const void *payload, size_t len,
+	 * (where direct said); the engine checks it. checked: hdr holds the very bytes direct
+	 * was just asked about and accepted (a train's piece), so what direct verified of the
+	 * header holds; false when the read may have brought other bytes than the peek. */
+	void  (*placed)(void *arg, void *hdr, const void *payload, size_t len, bool checked,
 			const struct sockaddr_storage *sa, socklen_t sa_len);
 	/* Nothing listens at sa (ICMP port unreachable): evidence the engine may weigh. */
 	void  (*refused)(void *arg, const struct sockaddr_storage *sa, socklen_t sa_len);
