@@ -172,6 +172,47 @@ Test(rxwin, out_of_order_packets_of_a_gro_train_get_one_ack_at_the_end_of_the_pa
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
 }
 
+/* Inside a GRO train, pieces with more of their message behind them wait for a quarter of the
+ * window or the ACK delay; a message's last piece is acknowledged at the end of the progress
+ * pass, as every train's packets were before (its sender may be waiting for the completion) */
+Test(rxwin, mid_message_pieces_of_a_train_wait_the_last_one_does_not)
+{
+	static char msg[24 * CAPWIRE_ROOM];
+	const uint32_t room = CAPWIRE_ROOM;
+
+	/* a quarter window of 64; no ACK by the delay while the test runs; credits enough */
+	capwire_close(ep);
+	cour_params.window = 256;
+	cour_params.ack_delay_us = 100000;
+	cour_params.credits = cour_params.credits_max = 1024;
+	ep = capwire_open(FI_MSG | FI_TAGGED);
+	peer = capwire_peer(ep);
+	ep->pep.wire.rx_borrowed = true;          /* (as the UDP wire sets it inside a train) */
+	ep->pep.wire.rx_train_len = 65000;
+	for (uint32_t s = 0; s < 11; s++)
+		rx_frag(s, 1, 12 * room, s * room, msg + s * room, room);
+	cour_ep_timers(&ep->pep, cour_now_us());  /* the end of the pass */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 0, "11 pieces with more to come: ACK at once");
+	rx_frag(11, 1, 12 * room, 11 * room, msg + 11 * room, room);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 0, "inside the train: the pass end, not at once");
+	cour_ep_timers(&ep->pep, cour_now_us());  /* the end of the pass, long before the delay */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1, "the last piece waited for the delay");
+	cr_assert_eq(last_ack()->hdr.base.ack, 12);
+
+	for (uint32_t s = 12; s < 24; s++)
+		rx_frag(s, 2, 13 * room, (s - 12) * room, msg + (s - 12) * room, room);
+	cour_ep_timers(&ep->pep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1, "12 pieces with more to come: ACK at once");
+	cr_assert(peer->ack_needed, "no ACK pending");
+	cour_ep_timers(&ep->pep, cour_now_us() + 2 * 100000);   /* the delay bounds the wait */
+	/* (with a liveness probe, too: 200 ms of silence) */
+	cr_assert_geq(capwire_count(COUR_PKT_ACK), 2);
+	cr_assert(!peer->ack_needed);
+	cr_assert_eq(last_ack()->hdr.base.ack, 24);
+	ep->pep.wire.rx_borrowed = false;
+	ep->pep.wire.rx_train_len = 0;
+}
+
 Test(rxwin, a_message_reassembles_from_fragments_out_of_order)
 {
 	char msg[2000];
