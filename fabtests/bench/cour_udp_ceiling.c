@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>	/* UDP_SEGMENT, UDP_GRO (glibc 2.29) */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +26,6 @@
 #include <unistd.h>
 
 #include "ft_common.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
 
 #define UC_IP_UDP_HDR	28		/* IPv4 + UDP headers in each datagram */
 #define UC_GSO_BYTES	65000		/* payload per GSO call: what courier's wire sends */
