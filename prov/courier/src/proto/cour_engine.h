@@ -57,7 +57,8 @@
 
 #define COUR_IOV_MAX     8     /* iov_limit advertised (tx and rx) */
 #define COUR_ACK_EVERY   8     /* in-order packets after which an ACK goes out at once */
-#define COUR_ACK_TRAIN   64    /* ...inside full GRO trains, at most (a quarter window) */
+#define COUR_ACK_TRAIN   64    /* ...for pieces of a GRO train with more of their message
+				* behind them, at most (else a quarter window) */
 #define COUR_DEFER_INFLIGHT 16 /* packets in flight past which a post's flush waits for
 				* the next progress pass (proto/cour_peer.c) */
 #define COUR_RX_BATCH    COUR_WIRE_RX_BATCH

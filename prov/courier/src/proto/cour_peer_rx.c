@@ -226,7 +226,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		/* over UDP from a peer whose ring we mapped: it moves to the ring once all it
 		 * sent is acknowledged, so do not make it wait (this ends with the move). Inside
 		 * a GRO train the count-based ACK waits for the end of this progress pass: one
-		 * ACK for the train, as TCP acknowledges one GRO segment */
+		 * ACK for the train at most, as TCP acknowledges one GRO segment */
 		bool train = ep->wire.rx_borrowed;
 		/* Inside a train, a piece with more of its message behind it: the rest is on its
 		 * way, so the ACK waits for a quarter of the window or the ACK delay (a stream at

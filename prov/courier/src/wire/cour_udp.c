@@ -288,12 +288,16 @@ static bool cour_udp_same_dest(const struct msghdr *a, const struct msghdr *b)
 		memcmp(a->msg_name, b->msg_name, a->msg_namelen) == 0);
 }
 
+/* Datagrams per GSO call at most, whatever their size. */
+static uint32_t cour_udp_segs_max(void)
+{
+	return (uint32_t)COUR_MIN(cour_params.gso_segs, (size_t)COUR_WIRE_TX_BATCH);
+}
+
 /* The most datagrams of first's size one GSO call may carry. */
 static uint32_t cour_udp_run_max(const struct cour_wire *w, uint32_t first)
 {
-	uint32_t max = (uint32_t)COUR_MIN(cour_params.gso_segs, (size_t)COUR_WIRE_TX_BATCH);
-
-	return COUR_MIN(max, COUR_WIRE_GSO_BYTES / w->tx_len[first]);
+	return COUR_MIN(cour_udp_segs_max(), COUR_WIRE_GSO_BYTES / w->tx_len[first]);
 }
 
 /* How many queued datagrams from first on go out as one GSO call: same address, the size of
@@ -301,7 +305,7 @@ static uint32_t cour_udp_run_max(const struct cour_wire *w, uint32_t first)
 static uint32_t cour_udp_run(const struct cour_wire *w, uint32_t first)
 {
 	uint32_t size = w->tx_len[first], bytes = size, i = first + 1;
-	uint32_t max = (uint32_t)COUR_MIN(cour_params.gso_segs, (size_t)COUR_WIRE_TX_BATCH);
+	uint32_t max = cour_udp_segs_max();
 
 	if (!w->gso_on)
 		return 1;
@@ -393,8 +397,8 @@ static void cour_udp_keep(struct cour_wire *w, uint32_t first)
 
 /* Hand the queue to the kernel. With part, the queue is full mid-build: a last run that
  * could still grow (it ends at the queue's end with a full-size datagram, below the run's
- * bounds) stays queued to be continued, so a stream of full-size datagrams leaves in whole GSO runs (44 at MTU 1500)
- * instead of a run cut at the queue's end (44 + 20 for 64 queued). */
+ * bounds) stays queued to be continued, so a stream leaves in whole GSO runs (44 datagrams
+ * at MTU 1500) instead of runs cut at the queue's end (44 + 20 for 64 queued). */
 static void cour_udp_send_queued(struct cour_wire *w, bool part)
 {
 	struct iovec *iov_free = w->out_iov;
