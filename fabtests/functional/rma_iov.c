@@ -269,6 +269,46 @@ static int test_errors(void)
 		CHECK(fi_writemsg(ep_a, &hm, 0) == -FI_EMSGSIZE, "6 GiB past max_msg_size %zu",
 		      info->ep_attr->max_msg_size);
 	}
+	if (quiet())
+		return -1;
+	{
+		/* FI_INJECT bounds the whole operation: two parts, each within inject_size but
+		 * not together, are refused with nothing written; within it, they land */
+		size_t inj = info->tx_attr->inject_size, part = inj / 2 + 1;
+		struct iovec iv = { src, 2 * part };
+		struct fi_rma_iov ir[2] = {
+			{ raddr(t1, 400000), part, fi_mr_key(mr1) },
+			{ raddr(t2, 400000), part, fi_mr_key(mr2) },
+		};
+		struct fi_msg_rma im = {
+			.msg_iov = &iv, .iov_count = 1, .addr = to_b, .rma_iov = ir,
+			.rma_iov_count = 2, .context = (void *)0xc3,
+		};
+		uint64_t w0 = fi_cntr_read(rw_cntr);
+
+		CHECK(inj + 2 <= MEM - 400000, "inject_size %zu too big for the test", inj);
+		memset(t1 + 400000, 0, 2 * part);
+		memset(t2 + 400000, 0, 2 * part);
+		CHECK(fi_writemsg(ep_a, &im, FI_INJECT) == -FI_EINVAL,
+		      "inject write of %zu bytes in two parts past inject_size %zu", 2 * part, inj);
+		if (quiet())
+			return -1;
+		CHECK(t1[400000] == 0 && t2[400000] == 0 && t1[400000 + part - 1] == 0 &&
+		      fi_cntr_read(rw_cntr) == w0, "a refused inject write wrote");
+		part = inj / 2;
+		iv.iov_len = 2 * part;
+		ir[0].len = ir[1].len = part;
+		CALL(fi_writemsg(ep_a, &im, FI_INJECT | FI_COMPLETION));
+		{
+			struct fi_cq_data_entry e;
+			int err;
+
+			CALL(wait_cq(cq_a, cq_b, &e, &err));
+			CHECK(!err && e.op_context == (void *)0xc3, "inject write: err %d", err);
+		}
+		CHECK(!memcmp(t1 + 400000, src, part) && !memcmp(t2 + 400000, src + part, part),
+		      "inject write in two parts: bytes differ");
+	}
 	return quiet();
 }
 

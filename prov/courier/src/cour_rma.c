@@ -134,6 +134,13 @@ static ssize_t cour_rma_parts(struct fid_ep *ep_fid, const struct fi_msg_rma *ms
 		COUR_WARN(FI_LOG_EP_DATA, "RMA of %zu bytes exceeds max_msg_size\n", whole);
 		return -FI_EMSGSIZE;
 	}
+	/* inject_size bounds the operation, not each part: refused before any part is posted
+	 * (a part refused later would post the others and complete the whole in error) */
+	if ((flags & FI_INJECT) && type == COUR_PKT_WRITE && whole > cour_params.inject_size) {
+		COUR_WARN(FI_LOG_EP_DATA, "inject write of %zu bytes exceeds inject_size %zu\n",
+			  whole, cour_params.inject_size);
+		return -FI_EINVAL;
+	}
 	g = cour_rma_group_new(msg->context, flags, cq_flags, n);
 	if (!g)
 		return -FI_ENOMEM;
