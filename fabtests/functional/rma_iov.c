@@ -221,6 +221,34 @@ static int test_atomics(void)
 	CHECK(old[0] == 105 && old[1] == 206 && old[2] == 307, "fetched %" PRIu64 " %" PRIu64
 	      " %" PRIu64, old[0], old[1], old[2]);
 	CHECK(v1[0] == 110 && v1[1] == 212 && v2[0] == 314, "after the fetch-add");
+	if (quiet())
+		return -1;
+
+	/* What a part would be refused for is refused before any part goes: room for 2
+	 * results of 3, 2 compare values for 3, an empty part; nothing lands, nothing completes */
+	{
+		uint64_t cmpv[3] = { 110, 212, 314 };
+		struct fi_ioc res2[1] = { { old, 2 } }, cmp2[1] = { { cmpv, 2 } };
+		struct fi_ioc res3[1] = { { old, 3 } };
+
+		m.context = (void *)0xb3;
+		CHECK(fi_fetch_atomicmsg(ep_a, &m, res2, NULL, 1, FI_COMPLETION) == -FI_EINVAL,
+		      "fetch atomic with room for 2 results of 3");
+		m.op = FI_CSWAP;
+		CHECK(fi_compare_atomicmsg(ep_a, &m, cmp2, NULL, 1, res3, NULL, 1,
+					   FI_COMPLETION) == -FI_EINVAL,
+		      "compare atomic with 2 compare values for 3");
+		m.op = FI_SUM;
+		rioc[1].count = 0;
+		ioc[1].count = 1;
+		CHECK(fi_atomicmsg(ep_a, &m, FI_COMPLETION) == -FI_EINVAL, "an empty part");
+		rioc[1].count = 1;
+		ioc[1].count = 2;
+		if (quiet())
+			return -1;
+		CHECK(v1[0] == 110 && v1[1] == 212 && v2[0] == 314 &&
+		      fi_cntr_read(rw_cntr) == w0 + 2, "a refused atomic changed the target");
+	}
 	return quiet();
 }
 

@@ -51,6 +51,39 @@ static size_t cour_ioc_slice(const struct fi_ioc *ioc, size_t cnt, size_t off, s
 
 /* Several remote iocs: one atomic for each, the local operands, compare values and
  * results sliced to match (the grouping of cour_rma.c: one completion, events once). */
+/* What cour_atomic_post would refuse in any part, checked before the first is posted: a part
+ * refused after others went out would leave the operation half done, completed in error. */
+static int cour_atomic_parts_valid(const struct fi_msg_atomic *msg,
+				   const struct cour_atomic_args *a, size_t esz)
+{
+	size_t total = 0;
+
+	if (!cour_atomic_valid(msg->op, msg->datatype, a->kind)) {
+		COUR_WARN(FI_LOG_EP_DATA, "atomic op %d on datatype %d is not offered\n",
+			  (int)msg->op, (int)msg->datatype);
+		return -FI_EOPNOTSUPP;
+	}
+	for (size_t j = 0; j < msg->rma_iov_count; j++) {
+		size_t cnt = msg->rma_iov[j].count;
+
+		if (!cnt || cnt > COUR_ATOMIC_MAX_BYTES / esz) {
+			COUR_WARN(FI_LOG_EP_DATA, "atomic part %zu: %zu elements of %zu bytes: "
+				  "1..%d bytes allowed\n", j, cnt, esz, COUR_ATOMIC_MAX_BYTES);
+			return -FI_EINVAL;
+		}
+		total += cnt;
+	}
+	if ((a->kind == COUR_ATOMIC_COMPARE &&
+	     cour_ioc_count(a->compare, a->compare_count) != total) ||
+	    (a->kind != COUR_ATOMIC_BASE && cour_ioc_count(a->result, a->result_count) != total)) {
+		COUR_WARN(FI_LOG_EP_DATA, "atomic of %zu elements: %zu compare values, room for "
+			  "%zu results\n", total, cour_ioc_count(a->compare, a->compare_count),
+			  cour_ioc_count(a->result, a->result_count));
+		return -FI_EINVAL;
+	}
+	return 0;
+}
+
 static ssize_t cour_atomic_parts(struct fid_ep *ep_fid, const struct fi_msg_atomic *msg,
 				 const struct cour_atomic_args *a)
 {
@@ -69,6 +102,9 @@ static ssize_t cour_atomic_parts(struct fid_ep *ep_fid, const struct fi_msg_atom
 		COUR_WARN(FI_LOG_EP_DATA, "more than %d local iocs\n", COUR_IOV_MAX);
 		return -FI_EINVAL;
 	}
+	ret = cour_atomic_parts_valid(msg, a, esz);
+	if (ret)
+		return ret;
 	g = cour_rma_group_new(msg->context, a->flags,
 			       FI_ATOMIC | (a->kind == COUR_ATOMIC_BASE ? FI_WRITE : FI_READ), n);
 	if (!g)

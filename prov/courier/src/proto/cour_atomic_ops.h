@@ -52,6 +52,16 @@ enum cour_atomic_kind {
  * one this build cannot handle (the 128-bit integers without compiler support). */
 size_t cour_atomic_dt_size(enum fi_datatype dt);
 
+/* Elements in n iocs. */
+static inline size_t cour_ioc_count(const struct fi_ioc *ioc, size_t n)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		c += ioc[i].count;
+	return c;
+}
+
 /* Whether op on dt is offered as an atomic of the given kind (enum cour_atomic_kind). */
 bool cour_atomic_valid(enum fi_op op, enum fi_datatype dt, int kind);
 

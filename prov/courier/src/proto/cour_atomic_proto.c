@@ -14,15 +14,6 @@
 #define COUR_ATOMIC_ID(op, dt, kind, count) \
 	((uint32_t)(op) | (uint32_t)(dt) << 8 | (uint32_t)(kind) << 16 | (uint32_t)(count) << 18)
 
-static size_t cour_ioc_count(const struct fi_ioc *ioc, size_t n)
-{
-	size_t c = 0;
-
-	for (size_t i = 0; i < n; i++)
-		c += ioc[i].count;
-	return c;
-}
-
 static char *cour_ioc_gather(char *dst, const struct fi_ioc *ioc, size_t n, size_t size)
 {
 	for (size_t i = 0; i < n; i++) {
