@@ -314,7 +314,14 @@ int cour_ft_barrier(struct cour_ft *ft)
 	char out = 'B', in = 0;
 	int ret;
 
-	ret = cour_ft_oob_send(ft, &out, 1);
+	/* One provider call before the peer hears from us: a progress thread that then serves
+	 * the peer's operations on our memory takes the lock this call took, so ThreadSanitizer
+	 * sees our writes to that memory ordered before its reads. (The real order runs through
+	 * the other process; when the peer's byte was already here, nothing else took the lock,
+	 * and test_rma.sh under TSan reported the fill of a read target racing with the read.) */
+	ret = ft->fabric_up ? cour_ft_progress(ft) : 0;
+	if (!ret)
+		ret = cour_ft_oob_send(ft, &out, 1);
 	if (!ret)
 		ret = cour_ft_oob_recv(ft, &in, 1);
 	if (!ret && in != 'B') {
