@@ -244,6 +244,29 @@ static int test_atomics(void)
 		CHECK(fi_atomicmsg(ep_a, &m, FI_COMPLETION) == -FI_EINVAL, "an empty part");
 		rioc[1].count = 1;
 		ioc[1].count = 2;
+		m.op = FI_ATOMIC_READ;          /* a fetching op only */
+		CHECK(fi_atomicmsg(ep_a, &m, FI_COMPLETION) == -FI_EOPNOTSUPP,
+		      "FI_ATOMIC_READ as a plain atomic in two parts");
+		m.op = FI_SUM;
+	}
+	{
+		/* a second part past 512 bytes (65 x 8): refused before the first goes */
+		static uint64_t many[66];
+		struct fi_ioc lio[1] = { { many, 66 } };
+		struct fi_rma_ioc rio[2] = {
+			{ raddr(t1, 4096), 1, fi_mr_key(mr1) },
+			{ raddr(t1, 16384), 65, fi_mr_key(mr1) },
+		};
+		struct fi_msg_atomic lm = {
+			.msg_iov = lio, .iov_count = 1, .addr = to_b, .rma_iov = rio,
+			.rma_iov_count = 2, .datatype = FI_UINT64, .op = FI_SUM,
+			.context = (void *)0xb4,
+		};
+
+		for (int i = 0; i < 66; i++)
+			many[i] = 1;
+		CHECK(fi_atomicmsg(ep_a, &lm, FI_COMPLETION) == -FI_EINVAL,
+		      "a part of 520 bytes after a good one");
 		if (quiet())
 			return -1;
 		CHECK(v1[0] == 110 && v1[1] == 212 && v2[0] == 314 &&

@@ -233,7 +233,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		 * MTU 1500 drew one per progress pass, ~1.5 trains, and each cost the receiver
 		 * 3-5 us, 16% of its time). A message's last piece is acknowledged at the end of
 		 * the pass: its sender may be waiting for the completion. */
-		bool more = train && cour_pkt_has_more(&((struct cour_pkt_hdr *)buf)->msg, len);
+		bool more = train && cour_pkt_has_more(&hdr->msg, len);
 		uint32_t every = more ? COUR_MAX((uint32_t)COUR_ACK_EVERY,
 						 COUR_MIN((uint32_t)COUR_ACK_TRAIN, w / 4)) :
 					COUR_ACK_EVERY;
