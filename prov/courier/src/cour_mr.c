@@ -300,8 +300,14 @@ static int cour_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		cour_rma_push_mr_counted(&dom->pdom, &mr->reg); /* initiators: tell us of writes */
 		break;
 	case FI_CLASS_EP:
+	case FI_CLASS_SEP:      /* Open MPI 5's btl/ofi binds its regions to its scalable one */
 		ret = cour_mr_bind_ep_locked(mr, COUR_CONTAINER_OF(bfid, struct cour_ep, ep_fid.fid),
 					     flags);
+		break;
+	case FI_CLASS_TX_CTX:
+	case FI_CLASS_RX_CTX:   /* a context's memory is its scalable endpoint's */
+		ret = cour_mr_bind_ep_locked(mr, cour_ep_of(COUR_CONTAINER_OF(bfid, struct fid_ep,
+									     fid)), flags);
 		break;
 	default:
 		COUR_WARN(FI_LOG_MR, "a memory region binds to an endpoint or a counter, not to "

@@ -15,6 +15,11 @@
  * Choices where the man page leaves room:
  * - The endpoint takes no transfers itself (-FI_EOPNOTSUPP): its contexts do. It binds an AV
  *   (and nothing else), and is enabled after or before its contexts; posting needs both.
+ * - A context is enabled with or without a CQ or counter (a receive context may serve only
+ *   as an RMA target); a post on one that has neither is refused with -FI_ENOCQ, since its
+ *   completion, or its error, would have nowhere to go.
+ * - Memory regions of an FI_MR_ENDPOINT domain bind to the scalable endpoint (or to one of
+ *   its contexts, which stands for it): any context's RMA may then reach them.
  * - A message for a receive context this endpoint does not have (or that was closed) is
  *   dropped at the target and logged there (its sender has already been told it was sent).
  * - A closed receive context keeps its queue until the endpoint closes (messages already on
@@ -39,6 +44,14 @@ struct cour_sink *cour_sep_ctx_sink(void *ctx)
 	return &((struct cour_sep_ctx *)ctx)->b;
 }
 
+static bool cour_sep_ctx_bound(const struct cour_sep_ctx *x)
+{
+	const struct cour_sink *b = &x->b;
+
+	return b->tx_cq || b->rx_cq || b->send_cntr || b->recv_cntr || b->read_cntr ||
+	       b->write_cntr;
+}
+
 int cour_post_begin_slow(struct cour_ep *ep, struct fid_ep *ep_fid, bool recv, fi_addr_t *addr)
 {
 	struct cour_sep_ctx *x = cour_ep_ctx_of(ep_fid);
@@ -58,6 +71,12 @@ int cour_post_begin_slow(struct cour_ep *ep, struct fid_ep *ep_fid, bool recv, f
 			COUR_WARN(FI_LOG_EP_DATA, "post on a context whose %s is not enabled\n",
 				  x->enabled ? "scalable endpoint" : "context");
 			return -FI_EOPBADSTATE;
+		}
+		if (!cour_sep_ctx_bound(x)) {
+			COUR_WARN(FI_LOG_EP_DATA, "a %s posted on %s context %d, which has no CQ or "
+				  "counter bound\n", recv ? "receive" : "transfer",
+				  recv ? "receive" : "transmit", x->index);
+			return -FI_ENOCQ;
 		}
 		if (recv)
 			ep->pep.rxq = x->q;
@@ -155,12 +174,9 @@ static int cour_sep_ctx_control(struct fid *fid, int command, void *arg)
 
 	switch (command) {
 	case FI_ENABLE:
-		if (!x->b.tx_cq && !x->b.rx_cq && !x->b.send_cntr && !x->b.recv_cntr &&
-		    !x->b.read_cntr && !x->b.write_cntr) {
-			COUR_WARN(FI_LOG_EP_CTRL, "fi_enable: no CQ or counter bound to the "
-				  "context\n");
-			return -FI_ENOCQ;
-		}
+		/* fi_endpoint(3) asks for bindings only of a context "making use of" them: Open
+		 * MPI's btl/ofi enables receive contexts that serve as RMA targets with none. A
+		 * post that would need them is refused (cour_post_begin_slow). */
 		x->enabled = true;
 		return 0;
 	case FI_GETOPSFLAG:
