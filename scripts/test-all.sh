@@ -5,7 +5,8 @@
 #   1. warnings-as-errors build, Criterion unit tests and fabtests functional tests (make check),
 #      and `make install` checked to stay under the prefix
 #   2. Debian's Open MPI, two-sided and one-sided over courier, at 2 and 8 ranks on one host,
-#      and at 4 ranks on two emulated hosts (network namespaces) with packet loss between them
+#      and at 4 ranks on two emulated hosts (network namespaces) with packet loss between them;
+#      and as users run it, with only the provider selected, at 2, 3 and 8 ranks
 #   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP; the
 #      loss tests between two namespaces (5% dropped each way, courier's injector off so that
 #      runs leave as UDP GSO calls) with GSO and GRO each on and off
@@ -43,7 +44,10 @@ stage "build (-Werror)" bash "$top/scripts/build.sh" "$top/build-ci" --enable-we
 stage "make check" check "$top/build-ci"
 stage "make install under the prefix" bash "$top/scripts/check-install.sh" "$top/build-ci"
 stage "Open MPI over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi.sh" "$top/build-ci"
-stage "Open MPI one-sided over courier (2 and 8 ranks)" bash "$top/fabtests/mpi/run-mpi-osc.sh" "$top/build-ci"
+stage "Open MPI with its defaults, only the provider selected (2, 3 and 8 ranks)" \
+	bash "$top/fabtests/mpi/run-mpi-defaults.sh" "$top/build-ci"
+stage "Open MPI one-sided over courier, btl/ofi two-sided too (2 and 8 ranks)" \
+	bash "$top/fabtests/mpi/run-mpi-osc.sh" "$top/build-ci"
 stage "Open MPI between two emulated hosts (netns, 2% UDP loss)" \
 	bash "$top/fabtests/mpi/run-mpi-netns.sh" "$top/build-ci"
 stage "make check, shared memory off" env FI_COURIER_SHM=0 bash -c "$(declare -f check); check $top/build-ci"
@@ -55,7 +59,8 @@ for gso in 1 0; do
 	done
 done
 stage "Open MPI two- and one-sided, shared memory off" env FI_COURIER_SHM=0 bash -c \
-	"bash $top/fabtests/mpi/run-mpi.sh $top/build-ci && bash $top/fabtests/mpi/run-mpi-osc.sh $top/build-ci"
+	"bash $top/fabtests/mpi/run-mpi.sh $top/build-ci && bash $top/fabtests/mpi/run-mpi-osc.sh $top/build-ci &&
+	 bash $top/fabtests/mpi/run-mpi-defaults.sh $top/build-ci"
 # the harness forges packets with valid sessions, sequence numbers and crc, which can derail a
 # session or replace its data (crc32c is no authenticator): those are counted and recovered;
 # crashes, sanitizer reports and livelocks fail

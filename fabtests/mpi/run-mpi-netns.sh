@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run-mpi-netns.sh BUILDDIR: Debian's Open MPI over courier between two emulated hosts, two-sided
-# (mpi_p2p over mtl/ofi) and one-sided (mpi_osc over osc/rdma and btl/ofi), 4 ranks; then
+# (mpi_p2p over mtl/ofi) and one-sided (mpi_osc over osc/rdma and btl/ofi, with btl/ofi's
+# defaults and again in its two-sided mode), 4 ranks; then
 # mpi_intercomm and mpi_semantics over mtl/ofi (run-mpi.sh says what they do).
 #
 # The hosts are two network namespaces joined by a veth pair (fabtests/scripts/netns.sh,
@@ -102,6 +103,10 @@ run() {
 
 fail=0
 run mpi_p2p --mca pml cm --mca mtl ofi --mca opal_common_ofi_provider_include courier || fail=1
+# one-sided as users run it (btl/ofi's defaults: a scalable endpoint, one-sided only in 4.1,
+# messages over mtl/ofi), then with btl/ofi carrying messages too (btl_ofi_mode 2, ob1)
+run mpi_osc --mca pml cm --mca mtl ofi --mca btl ofi,self --mca osc rdma \
+	--mca opal_common_ofi_provider_include courier || fail=1
 run mpi_osc --mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 --mca osc rdma \
 	--mca btl_ofi_provider_include courier || fail=1
 for prog in mpi_intercomm mpi_semantics; do

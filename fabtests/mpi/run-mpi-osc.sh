@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # run-mpi-osc.sh BUILDDIR: Debian's Open MPI, one-sided over courier (osc rdma over btl ofi, pml
 # ob1 with btl ofi,self), at 2 and 8 ranks, in a network namespace with only loopback.
+# btl_ofi_mode 2 is a tuning knob kept for what it tests: btl/ofi carrying ob1's messages
+# besides RMA (Open MPI 4.1's btl/ofi is one-sided only by default). How users run it, with no
+# knob, is run-mpi-defaults.sh.
 #
 # Every rank gets a node of its own: mpirun is given hosts n1..nN and a remote shell that runs the
 # orted right here (in its own session directory). Ranks on one node would reach each other's
