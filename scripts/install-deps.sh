@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs what courier needs to build and test on Debian 12 (apt-get; as root, or via sudo).
+# Installs what courier needs to build and test on Debian 12 or 13 (apt-get; as root, or via
+# sudo). Only versionless package names, so that each release brings its own (clang is 14 on
+# Debian 12, 19 on Debian 13).
 # Installs only what is missing, so a second run costs a few seconds.
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config libfabric-dev libfabric-bin
       uthash-dev libcriterion-dev openmpi-bin libopenmpi-dev iproute2 nftables procps
-      clang-14 libclang-rt-14-dev)   # the last two: the libFuzzer run of the packet parser
+      clang libclang-rt-dev)   # the last two: the libFuzzer run of the packet parser
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,7 +6,7 @@
 #
 # BUILD_DIR: a configured build directory whose config.h to use (else a minimal one is made).
 # Environment: FUZZ_SECONDS (default 60), FUZZ_KEEP=1 keeps the work directory, CC (default
-# clang-14 or clang), FUZZ_ARGS (more libFuzzer flags), and fuzz_rx.c's own FUZZ_* settings.
+# clang), FUZZ_ARGS (more libFuzzer flags), and fuzz_rx.c's own FUZZ_* settings.
 # Everything is built and written in a temporary directory, never in the source tree.
 # Exit: 0 clean run, 1 crash (input saved, printed as hex), 2 build failure, 77 no clang or no
 # libFuzzer runtime.
@@ -18,7 +18,7 @@ seconds=${FUZZ_SECONDS:-60}
 
 cc=${CC:-}
 if [ -z "$cc" ]; then
-	for c in clang-14 clang; do
+	for c in clang clang-14; do
 		if command -v "$c" >/dev/null 2>&1; then
 			cc=$c
 			break

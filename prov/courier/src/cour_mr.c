@@ -306,8 +306,8 @@ static int cour_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		break;
 	case FI_CLASS_TX_CTX:
 	case FI_CLASS_RX_CTX:   /* a context's memory is its scalable endpoint's */
-		ret = cour_mr_bind_ep_locked(mr, cour_ep_of(COUR_CONTAINER_OF(bfid, struct fid_ep,
-									     fid)), flags);
+		ret = cour_mr_bind_ep_locked(mr, COUR_CONTAINER_OF(bfid, struct cour_sep_ctx,
+								   ep_fid.fid)->sep, flags);
 		break;
 	default:
 		COUR_WARN(FI_LOG_MR, "a memory region binds to an endpoint or a counter, not to "
