@@ -25,18 +25,8 @@ stage() {   # stage NAME COMMAND...
 	if "$@"; then pass=$((pass + 1)); echo "=== $name: ok ($((SECONDS - t0)) s)"
 	else fail=$((fail + 1)); failed+=("$name"); echo "=== $name: FAILED ($((SECONDS - t0)) s)"; fi
 }
-check() {   # check BUILDDIR [MAKE ARGS]: run make check, show the logs of failures
-	local dir=$1; shift
-	if make -C "$dir" -j2 check "$@" >"$dir/check.out" 2>&1; then
-		grep -E "^(# |PASS|FAIL|XFAIL|ERROR|SKIP)" "$dir/check.out" | grep -v "^PASS" || true
-		grep -E "^# (TOTAL|PASS|FAIL)" "$dir/check.out"
-		return 0
-	fi
-	cat "$dir/check.out" | tail -40
-	for log in $(grep -l -E "^(FAIL|ERROR)" $(find "$dir" -name "*.log" -path "*test*") 2>/dev/null); do
-		echo "--- $log"; tail -30 "$log"
-	done
-	return 1
+check() {   # check BUILDDIR [MAKE ARGS]: make check, with the logs of failures (scripts/check.sh)
+	bash "$top/scripts/check.sh" "$@"
 }
 stage "layers (util < wire < proto < objects, no include cycle)" \
 	bash -c "bash '$top/scripts/check-layers.sh' '$top' && bash '$top/scripts/test-check-layers.sh'"
@@ -50,12 +40,12 @@ stage "Open MPI one-sided over courier, btl/ofi two-sided too (2 and 8 ranks)" \
 	bash "$top/fabtests/mpi/run-mpi-osc.sh" "$top/build-ci"
 stage "Open MPI between two emulated hosts (netns, 2% UDP loss)" \
 	bash "$top/fabtests/mpi/run-mpi-netns.sh" "$top/build-ci"
-stage "make check, shared memory off" env FI_COURIER_SHM=0 bash -c "$(declare -f check); check $top/build-ci"
+stage "make check, shared memory off" env FI_COURIER_SHM=0 bash "$top/scripts/check.sh" "$top/build-ci"
 loss_tests="fabtests/functional/test_netns_loss.sh fabtests/functional/test_netns_loss_rma.sh"
 for gso in 1 0; do
 	for gro in 1 0; do
 		stage "loss tests, UDP GSO $gso GRO $gro" env COUR_LOSS_FAULT= FI_COURIER_UDP_GSO=$gso \
-			FI_COURIER_UDP_GRO=$gro bash -c "$(declare -f check); check $top/build-ci TESTS='$loss_tests'"
+			FI_COURIER_UDP_GRO=$gro bash "$top/scripts/check.sh" "$top/build-ci" "TESTS=$loss_tests"
 	done
 done
 stage "Open MPI two- and one-sided, shared memory off" env FI_COURIER_SHM=0 bash -c \
