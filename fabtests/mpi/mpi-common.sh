@@ -35,7 +35,7 @@ rank_logs() {
 	echo "--- summary"
 	for r in "$1"/ranks/rank.*; do
 		printf '%s: %s; %s; %s courier warnings\n' "$(basename "$r")" \
-			"$(cat "$r"/std* | grep -oE "(mtl:ofi:prov|Opened fabric): .*" | head -1)" \
+			"$(cat "$r"/std* | grep -oE "(mtl:ofi:prov(ider)?|Opened fabric): .*" | head -1)" \
 			"$(cat "$r"/std* | grep -oE "shm_peers [0-9]+ shm_tx_pkts [0-9]+ shm_rx_pkts [0-9]+" |
 			   tr '\n' ' ')" \
 			"$(cat "$r"/std* | grep -c "^libfabric:.*:courier:.*<warn>" || true)"
