@@ -6,7 +6,8 @@
 #   setup   builds the root once (debootstrap --variant=minbase, about a minute and 220 MB;
 #           kept in $COUR_DEBIAN13_ROOT, default /var/cache/courier/debian13, and reused by
 #           every later run), copies this tree's files (tracked and untracked, not ignored:
-#           no build directory) to /work/courier inside it, and runs scripts/install-deps.sh
+#           no build directory; build directories made inside stay) to /work/courier inside
+#           it, and runs scripts/install-deps.sh
 #           there, as a new user of Debian 13 would (a few minutes the first time).
 #   run     runs COMMAND in /work/courier inside the root, with /proc, /sys, /dev, /dev/shm and
 #           /run mounted for it (shared memory, network namespaces) and unmounted after.
@@ -83,8 +84,9 @@ in_root() {   # in_root COMMAND...: in /work/courier, with a plain environment
 case ${1:-} in
 setup)
 	make_root
-	rm -rf "$root/work/courier"
 	mkdir -p "$root/work/courier"
+	# a fresh copy of the tree; build directories stay (their make redoes what changed)
+	find "$root/work/courier" -mindepth 1 -maxdepth 1 ! -name 'build*' -exec rm -rf {} +
 	(cd "$top" && git ls-files -co --exclude-standard -z | tar --null -T - -cf - ) |
 		tar -xf - -C "$root/work/courier"
 	t0=$SECONDS

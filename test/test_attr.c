@@ -546,6 +546,16 @@ Test(attr, progress_honoured)
 	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->control_progress, FI_PROGRESS_MANUAL);
 	cr_assert_eq(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	drop();
+	/* libfabric 1.21's control_progress and 2.x's progress (data_progress) may say
+	 * FI_PROGRESS_CONTROL_UNIFIED: taken and echoed */
+	hints->domain_attr->control_progress = (enum fi_progress)COUR_PROGRESS_CONTROL_UNIFIED;
+	hints->domain_attr->data_progress = (enum fi_progress)COUR_PROGRESS_CONTROL_UNIFIED;
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq((int)info->domain_attr->control_progress, COUR_PROGRESS_CONTROL_UNIFIED);
+	cr_assert_eq((int)info->domain_attr->data_progress, COUR_PROGRESS_CONTROL_UNIFIED);
+	hints->domain_attr->data_progress = (enum fi_progress)(COUR_PROGRESS_CONTROL_UNIFIED + 1);
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->domain_attr->data_progress = 7;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 }

@@ -235,6 +235,39 @@ static void teardown(void)
 
 TestSuite(engine_loop, .init = setup, .fini = teardown, .timeout = 60);
 
+/* FI_PROGRESS_CONTROL_UNIFIED, in control_progress (1.21) or in progress/data_progress (2.x,
+ * Open MPI 5's btl/ofi under FI_THREAD_DOMAIN), is manual progress: no progress thread */
+Test(engine_loop, control_unified_progress_is_manual)
+{
+	for (int field = 0; field < 2; field++) {
+		struct fi_info *hints = fi_allocinfo(), *info = NULL;
+		struct fid_fabric *fabric;
+		struct fid_domain *domain;
+		struct cour_domain *dom;
+
+		cr_assert_not_null(hints);
+		hints->ep_attr->type = FI_EP_RDM;
+		hints->caps = FI_RMA | FI_ATOMIC;
+		hints->domain_attr->threading = FI_THREAD_DOMAIN;
+		if (field)
+			hints->domain_attr->control_progress =
+				(enum fi_progress)COUR_PROGRESS_CONTROL_UNIFIED;
+		else
+			hints->domain_attr->data_progress =
+				(enum fi_progress)COUR_PROGRESS_CONTROL_UNIFIED;
+		cr_assert_eq(cour_prov.getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info), 0);
+		fi_freeinfo(hints);
+		cr_assert_eq(cour_prov.fabric(info->fabric_attr, &fabric, NULL), 0);
+		cr_assert_eq(fi_domain(fabric, info, &domain, NULL), 0);
+		dom = COUR_CONTAINER_OF(domain, struct cour_domain, domain_fid);
+		cr_assert_eq(dom->data_progress, FI_PROGRESS_MANUAL, "field %d", field);
+		cr_assert(!dom->progress_thread_on, "field %d: a progress thread", field);
+		cr_assert_eq(fi_close(&domain->fid), 0);
+		cr_assert_eq(fi_close(&fabric->fid), 0);
+		fi_freeinfo(info);
+	}
+}
+
 static struct fi_courier_stats stats_of(int i)
 {
 	struct fi_courier_ops_ep *ops = NULL;

@@ -54,6 +54,18 @@ _Static_assert(FI_MR_UNSPEC == COUR_MR_UNSPEC && FI_MR_BASIC == COUR_MR_BASIC &&
 	       "legacy mr_mode and FI_ORDER_NONE values");
 #endif
 
+/*
+ * FI_PROGRESS_CONTROL_UNIFIED (libfabric 1.21, in control_progress; 2.x, in progress, the
+ * field 1.x calls data_progress): the application serializes control and data calls, which
+ * implies manual progress (fi_domain(3)). Open MPI 5's btl/ofi asks it under FI_THREAD_DOMAIN.
+ * 1.17's headers do not name it; the value is ABI.
+ */
+#define COUR_PROGRESS_CONTROL_UNIFIED 3
+#ifdef FI_PROGRESS_CONTROL_UNIFIED
+_Static_assert(FI_PROGRESS_CONTROL_UNIFIED == COUR_PROGRESS_CONTROL_UNIFIED,
+	       "FI_PROGRESS_CONTROL_UNIFIED");
+#endif
+
 
 /* ---- fabric ---- */
 struct cour_fabric {

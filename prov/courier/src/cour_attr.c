@@ -390,8 +390,8 @@ static bool cour_match_domain(const struct cour_match *m, const struct fi_info *
 		return COUR_NOMATCH(m, "domain \"%s\" asked", h->name);
 	/* every known threading, progress, resource_mgmt and av_type value is supported */
 	if ((unsigned)h->threading > FI_THREAD_ENDPOINT ||
-	    (unsigned)h->control_progress > FI_PROGRESS_MANUAL ||
-	    (unsigned)h->data_progress > FI_PROGRESS_MANUAL ||
+	    (unsigned)h->control_progress > COUR_PROGRESS_CONTROL_UNIFIED ||
+	    (unsigned)h->data_progress > COUR_PROGRESS_CONTROL_UNIFIED ||
 	    (unsigned)h->resource_mgmt > FI_RM_ENABLED || (unsigned)h->av_type > FI_AV_TABLE)
 		return COUR_NOMATCH(m, "unknown threading %d, progress %d/%d, resource_mgmt %d "
 				    "or av_type %d", (int)h->threading, (int)h->control_progress,

@@ -99,7 +99,9 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 	}
 	dom->fabric = fab;
 	dom->threading = da && da->threading != FI_THREAD_UNSPEC ? da->threading : FI_THREAD_SAFE;
-	dom->data_progress = da && da->data_progress == FI_PROGRESS_MANUAL ?
+	dom->data_progress = da && (da->data_progress == FI_PROGRESS_MANUAL ||
+				    (int)da->data_progress == COUR_PROGRESS_CONTROL_UNIFIED ||
+				    (int)da->control_progress == COUR_PROGRESS_CONTROL_UNIFIED) ?
 			     FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
 	dom->mr_mode = da ? (uint64_t)da->mr_mode : 0;
 	/* The libfabric man pages let a provider progress more than asked: under manual
