@@ -13,6 +13,8 @@
 #   4. the packet path fuzzed, then unit and functional tests again under AddressSanitizer +
 #      UndefinedBehaviorSanitizer
 #   5. the multi-threaded functional tests under ThreadSanitizer
+#   6. on Debian 12, as root: in a Debian 13 root (scripts/debian13.sh) the -Werror build, make
+#      check and Open MPI 5 (two-sided, its defaults, two emulated hosts)
 # Prints "N passed, N failed" at the end; exits non-zero on any failure.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,6 +72,21 @@ export TSAN_OPTIONS=halt_on_error=0:exitcode=66:second_deadlock_stack=1
 export COUR_FT_TIMEOUT=240
 stage "threads and progress threads (ThreadSanitizer)" check "$top/build-tsan" \
 	TESTS="$(for t in $tsan_tests; do printf 'fabtests/functional/%s ' "$t"; done)"
+# Debian 13 (libfabric 2.1, Open MPI 5.0, gcc 14) in a debootstrap root on this host (cached
+# by scripts/debian13.sh); not when this already is Debian 13
+if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" = 12 ] && [ "$(id -u)" = 0 ]; then
+	d13="bash $top/scripts/debian13.sh run"
+	stage "Debian 13: root and dependencies (debootstrap, cached)" bash "$top/scripts/debian13.sh" setup
+	stage "Debian 13: build (-Werror, gcc 14, libfabric 2.1)" \
+		$d13 bash scripts/build.sh build-ci --enable-werror
+	stage "Debian 13: make check" $d13 bash scripts/check.sh build-ci
+	stage "Debian 13: Open MPI 5 two-sided (2 and 8 ranks)" \
+		$d13 bash fabtests/mpi/run-mpi.sh build-ci
+	stage "Debian 13: Open MPI 5 with its defaults (2, 3 and 8 ranks)" \
+		$d13 bash fabtests/mpi/run-mpi-defaults.sh build-ci
+	stage "Debian 13: Open MPI 5 between two emulated hosts (netns, 2% UDP loss)" \
+		$d13 bash fabtests/mpi/run-mpi-netns.sh build-ci
+fi
 echo
 [ $fail -eq 0 ] || echo "failed stages: ${failed[*]}"
 echo "$pass passed, $fail failed"

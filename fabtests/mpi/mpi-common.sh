@@ -10,6 +10,20 @@ if [ -z "$MPICC" ] || [ -z "$MPIRUN" ]; then
 	exit 1
 fi
 
+# What differs between Open MPI 4.1 (Debian 12) and 5.0 (Debian 13), learned by running both:
+# - 5.0 renamed the shared-memory btl vader to sm (OMPI_SM);
+# - 5.0 with pml cm initializes no btl, so osc/rdma has none: one-sided runs use ob1 there;
+# - 5.0's coll/han hangs when Open MPI is given several nodes that are one host (our emulated
+#   nodes), with any transport (ob1 + btl/tcp alone hangs the same way): runs on emulated
+#   nodes add OMPI_EMU_MCA, which turns it off. A real cluster does not need it.
+OMPI_MAJOR=$("$MPIRUN" --version 2>/dev/null | grep -oE "[0-9]+\.[0-9]+\.[0-9]+" | head -1 | cut -d. -f1)
+OMPI_MAJOR=${OMPI_MAJOR:-4}
+if [ "$OMPI_MAJOR" -ge 5 ]; then
+	OMPI_SM=sm OMPI_EMU_MCA="--mca coll ^han"
+else
+	OMPI_SM=vader OMPI_EMU_MCA=""
+fi
+
 # rank_wrapper DIR: writes DIR/rankout, which mpirun runs in place of the program. Each rank's
 # stdout and stderr go straight into DIR/ranks/rank.N/{stdout,stderr}. Not --output-filename:
 # mpirun forwards rank output through its own I/O daemon, and once in a CI run a rank's whole
