@@ -75,7 +75,9 @@ else
 	#define _GNU_SOURCE 1
 	#endif
 	#define PACKAGE "courier"
-	#define PACKAGE_VERSION "0.1.0"
+	#define PACKAGE_VERSION "0.2.0"
+	#define COUR_VERSION_MAJOR 0
+	#define COUR_VERSION_MINOR 2
 	EOF
 fi
 

@@ -36,7 +36,8 @@
 #define COUR_PROV_NAME    "courier"
 #define COUR_FABRIC_NAME  "courier"
 #define COUR_DOMAIN_NAME  "udp"
-#define COUR_PROV_VERSION FI_VERSION(0, 1)
+/* the project's version (configure.ac), as fi_info shows it */
+#define COUR_PROV_VERSION FI_VERSION(COUR_VERSION_MAJOR, COUR_VERSION_MINOR)
 #define COUR_FI_VERSION   FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
 
 /*
