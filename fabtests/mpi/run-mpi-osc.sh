@@ -35,13 +35,16 @@ rsh_agent "$out"
 
 for np in 2 8; do
 	rm -rf "$out/ranks"
-	hosts=$(seq -s, -f "n%g" 1 "$np")
+	# Open MPI 5: its launcher cannot start nodes in a namespace with only loopback, and its
+	# osc/rdma no longer crashes in compare-and-swap between ranks of one node: one host
+	where="--host $(seq -s, -f "n%g" 1 "$np") --map-by node --mca plm_rsh_agent $out/rsh \
+		--mca plm_rsh_no_tree_spawn 1"
+	[ "$OMPI_MAJOR" -ge 5 ] && where=""
 	# mpi_yield_when_idle: eight busy-polling ranks on a small machine starve each other; ORTE
 	# sets it only when it sees a node oversubscribed, and each of ours holds one rank.
 	rc=0
 	timeout 120 unshare -n sh -c "ip link set lo up; exec $MPIRUN --allow-run-as-root \
-		--oversubscribe --bind-to none --host $hosts --map-by node \
-		--mca plm_rsh_agent $out/rsh --mca plm_rsh_no_tree_spawn 1 -np $np \
+		--oversubscribe --bind-to none $where -np $np \
 		--mca pml ob1 --mca btl ofi,self --mca btl_ofi_mode 2 --mca osc rdma \
 		--mca btl_ofi_provider_include courier --mca btl_ofi_verbose 1 \
 		--mca mpi_yield_when_idle 1 \
