@@ -235,8 +235,9 @@ static void teardown(void)
 
 TestSuite(engine_loop, .init = setup, .fini = teardown, .timeout = 60);
 
-/* FI_PROGRESS_CONTROL_UNIFIED, in control_progress (1.21) or in progress/data_progress (2.x,
- * Open MPI 5's btl/ofi under FI_THREAD_DOMAIN), is manual progress: no progress thread */
+/* FI_PROGRESS_CONTROL_UNIFIED, in control_progress (1.21) or in progress/data_progress (2.x;
+ * Open MPI's btl/ofi after 5.0, under FI_THREAD_DOMAIN) is manual progress: no progress
+ * thread */
 Test(engine_loop, control_unified_progress_is_manual)
 {
 	for (int field = 0; field < 2; field++) {

@@ -58,7 +58,8 @@ _Static_assert(FI_MR_UNSPEC == COUR_MR_UNSPEC && FI_MR_BASIC == COUR_MR_BASIC &&
 /*
  * FI_PROGRESS_CONTROL_UNIFIED (libfabric 1.21, in control_progress; 2.x, in progress, the
  * field 1.x calls data_progress): the application serializes control and data calls, which
- * implies manual progress (fi_domain(3)). Open MPI 5's btl/ofi asks it under FI_THREAD_DOMAIN.
+ * implies manual progress (fi_domain(3)). Open MPI's btl/ofi after 5.0 asks it under
+ * FI_THREAD_DOMAIN when built against libfabric 1.21 or later.
  * 1.17's headers do not name it; the value is ABI.
  */
 #define COUR_PROGRESS_CONTROL_UNIFIED 3
