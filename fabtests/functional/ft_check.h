@@ -7,6 +7,7 @@
 #ifndef COUR_FT_CHECK_H
 #define COUR_FT_CHECK_H
 
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
 #include <stdint.h>
@@ -48,6 +49,29 @@ static inline uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One completion from cq into *entry (in the CQ's format), calling progress() between reads:
+ * 0; -1 (printed and counted) on an error entry or when ms milliseconds pass without one. */
+static inline int ft_cq_wait_one(struct fid_cq *cq, void *entry, unsigned ms,
+				 void (*progress)(void))
+{
+	uint64_t end = now_ms() + ms;
+
+	while (now_ms() < end) {
+		ssize_t n = fi_cq_read(cq, entry, 1);
+
+		if (n == 1)
+			return 0;
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee = { 0 };
+
+			fi_cq_readerr(cq, &ee, 0);
+			CHECK(0, "error completion %d (%s)", ee.err, fi_strerror(ee.err));
+		}
+		progress();
+	}
+	CHECK(0, "no completion in %u ms", ms);
 }
 
 #endif

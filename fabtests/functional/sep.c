@@ -62,22 +62,7 @@ static void progress(void)
 /* one entry on cq (progressing every other), 0; -1 on an error entry or timeout */
 static int wait_cq(struct fid_cq *cq, struct fi_cq_data_entry *e)
 {
-	uint64_t end = now_ms() + WAIT_MS;
-
-	while (now_ms() < end) {
-		ssize_t n = fi_cq_read(cq, e, 1);
-
-		if (n == 1)
-			return 0;
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee = { 0 };
-
-			fi_cq_readerr(cq, &ee, 0);
-			CHECK(0, "error completion %d (%s)", ee.err, fi_strerror(ee.err));
-		}
-		progress();
-	}
-	CHECK(0, "no completion in %d ms", WAIT_MS);
+	return ft_cq_wait_one(cq, e, WAIT_MS, progress);
 }
 
 /* nothing on any of S's receive CQs but `except` after ms of progress */

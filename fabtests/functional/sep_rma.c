@@ -62,29 +62,16 @@ static void progress(void)
 	}
 }
 
-/* one entry on cq (progressing both sides), 0; -1 on an error entry or timeout */
+/* one entry on cq (progressing both sides) for the operation want, 0; -1 on an error entry,
+ * another operation's completion or a timeout */
 static int wait_cq(struct fid_cq *cq, void *want)
 {
-	uint64_t end = now_ms() + WAIT_MS;
 	struct fi_cq_entry e;
 
-	while (now_ms() < end) {
-		ssize_t n = fi_cq_read(cq, &e, 1);
-
-		if (n == 1) {
-			CHECK(e.op_context == want, "completion context %p, want %p", e.op_context,
-			      want);
-			return 0;
-		}
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee = { 0 };
-
-			fi_cq_readerr(cq, &ee, 0);
-			CHECK(0, "error completion %d (%s)", ee.err, fi_strerror(ee.err));
-		}
-		progress();
-	}
-	CHECK(0, "no completion in %d ms", WAIT_MS);
+	if (ft_cq_wait_one(cq, &e, WAIT_MS, progress))
+		return -1;
+	CHECK(e.op_context == want, "completion context %p, want %p", e.op_context, want);
+	return 0;
 }
 
 static int side_open(struct side *s, int bind_to_ctx)
