@@ -11,18 +11,11 @@ if [ -z "$MPICC" ] || [ -z "$MPIRUN" ]; then
 fi
 
 # What differs between Open MPI 4.1 (Debian 12) and 5.0 (Debian 13), learned by running both:
-# - 5.0 renamed the shared-memory btl vader to sm (OMPI_SM);
-# - 5.0 with pml cm initializes no btl, so osc/rdma has none: one-sided runs use ob1 there;
-# - 5.0's coll/han hangs when Open MPI is given several nodes that are one host (our emulated
-#   nodes), with any transport (ob1 + btl/tcp alone hangs the same way): runs on emulated
-#   nodes add OMPI_EMU_MCA, which turns it off. A real cluster does not need it.
+# 5.0 renamed the shared-memory btl vader to sm (OMPI_SM), and with pml cm it initializes no
+# btl, so osc/rdma has none: one-sided runs use ob1 there.
 OMPI_MAJOR=$("$MPIRUN" --version 2>/dev/null | grep -oE "[0-9]+\.[0-9]+\.[0-9]+" | head -1 | cut -d. -f1)
 OMPI_MAJOR=${OMPI_MAJOR:-4}
-if [ "$OMPI_MAJOR" -ge 5 ]; then
-	OMPI_SM=sm OMPI_EMU_MCA="--mca coll ^han"
-else
-	OMPI_SM=vader OMPI_EMU_MCA=""
-fi
+if [ "$OMPI_MAJOR" -ge 5 ]; then OMPI_SM=sm; else OMPI_SM=vader; fi
 
 # rank_wrapper DIR: writes DIR/rankout, which mpirun runs in place of the program. Each rank's
 # stdout and stderr go straight into DIR/ranks/rank.N/{stdout,stderr}. Not --output-filename:
@@ -79,17 +72,20 @@ shm_ranks_wanted() {
 # rsh_agent DIR [NETNS]: writes DIR/rsh, the "remote shell" mpirun starts its orteds with
 # (--mca plm_rsh_agent DIR/rsh) to emulate nodes on this host. It runs the orted here, or, for
 # nodes whose name starts with b, in network namespace NETNS; each node gets a session
-# directory of its own (orteds sharing one race to create it).
+# directory of its own (orteds sharing one race to create it) and a host name of its own (a
+# UTS namespace named after the node): Open MPI 5 judges locality by host name, and nodes that
+# share one had coll/han hang and osc/rdma stop in its window setup, with any transport.
 rsh_agent() {
 	cat >"$1/rsh" <<EOF
 #!/bin/sh
 host=\$1; shift
 export TMPDIR="$1/host-\$host"
 mkdir -p "\$TMPDIR"
+cmd="\$*"
 case \$host in
-b*) [ -n "${2:-}" ] && exec ip netns exec "${2:-}" sh -c "\$*" ;;
+b*) [ -n "${2:-}" ] && exec ip netns exec "${2:-}" unshare -u sh -c "hostname \$host; \$cmd" ;;
 esac
-exec sh -c "\$*"
+exec unshare -u sh -c "hostname \$host; \$cmd"
 EOF
 	chmod +x "$1/rsh"
 }
