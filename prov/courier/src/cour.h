@@ -18,6 +18,7 @@
 
 #include "util/cour_util.h"
 #include "util/cour_params.h"
+#include "util/cour_threads.h"
 #include "proto/cour_pdom.h"
 
 #include <sched.h>
@@ -94,7 +95,7 @@ struct cour_domain {
 					    * registered regions (proto/cour_engine.h) */
 
 	/* automatic progress: a thread that sleeps on the endpoints' fds and the next timer */
-	pthread_t           progress_thread;
+	struct cour_thread  progress_thread; /* entered in util/cour_threads.c while it runs */
 	bool                thread_running;
 	bool                progress_thread_on; /* auto progress, or manual with manual_thread */
 	volatile bool       thread_stop;

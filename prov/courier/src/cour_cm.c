@@ -46,7 +46,7 @@ struct cour_cm_pep {
 	int                   wake_fd;   /* eventfd: the thread's way out */
 	struct cour_addr      addr;
 	bool                  listening;
-	pthread_t             thread;
+	struct cour_thread    thread;    /* the listener, entered while it runs */
 	pthread_mutex_t       lock;      /* reqs, nreqs, npending */
 	struct cour_connreq  *reqs;      /* utlist DL, oldest first */
 	size_t                nreqs, npending, backlog;
@@ -228,6 +228,12 @@ nomem:
 	free(r);
 }
 
+/* The listener returns when its eventfd turns readable. */
+static void cour_cm_listener_stop(void *arg)
+{
+	cour_fd_kick(((struct cour_cm_pep *)arg)->wake_fd);
+}
+
 static void *cour_cm_listener(void *arg)
 {
 	struct cour_cm_pep *pep = arg;
@@ -281,7 +287,8 @@ static int cour_cm_pep_listen(struct fid_pep *pep_fid)
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_listen: no EQ bound to the passive endpoint\n");
 		return -FI_ENOEQ;
 	}
-	ret = pthread_create(&pep->thread, NULL, cour_cm_listener, pep);
+	ret = cour_thread_start(&pep->thread, cour_cm_listener, pep, cour_cm_listener_stop,
+				"CM listener");
 	if (ret) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_listen: no thread: %s\n", strerror(ret));
 		return -FI_ENOMEM;
@@ -391,8 +398,8 @@ static int cour_cm_pep_close(struct fid *fid)
 	struct cour_connreq *r, *tmp;
 
 	if (pep->listening) {
-		cour_fd_kick(pep->wake_fd);
-		pthread_join(pep->thread, NULL);
+		cour_cm_listener_stop(pep);
+		cour_thread_join(&pep->thread);
 	}
 	DL_FOREACH_SAFE(pep->reqs, r, tmp) {
 		DL_DELETE(pep->reqs, r);

@@ -40,8 +40,15 @@ struct cour_params cour_params = {
 	.shm_push = 1,
 };
 
+/* libfabric unloads us after this returns: no thread of ours may outlive it. */
 static void cour_fini(void)
 {
+	int n = cour_threads_stop_all();
+
+	if (n)
+		COUR_WARN(FI_LOG_CORE, "%d provider thread(s) still ran at unload (a domain or "
+			  "passive endpoint left open, or a close refused with -FI_EBUSY): "
+			  "stopped\n", n);
 }
 
 struct fi_provider cour_prov = {

@@ -114,7 +114,7 @@ void cour_domain_progress_locked(struct cour_domain *dom)
 	struct cour_pep *ep;
 
 	cour_lock_assert_held(&dom->lock);
-	if (!dom->thread_running || !pthread_equal(pthread_self(), dom->progress_thread))
+	if (!dom->thread_running || !pthread_equal(pthread_self(), dom->progress_thread.tid))
 		__atomic_store_n(&dom->app_polls, dom->app_polls + 1, __ATOMIC_RELAXED);
 	DL_FOREACH2(dom->pdom.peps, ep, pdom_next)
 		cour_ep_progress(ep);
@@ -294,13 +294,23 @@ static void *cour_progress_main(void *arg)
 	return NULL;
 }
 
+/* Asks the thread to return; it sees the flag at its next look, which the kick brings now. */
+static void cour_progress_thread_ask_stop(void *arg)
+{
+	struct cour_domain *dom = arg;
+
+	__atomic_store_n(&dom->thread_stop, true, __ATOMIC_RELEASE);
+	cour_domain_kick(dom);
+}
+
 int cour_progress_thread_start(struct cour_domain *dom)
 {
 	int ret;
 
 	dom->thread_stop = false;
 	dom->thread_running = true;
-	ret = pthread_create(&dom->progress_thread, NULL, cour_progress_main, dom);
+	ret = cour_thread_start(&dom->progress_thread, cour_progress_main, dom,
+				cour_progress_thread_ask_stop, "progress thread");
 	if (ret) {
 		dom->thread_running = false;
 		COUR_WARN(FI_LOG_DOMAIN, "progress thread: %s\n", strerror(ret));
@@ -313,8 +323,7 @@ void cour_progress_thread_stop(struct cour_domain *dom)
 {
 	if (!dom->thread_running)
 		return;
-	__atomic_store_n(&dom->thread_stop, true, __ATOMIC_RELEASE);
-	cour_domain_kick(dom);
-	pthread_join(dom->progress_thread, NULL);
+	cour_progress_thread_ask_stop(dom);
+	cour_thread_join(&dom->progress_thread);
 	dom->thread_running = false;
 }
