@@ -1,0 +1,189 @@
+/*
+ * mpi_bench: the MPI measurements an OSU user would make, small enough to read, so that
+ * fabtests/scripts/mpi-compare.sh can run the same binary over every Open MPI path.
+ *
+ *   lat SIZE        ranks 0 and 1 ping-pong SIZE bytes: microseconds one way (half a round trip)
+ *   bw SIZE         rank 0 sends windows of 64 nonblocking SIZE-byte messages to rank 1, which
+ *                   answers each window with 4 bytes: MB/s (10^6 bytes) of payload
+ *   rate SIZE       every rank of the first half sends windows of 64 SIZE-byte messages to its
+ *                   partner in the second half, all pairs at once: messages per second, summed
+ *
+ * Each runs for about MPI_BENCH_SECONDS (default 1) after a warm-up of a tenth of that, in
+ * batches whose count rank 0 decides and broadcasts, so no rank's clock decides alone. Every
+ * received message is checked: its first and last bytes carry the iteration they belong to,
+ * so a message delivered to the wrong receive, twice, or truncated is counted as an error.
+ * Output, from rank 0: "mpi_bench: lat 8 0.512 us" and so on, one line per test;
+ * "mpi_bench: errors N" last. Exit status 1 if any check failed.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WINDOW 64
+
+static int rank, nranks, errors;
+static double seconds = 1.0;
+
+static void stamp(char *buf, size_t len, int it)
+{
+	if (!len)
+		return;
+	buf[0] = (char)it;
+	buf[len - 1] = (char)(it * 3 + 1);
+}
+
+static void check(const char *buf, size_t len, int it)
+{
+	if (len && (buf[0] != (char)it || buf[len - 1] != (char)(it * 3 + 1)))
+		errors++;
+}
+
+/* iters iterations of one test on this rank; returns elapsed seconds (rank 0's) */
+typedef double (*bench_fn)(char *sbuf, char *rbuf, size_t len, int iters);
+
+static double lat_run(char *sbuf, char *rbuf, size_t len, int iters)
+{
+	double t0 = MPI_Wtime();
+
+	for (int i = 0; i < iters; i++) {
+		if (rank == 0) {
+			stamp(sbuf, len, i);
+			MPI_Send(sbuf, (int)len, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+			MPI_Recv(rbuf, (int)len, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			check(rbuf, len, i);
+		} else if (rank == 1) {
+			MPI_Recv(rbuf, (int)len, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			check(rbuf, len, i);
+			stamp(sbuf, len, i);
+			MPI_Send(sbuf, (int)len, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+		}
+	}
+	return MPI_Wtime() - t0;
+}
+
+/* one window from each sender to its partner, then the partner's 4-byte answer */
+static double window_run(char *sbuf, char *rbuf, size_t len, int iters, int pairs)
+{
+	MPI_Request req[WINDOW];
+	char ack[4];
+	double t0 = MPI_Wtime();
+
+	for (int i = 0; i < iters; i++) {
+		if (rank < pairs) {
+			for (int w = 0; w < WINDOW; w++) {
+				stamp(sbuf + (size_t)w * len, len, i + w);
+				MPI_Isend(sbuf + (size_t)w * len, (int)len, MPI_CHAR, rank + pairs, 2,
+					  MPI_COMM_WORLD, &req[w]);
+			}
+			MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+			MPI_Recv(ack, 4, MPI_CHAR, rank + pairs, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		} else if (rank < 2 * pairs) {
+			for (int w = 0; w < WINDOW; w++)
+				MPI_Irecv(rbuf + (size_t)w * len, (int)len, MPI_CHAR, rank - pairs, 2,
+					  MPI_COMM_WORLD, &req[w]);
+			MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+			for (int w = 0; w < WINDOW; w++)
+				check(rbuf + (size_t)w * len, len, i + w);
+			MPI_Send(ack, 4, MPI_CHAR, rank - pairs, 3, MPI_COMM_WORLD);
+		}
+	}
+	return MPI_Wtime() - t0;
+}
+
+static double bw_run(char *sbuf, char *rbuf, size_t len, int iters)
+{
+	return window_run(sbuf, rbuf, len, iters, 1);
+}
+
+static double rate_run(char *sbuf, char *rbuf, size_t len, int iters)
+{
+	return window_run(sbuf, rbuf, len, iters, nranks / 2);
+}
+
+/* Runs fn until `seconds` have passed on rank 0: a batch of iterations, then rank 0 says
+ * whether to go on. Returns total iterations and rank 0's elapsed time. */
+static void timed(bench_fn fn, char *sbuf, char *rbuf, size_t len, double secs, long *iters,
+		  double *elapsed)
+{
+	int batch = 1, more = 1;
+
+	*iters = 0;
+	*elapsed = 0;
+	while (more) {
+		double t;
+
+		MPI_Barrier(MPI_COMM_WORLD);
+		t = fn(sbuf, rbuf, len, batch);
+		*iters += batch;
+		*elapsed += t;
+		if (rank == 0) {
+			more = *elapsed < secs;
+			/* batches of about a tenth of the run: the barrier costs little */
+			if (t < secs / 20 && batch < (1 << 24))
+				batch *= 2;
+		}
+		MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+		MPI_Bcast(&batch, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *env = getenv("MPI_BENCH_SECONDS");
+	char *sbuf, *rbuf;
+	int total = 0;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+	if (env && atof(env) > 0)
+		seconds = atof(env);
+	if (nranks < 2 || argc < 3 || (argc - 1) % 2) {
+		if (rank == 0)
+			fprintf(stderr, "usage: mpi_bench {lat|bw|rate} SIZE [{lat|bw|rate} SIZE]... "
+				"(2 ranks or more)\n");
+		MPI_Finalize();
+		return 2;
+	}
+	for (int a = 1; a + 1 < argc; a += 2) {
+		size_t len = strtoul(argv[a + 1], NULL, 0);
+		bench_fn fn = !strcmp(argv[a], "lat") ? lat_run : !strcmp(argv[a], "bw") ? bw_run :
+			      !strcmp(argv[a], "rate") ? rate_run : NULL;
+		long iters;
+		double elapsed;
+
+		if (!fn || len > (64u << 20)) {
+			if (rank == 0)
+				fprintf(stderr, "mpi_bench: bad test %s %s\n", argv[a], argv[a + 1]);
+			errors++;
+			break;
+		}
+		sbuf = malloc(len * WINDOW + 1);
+		rbuf = malloc(len * WINDOW + 1);
+		if (!sbuf || !rbuf)
+			MPI_Abort(MPI_COMM_WORLD, 3);
+		memset(sbuf, 0x5a, len * WINDOW + 1);
+		memset(rbuf, 0, len * WINDOW + 1);
+		timed(fn, sbuf, rbuf, len, seconds / 10, &iters, &elapsed);  /* warm-up */
+		timed(fn, sbuf, rbuf, len, seconds, &iters, &elapsed);
+		if (rank == 0) {
+			if (fn == lat_run)
+				printf("mpi_bench: lat %zu %.3f us\n", len, elapsed * 1e6 / iters / 2);
+			else if (fn == bw_run)
+				printf("mpi_bench: bw %zu %.1f MB/s\n", len,
+				       (double)len * WINDOW * iters / elapsed / 1e6);
+			else
+				printf("mpi_bench: rate %zu %.0f msg/s %d pairs\n", len,
+				       (double)WINDOW * iters * (nranks / 2) / elapsed, nranks / 2);
+			fflush(stdout);
+		}
+		free(sbuf);
+		free(rbuf);
+	}
+	MPI_Reduce(&errors, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("mpi_bench: errors %d\n", total);
+	MPI_Finalize();
+	return total ? 1 : 0;
+}
