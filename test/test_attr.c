@@ -38,6 +38,11 @@ static uint32_t package_version(void)
 
 #define V117 FI_VERSION(1, 17)
 #define V14  FI_VERSION(1, 4)
+/* callers of the versions that added fields and values: max_ep_auth_key (1.20); max_group_id,
+ * the single progress field and named tag formats (2.0); FI_SOCKADDR_IP (2.3) */
+#define V120 FI_VERSION(1, 20)
+#define V20  FI_VERSION(2, 0)
+#define V23  FI_VERSION(2, 3)
 
 #define ALL_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | \
 		  FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_TRIGGER | FI_SHARED_AV)
@@ -542,6 +547,85 @@ Test(attr, contexts_protocol_auth)
 	cr_assert_eq(info->ep_attr->tx_ctx_cnt, 1);
 }
 
+/* an authentication key in any hint, or a size for one, cannot be honoured: no match */
+Test(attr, auth_key_hints_are_refused)
+{
+	static uint8_t key[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+
+	/* the key given (fi_freeinfo frees it, so each is reset before teardown) */
+	hints->domain_attr->auth_key = key;
+	hints->domain_attr->auth_key_size = sizeof(key);
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->domain_attr->auth_key_size = 0;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->domain_attr->auth_key = NULL;
+	hints->domain_attr->auth_key_size = sizeof(key);
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->domain_attr->auth_key_size = 0;
+
+	hints->ep_attr->auth_key = key;
+	hints->ep_attr->auth_key_size = sizeof(key);
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->auth_key_size = 0;
+	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->auth_key = NULL;
+#if FI_MAJOR_VERSION >= 2
+	/* 2.x: "the keys are in the AV", which has none either */
+	hints->ep_attr->auth_key_size = FI_AV_AUTH_KEY;
+	fail(V20, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->ep_attr->auth_key_size = 0;
+#endif
+
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_null(info->domain_attr->auth_key);
+	cr_assert_eq(info->domain_attr->auth_key_size, 0);
+	cr_assert_null(info->ep_attr->auth_key);
+	cr_assert_eq(info->ep_attr->auth_key_size, 0);
+	/* an info carrying a key is refused when an endpoint is opened from it */
+	info->ep_attr->auth_key_size = 4;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->ep_attr->auth_key_size = 0;
+	info->domain_attr->auth_key_size = 4;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->domain_attr->auth_key_size = 0;
+	cr_assert_eq(cour_info_check(info), 0);
+}
+
+/* 2.0 named FI_TAG_BITS (0), FI_TAG_MPI (1), FI_TAG_CCL (2); from 1 << 16 up the value is a
+ * bit field as in 1.x, and what lies between is undefined */
+Test(attr, mem_tag_format_of_2x_callers)
+{
+	static const uint64_t echoed[] = { 1, 2, 1ULL << 16, 0x0000FFFF0000FFFFULL, ~0ULL };
+	static const uint64_t refused[] = { 3, 4, 0x100, 0xFFFF };
+	const struct fi_info *fi;
+	size_t i;
+
+	get(V20, NULL, NULL, 0, hints, NTYPES);    /* FI_TAG_BITS: our 64 bits, none reserved */
+	cr_assert_eq(info->ep_attr->mem_tag_format, 0xAAAAAAAAAAAAAAAAULL);
+	drop();
+	for (i = 0; i < sizeof(echoed) / sizeof(echoed[0]); i++) {
+		hints->ep_attr->mem_tag_format = echoed[i];
+		get(V20, NULL, NULL, 0, hints, NTYPES);
+		for (fi = info; fi; fi = fi->next)
+			cr_assert_eq(fi->ep_attr->mem_tag_format, echoed[i], "0x%llx",
+				     (unsigned long long)echoed[i]);
+		drop();
+	}
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		hints->ep_attr->mem_tag_format = refused[i];
+		fail(V20, NULL, NULL, 0, hints, -FI_ENODATA);
+		fail(FI_VERSION(2, 1), NULL, NULL, 0, hints, -FI_ENODATA);
+		/* 1.x: every non-zero value is a bit field, echoed */
+		get(V117, NULL, NULL, 0, hints, NTYPES);
+		cr_assert_eq(info->ep_attr->mem_tag_format, refused[i]);
+		/* and an info holding one passes the check only for the version that allows it */
+		cr_assert_eq(cour_info_check(info), 0);
+		info->fabric_attr->api_version = V20;
+		cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+		drop();
+	}
+}
+
 /* ---- domain and fabric ---- */
 
 Test(attr, progress_honoured)
@@ -568,6 +652,43 @@ Test(attr, progress_honoured)
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
 	hints->domain_attr->data_progress = 7;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+/* 2.x has one progress field (1.x's data_progress, same place); control_progress follows it */
+Test(attr, progress_of_2x_callers_sets_control_progress_too)
+{
+	const struct fi_info *fi;
+
+#if FI_MAJOR_VERSION >= 2
+	hints->domain_attr->progress = FI_PROGRESS_MANUAL;
+#else
+	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+#endif
+	get(V20, NULL, NULL, 0, hints, NTYPES);
+	for (fi = info; fi; fi = fi->next) {
+		cr_assert_eq(fi->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+		cr_assert_eq(fi->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+	}
+	drop();
+	/* the returned info, given back, passes the check and asks the same */
+	get(V20, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(cour_info_check(info), 0);
+	drop();
+	hints->domain_attr->data_progress = (enum fi_progress)COUR_PROGRESS_CONTROL_UNIFIED;
+	get(FI_VERSION(2, 1), NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq((int)info->domain_attr->data_progress, COUR_PROGRESS_CONTROL_UNIFIED);
+	cr_assert_eq((int)info->domain_attr->control_progress, COUR_PROGRESS_CONTROL_UNIFIED);
+	drop();
+	hints->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
+	get(V20, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	cr_assert_eq(info->domain_attr->control_progress, FI_PROGRESS_AUTO);
+	drop();
+	/* 1.x keeps them apart (progress_honoured) */
+	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	cr_assert_eq(info->domain_attr->control_progress, FI_PROGRESS_AUTO);
 }
 
 Test(attr, threading_rm_av_type_honoured)
@@ -624,6 +745,67 @@ Test(attr, domain_limits)
 	hints->domain_attr->max_ep_stx_ctx = 0;
 	hints->domain_attr->max_err_data = 64;
 	fail(V117, NULL, NULL, 0, hints, -FI_ENODATA);
+}
+
+#if FI_MAJOR_VERSION >= 2
+/* fi_domain(3): "Providers that cannot meet the requested max_group_id will fail fi_getinfo()";
+ * courier has no peer groups */
+Test(attr, max_group_id_is_refused)
+{
+	get(V20, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->domain_attr->max_group_id, 0);
+	cr_assert_eq(info->next->domain_attr->max_group_id, 0);
+	drop();
+	hints->domain_attr->max_group_id = 1;
+	fail(V20, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->domain_attr->max_group_id = UINT32_MAX;
+	fail(FI_VERSION(2, 1), NULL, NULL, 0, hints, -FI_ENODATA);
+	/* a 1.x caller has no such field: what the memory holds is no wish of its own */
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->domain_attr->max_group_id, 0);
+	info->fabric_attr->api_version = V20;
+	info->domain_attr->max_group_id = 1;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->domain_attr->max_group_id = 0;
+	cr_assert_eq(cour_info_check(info), 0);
+}
+#endif
+
+#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 20))
+/* no authentication keys: asking room for one per endpoint finds nothing (1.20) */
+Test(attr, max_ep_auth_key_is_refused)
+{
+	get(V120, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->domain_attr->max_ep_auth_key, 0);
+	drop();
+	hints->domain_attr->max_ep_auth_key = 1;
+	fail(V120, NULL, NULL, 0, hints, -FI_ENODATA);
+	fail(V20, NULL, NULL, 0, hints, -FI_ENODATA);
+	/* before 1.20 the field did not exist */
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->domain_attr->max_ep_auth_key, 0);
+	info->fabric_attr->api_version = V120;
+	info->domain_attr->max_ep_auth_key = 1;
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->domain_attr->max_ep_auth_key = 0;
+}
+#endif
+
+/* Progress runs every endpoint of a domain: only FI_THREAD_DOMAIN (the application serialises
+ * the whole domain) without a progress thread may leave the lock a no-op (cour_domain_open) */
+Test(attr, domain_lock_is_real_unless_the_application_serialises_the_domain)
+{
+	static const enum fi_threading racing[] = {
+		FI_THREAD_SAFE, FI_THREAD_FID, FI_THREAD_COMPLETION, FI_THREAD_ENDPOINT,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(racing) / sizeof(racing[0]); i++) {
+		cr_assert(cour_attr_lock_needed(racing[i], false), "threading %d", racing[i]);
+		cr_assert(cour_attr_lock_needed(racing[i], true), "threading %d", racing[i]);
+	}
+	cr_assert_not(cour_attr_lock_needed(FI_THREAD_DOMAIN, false));
+	cr_assert(cour_attr_lock_needed(FI_THREAD_DOMAIN, true));
 }
 
 Test(attr, names)
@@ -881,6 +1063,55 @@ Test(attr, addr_format)
 	hints->addr_format = FI_SOCKADDR;
 	get(V117, "127.0.0.1", "1", 0, hints, NTYPES);
 	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN);
+}
+
+/* FI_SOCKADDR_IP (2.3): IPv4 or IPv6; the answer names the concrete format of its addresses */
+Test(attr, sockaddr_ip_answers_the_concrete_family)
+{
+	struct sockaddr_in6 src = { .sin6_family = AF_INET6, .sin6_port = htons(7000),
+				    .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	const struct fi_info *fi;
+
+	cr_assert_eq(COUR_SOCKADDR_IP, 17);
+	hints->addr_format = COUR_SOCKADDR_IP;
+	get(V23, "127.0.0.1", "4000", 0, hints, NTYPES);
+	for (fi = info; fi; fi = fi->next)
+		cr_assert_eq(fi->addr_format, FI_SOCKADDR_IN);
+	assert_in(info->dest_addr, info->dest_addrlen, "127.0.0.1", 4000);
+	drop();
+	get(V23, "::1", "4001", 0, hints, NTYPES);
+	for (fi = info; fi; fi = fi->next)
+		cr_assert_eq(fi->addr_format, FI_SOCKADDR_IN6);
+	assert_in6(info->src_addr, info->src_addrlen, "::1", 0);
+	drop();
+	/* no address named: loopback, IPv4 as for FI_FORMAT_UNSPEC */
+	get(V23, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN);
+	assert_in(info->src_addr, info->src_addrlen, "127.0.0.1", 0);
+	drop();
+	/* the family of hints->src_addr decides */
+	hints->src_addr = malloc(sizeof(src));
+	cr_assert_not_null(hints->src_addr);
+	memcpy(hints->src_addr, &src, sizeof(src));
+	hints->src_addrlen = sizeof(src);
+	get(V23, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN6);
+	assert_in6(info->src_addr, info->src_addrlen, "::1", 7000);
+	/* an info saying FI_SOCKADDR_IP passes the check; its addresses must agree */
+	info->addr_format = COUR_SOCKADDR_IP;
+	cr_assert_eq(cour_info_check(info), 0);
+	info->src_addrlen = 16;	/* an IPv6 family in a sockaddr_in's length */
+	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
+	info->src_addrlen = sizeof(src);
+	drop();
+	/* a 1.x caller never sends 17; taking it anyway costs nothing */
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->addr_format, FI_SOCKADDR_IN6);
+	/* the values around it stay refused */
+	hints->addr_format = COUR_SOCKADDR_IP + 1;
+	fail(V23, NULL, NULL, 0, hints, -FI_ENODATA);
+	hints->addr_format = COUR_SOCKADDR_IP - 1;	/* FI_ADDR_UCX */
+	fail(V23, NULL, NULL, 0, hints, -FI_ENODATA);
 }
 
 Test(attr, hint_addresses_are_copied)

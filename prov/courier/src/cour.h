@@ -9,8 +9,10 @@
  *   Every object that belongs to a domain is guarded by the domain's single lock, the "progress
  *   lock" (struct cour_domain.lock). API entry points take it, do their work (which may run the
  *   progress engine) and drop it; internal helpers named *_locked assert that it is held.
- *   The lock is a real mutex only when someone can race: FI_THREAD_SAFE, or a progress thread
- *   (FI_PROGRESS_AUTO). Under FI_THREAD_DOMAIN/COMPLETION with manual progress it costs nothing.
+ *   The lock is a real mutex whenever two threads can meet in the engine: progress walks every
+ *   endpoint of the domain, so every threading level but FI_THREAD_DOMAIN can, and so can a
+ *   progress thread. Under FI_THREAD_DOMAIN with no progress thread it costs nothing
+ *   (cour_attr_lock_needed).
  *   Waiting (fi_cq_sread, fi_cntr_wait, fi_eq_sread) never holds the lock while asleep.
  */
 #ifndef COUR_H

@@ -287,9 +287,17 @@ static bool cour_match_ep(const struct cour_match *m, const struct fi_info *hint
 		return COUR_NOMATCH(m, "ep_attr->protocol %u asked", h->protocol);
 	if (h->auth_key_size || h->auth_key)
 		return COUR_NOMATCH(m, "ep_attr->auth_key: no authentication keys");
+	/* Any bit-field mem_tag_format, and 2.x's FI_TAG_MPI and FI_TAG_CCL, fit our 64-bit
+	 * tags with arbitrary masks; 2.x leaves the rest of the values below
+	 * COUR_TAG_MAX_FORMAT undefined, and we cannot know what a caller means by them. */
+	if (FI_VERSION_GE(m->version, FI_VERSION(2, 0)) && h->mem_tag_format > COUR_TAG_CCL &&
+	    h->mem_tag_format < COUR_TAG_MAX_FORMAT)
+		return COUR_NOMATCH(m, "mem_tag_format %" PRIu64 " is no tag format of API %u.%u",
+				    (uint64_t)h->mem_tag_format, FI_MAJOR(m->version),
+				    FI_MINOR(m->version));
 	/* FI_SHARED_CONTEXT asks for a shared context (cour_srx.c), any other count above 1
 	 * for more contexts than an endpoint has. Data ordering sizes only mean something
-	 * with RMA or atomics. Any mem_tag_format fits our 64-bit tags with arbitrary masks. */
+	 * with RMA or atomics. */
 	return COUR_LE(m, h, o, protocol_version) && COUR_LE(m, h, o, max_msg_size) &&
 	       (h->tx_ctx_cnt == FI_SHARED_CONTEXT || h->tx_ctx_cnt <= cour_attr_max_ctx(o) ||
 		COUR_NOMATCH(m, "tx_ctx_cnt %zu > %zu", h->tx_ctx_cnt, cour_attr_max_ctx(o))) &&
@@ -323,6 +331,7 @@ static bool cour_match_addr_format(const struct cour_match *m, const struct fi_i
 	case FI_SOCKADDR:
 	case FI_SOCKADDR_IN:
 	case FI_SOCKADDR_IN6:
+	case COUR_SOCKADDR_IP:	/* the answer names the concrete family (cour_attr_set_addrs) */
 		return true;
 	default:
 		return COUR_NOMATCH(m, "addr_format %u: only socket addresses",
@@ -401,6 +410,17 @@ static bool cour_match_domain(const struct cour_match *m, const struct fi_info *
 				    FI_MAJOR(m->version), FI_MINOR(m->version));
 	if (h->auth_key_size || h->auth_key)
 		return COUR_NOMATCH(m, "domain_attr->auth_key: no authentication keys");
+	/* fi_domain(3): a provider that cannot meet them fails fi_getinfo. Read only when the
+	 * headers have the field and the caller's version says the application could set it. */
+#if FI_VERSION_GE(COUR_FI_VERSION, FI_VERSION(1, 20))
+	if (FI_VERSION_GE(m->version, FI_VERSION(1, 20)) && h->max_ep_auth_key)
+		return COUR_NOMATCH(m, "max_ep_auth_key %zu: no authentication keys",
+				    h->max_ep_auth_key);
+#endif
+#if FI_MAJOR_VERSION >= 2
+	if (FI_VERSION_GE(m->version, FI_VERSION(2, 0)) && h->max_group_id)
+		return COUR_NOMATCH(m, "max_group_id %u: no peer groups", h->max_group_id);
+#endif
 	/* cq_cnt, ep_cnt, cntr_cnt, mr_cnt, tx/rx_ctx_cnt are "optimal" counts, not limits:
 	 * larger wishes still work, so they do not exclude us. */
 	return COUR_LE(m, h, o, mr_key_size) && COUR_LE(m, h, o, cq_data_size) &&
@@ -527,6 +547,12 @@ static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct f
 		COUR_ASKED(fi->domain_attr->resource_mgmt, hd->resource_mgmt);
 		COUR_ASKED(fi->domain_attr->av_type, hd->av_type);
 	}
+	/* 2.x has one progress field (data_progress's union twin) and deprecates
+	 * control_progress; libfabric's util providers copy the former into the latter, and a
+	 * 2.x application reading control_progress gets the same from us. 1.x callers keep the
+	 * two apart (1.21's FI_PROGRESS_CONTROL_UNIFIED is asked in control_progress). */
+	if (FI_VERSION_GE(version, FI_VERSION(2, 0)))
+		fi->domain_attr->control_progress = fi->domain_attr->data_progress;
 	if (hints->fabric_attr)
 		fi->fabric_attr->fabric = hints->fabric_attr->fabric;
 }

@@ -7,6 +7,12 @@
  * meet is reflected in the result (threading, progress, av_type, sizes, op_flags, tag format,
  * the mr_mode bits the application supports and we honour).
  *
+ * Fields newer than 1.17 are read only when the headers have them and the caller's version
+ * says it set them: max_ep_auth_key (1.20) and max_group_id (2.0) must be 0, since courier has
+ * neither authentication keys nor peer groups (nor does any auth_key hint pass); a 2.x caller
+ * gets control_progress equal to progress (data_progress), the one field 2.x has left, and its
+ * mem_tag_format is read as 2.x defines it (COUR_TAG_MAX_FORMAT below).
+ *
  * Capabilities follow fi_getinfo(3): primary capabilities (FI_MSG, FI_TAGGED, FI_DIRECTED_RECV
  * ...) only when selected, all of them when none is; the direction modifiers (FI_SEND, FI_RECV)
  * limit them, all relevant ones when none is given; secondary capabilities (FI_MULTI_RECV,
@@ -46,6 +52,31 @@
 #define COUR_CQ_DATA_SIZE   8
 /* Alternating bits: one unstructured 64-bit tag, any mask (fi_endpoint(3), mem_tag_format). */
 #define COUR_TAG_FORMAT     0xAAAAAAAAAAAAAAAAULL
+/*
+ * libfabric 2.0 gave mem_tag_format named values below COUR_TAG_MAX_FORMAT (0 FI_TAG_BITS, 1
+ * FI_TAG_MPI, 2 FI_TAG_CCL) and left bit fields at and above it. MPI's fields and CCL's single
+ * exact-match identifier both fit one 64-bit tag matched under any mask, so courier echoes
+ * them; the other values below the bound mean nothing yet and are refused for 2.x callers.
+ * 1.x callers never meant a named format: any value of theirs is a bit field. The values are
+ * ABI; 1.x headers do not name them.
+ */
+#define COUR_TAG_MPI        1ULL
+#define COUR_TAG_CCL        2ULL
+#define COUR_TAG_MAX_FORMAT (1ULL << 16)
+#if FI_MAJOR_VERSION >= 2
+_Static_assert(FI_TAG_MPI == COUR_TAG_MPI && FI_TAG_CCL == COUR_TAG_CCL &&
+	       FI_TAG_MAX_FORMAT == COUR_TAG_MAX_FORMAT, "2.x mem_tag_format values");
+#endif
+/*
+ * FI_SOCKADDR_IP (libfabric 2.3): "an IPv4 or IPv6 address", which is all courier speaks.
+ * Accepted wherever FI_SOCKADDR is; an answer always names the concrete FI_SOCKADDR_IN or
+ * FI_SOCKADDR_IN6 of its addresses. Older headers do not name it; the value is ABI (a 1.x
+ * caller never sends it, so it is taken whatever the caller's version).
+ */
+#define COUR_SOCKADDR_IP    17
+#if FI_VERSION_GE(COUR_FI_VERSION, FI_VERSION(2, 3))
+_Static_assert(FI_SOCKADDR_IP == COUR_SOCKADDR_IP, "FI_SOCKADDR_IP");
+#endif
 
 /* Returned when the application offers them: they choose how keys and addresses work.
  * FI_MR_LOCAL is never returned: courier needs no local registration, and returning it would
@@ -85,6 +116,20 @@ uint64_t cour_attr_mr_mode(const struct fi_info *info);
  * -FI_EINVAL with the offending field logged.
  */
 int cour_info_check(const struct fi_info *info);
+
+/*
+ * Whether a domain's progress lock must be a real mutex, from its threading level and whether
+ * a progress thread runs. Progress is domain-wide (cour_domain_progress_locked runs every
+ * endpoint of the domain, and any CQ, counter or EQ read runs it), so the levels that let two
+ * application threads use different endpoints or CQs of one domain at once (FI_THREAD_SAFE,
+ * FI_THREAD_FID, FI_THREAD_ENDPOINT, FI_THREAD_COMPLETION) would run the engine from both
+ * together. Only under FI_THREAD_DOMAIN does the application serialise every call into the
+ * domain, and then only a progress thread can race it. cour_domain_open takes its answer.
+ */
+static inline bool cour_attr_lock_needed(enum fi_threading threading, bool progress_thread)
+{
+	return threading != FI_THREAD_DOMAIN || progress_thread;
+}
 
 /*
  * Where an endpoint opened from an info without src_addr binds: what fi_getinfo picks when no

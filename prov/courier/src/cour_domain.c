@@ -3,6 +3,7 @@
  * the progress thread when data progress is automatic (cour_progress.c).
  */
 #include "cour.h"
+#include "cour_attr.h"
 #include "cour_ep.h"
 #include "cour_mr.h"
 
@@ -109,8 +110,11 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 	 * computes (MPICH's atomics waited for their target to poll). */
 	dom->progress_thread_on = dom->data_progress == FI_PROGRESS_AUTO ||
 				  cour_params.manual_thread;
-	/* A real mutex only where two threads can meet: see the essay in cour.h. */
-	cour_lock_init(&dom->lock, dom->threading == FI_THREAD_SAFE || dom->progress_thread_on);
+	/* A real mutex wherever two threads can meet. Progress runs every endpoint of the
+	 * domain, so FI_THREAD_FID, _ENDPOINT and _COMPLETION, which let threads work on
+	 * different objects of one domain at once, need it as much as FI_THREAD_SAFE; only
+	 * FI_THREAD_DOMAIN without a progress thread is free of it (cour_attr_lock_needed). */
+	cour_lock_init(&dom->lock, cour_attr_lock_needed(dom->threading, dom->progress_thread_on));
 	dom->pdom.lock = &dom->lock;
 	dom->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (dom->wake_fd < 0) {
