@@ -107,6 +107,7 @@ struct cour_domain {
 	struct cour_trig   *trig_wait;       /* triggered operations: waiting for their counter */
 	struct cour_trig   *trig_ready;      /* ...and reached, to post (cour_trigger.c) */
 	struct cour_mcond  *mconds;          /* FI_WAIT_MUTEX_COND CQs and counters (cour_cq.h) */
+	bool                idle_yield;      /* an endpoint waits on the network (cour_idle_poll) */
 };
 
 /* Run the protocol engine once for every endpoint of the domain. Lock held. */
@@ -141,18 +142,21 @@ void cour_domain_wait(struct cour_domain *dom, int extra_fd, int timeout_ms);
 void cour_domains_wait(struct cour_domain **doms, int ndoms, int extra_fd, int timeout_ms);
 
 /*
- * An application read that found nothing. A process that polls in a loop on a host with more
- * runnable threads than cpus (MPI ranks oversubscribed, a busy node) holds a cpu its peer
- * may need to answer: every COUR_IDLE_YIELD empty reads in a row it yields it. With nothing
- * else runnable, sched_yield returns at once.
+ * An application read that found nothing. While data comes over the network, a process that
+ * polls in a loop on a busy host holds a cpu that the kernel's delivery of its packets may
+ * need (two namespaces beside two busy processes: 8 B ping-pong timed out 2-4 times in 15
+ * before this yield): every COUR_IDLE_YIELD empty reads in a row it yields. Not while only
+ * same-host rings bring data (net false, cour_ep_waits_on_net): there the yield handed a
+ * busy process a whole time slice per message. With nothing else runnable, sched_yield
+ * returns at once.
  */
 #define COUR_IDLE_YIELD 64
 extern __thread uint32_t cour_idle_polls;      /* per thread: no lock, no race */
-static inline void cour_idle_poll(bool found)
+static inline void cour_idle_poll(bool found, bool net)
 {
 	if (found)
 		cour_idle_polls = 0;
-	else if (COUR_UNLIKELY(++cour_idle_polls % COUR_IDLE_YIELD == 0))
+	else if (COUR_UNLIKELY(++cour_idle_polls % COUR_IDLE_YIELD == 0) && net)
 		sched_yield();
 }
 

@@ -351,7 +351,7 @@ static ssize_t cour_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	cour_domain_progress_locked(dom);
 	ret = cour_cq_take_locked(cq, buf, count, src_addr);
 	cour_lock_release(&dom->lock);
-	cour_idle_poll(ret != -FI_EAGAIN);
+	cour_idle_poll(ret != -FI_EAGAIN, dom->idle_yield);
 	return ret;
 }
 

@@ -18,6 +18,8 @@
 #define COUR_POLL_MAX        64
 #define COUR_UDP_GAP_US      4
 #define COUR_UDP_GAP_MAX_US  64
+/* a socket that had packets this recently still counts as a way data comes in */
+#define COUR_NET_RECENT_US   10000
 
 /*
  * The clock, for an endpoint polled in a tight loop beside busy rings: a clock read costs a
@@ -82,8 +84,10 @@ static void cour_ep_progress(struct cour_pep *ep)
 	do {
 		n = cour_wire_poll(ep);
 	} while (n == COUR_RX_BATCH && ++rounds < 8);
-	if (n || rounds)
+	if (n || rounds) {
 		ep->udp_gap_us = COUR_UDP_GAP_US;
+		ep->udp_rx_us = now ? now : cour_ep_clock_refresh(ep, false);
+	}
 	else if (ep->udp_gap_us < COUR_UDP_GAP_MAX_US)
 		ep->udp_gap_us = ep->udp_gap_us ? ep->udp_gap_us * 2 : COUR_UDP_GAP_US;
 timers:
@@ -109,15 +113,34 @@ timers:
 	ep->in_progress = false;
 }
 
+/*
+ * Does this endpoint wait on the network? A UDP endpoint does, and one with same-host peers
+ * does while its socket has had packets lately. Packets over veth or loopback are delivered
+ * by softirq work that may need this very cpu; a ring is filled by a peer process, which on
+ * a busy host gains nothing when we yield and costs us the rest of a time slice each time
+ * (MPI on one host beside two busy processes: milliseconds per message). When only the
+ * rings matter an application that spins keeps its cpu, as with libfabric's shm or Open
+ * MPI's vader; MPI libraries yield on their own when they see their node oversubscribed.
+ */
+static inline bool cour_ep_waits_on_net(const struct cour_pep *ep)
+{
+	return !ep->shm_ring || !ep->stats.shm_peers ||
+	       cour_us_since(ep->now_us, ep->udp_rx_us) < COUR_NET_RECENT_US;
+}
+
 void cour_domain_progress_locked(struct cour_domain *dom)
 {
 	struct cour_pep *ep;
+	bool net = false;
 
 	cour_lock_assert_held(&dom->lock);
 	if (!dom->thread_running || !pthread_equal(pthread_self(), dom->progress_thread.tid))
 		__atomic_store_n(&dom->app_polls, dom->app_polls + 1, __ATOMIC_RELAXED);
-	DL_FOREACH2(dom->pdom.peps, ep, pdom_next)
+	DL_FOREACH2(dom->pdom.peps, ep, pdom_next) {
 		cour_ep_progress(ep);
+		net |= cour_ep_waits_on_net(ep);
+	}
+	dom->idle_yield = net;
 	if (COUR_UNLIKELY(dom->trig_ready))
 		cour_trig_fire_locked(dom);
 	if (COUR_UNLIKELY(dom->mconds))

@@ -389,6 +389,7 @@ struct cour_pep {
 	bool                 shm_armed;       /* we asked producers for a doorbell (sleeping) */
 	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
 	uint32_t             udp_gap_us;      /* ...and when it reads it next (cour_progress.c) */
+	uint64_t             udp_rx_us;       /* when the socket last had packets for us */
 	uint64_t             now_us;          /* the clock as this progress call read it */
 	uint64_t             train_us;        /* read once per GRO train read in place */
 	bool                 train_clock;     /* handling a piece of that train: use train_us */
