@@ -76,12 +76,15 @@ run() {
 	read -r -a args <<<"$(path_args "$setting" "$path")"
 	if [ "$path" = ucx ] && [ $have_ucx = 0 ]; then return; fi
 	if [ "$setting" = host ]; then
-		hosts=(--oversubscribe)
+		# as users run: mpirun's own binding, unless there are more ranks than cpus
+		hosts=()
+		[ "$np" -gt "$(nproc)" ] && hosts=(--oversubscribe)
 	else
 		# ranks alternate between the namespaces: a1 b1 a2 b2, so pair i is (ai, bi)
 		ns=(ip netns exec "$NETNS_A")
 		if [ "$np" = 2 ]; then hosts=(--host a1,b1); else hosts=(--host a1,a2,b1,b2); fi
-		hosts+=(--oversubscribe --map-by node --mca plm_rsh_agent "$out/rsh"
+		# (each emulated node would bind its rank to cpu 0: the nodes share this host's cpus)
+		hosts+=(--map-by node --bind-to none --mca plm_rsh_agent "$out/rsh"
 			--mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 198.18.0.0/24
 			--mca btl_tcp_if_include 198.18.0.0/24
 			-x FI_COURIER_IFACE_ADDR=198.18.0.0/24 -x FI_TCP_IFACE=veth0
