@@ -21,32 +21,6 @@
 /* a socket that had packets this recently still counts as a way data comes in */
 #define COUR_NET_RECENT_US   10000
 
-/*
- * The clock, for an endpoint polled in a tight loop beside busy rings: a clock read costs a
- * quarter of an empty pass, so it is taken again only once the time-stamp counter has moved
- * COUR_TICKS_GAP (a few microseconds on any x86 of 2..5 GHz: the granularity of timers and
- * of the socket gap then). Elsewhere, and after a sleep, every pass reads the clock. A counter
- * that goes backwards (another core's) only makes the pass read the clock.
- */
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#define COUR_TICKS_GAP 8192
-static inline uint64_t cour_ep_clock_refresh(struct cour_pep *ep, bool force)
-{
-	uint64_t t = __rdtsc();
-
-	if (force || t - ep->ticks_last >= COUR_TICKS_GAP) {
-		ep->ticks_last = t;
-		ep->now_us = cour_now_us();
-	}
-	return ep->now_us;
-}
-#else
-static inline uint64_t cour_ep_clock_refresh(struct cour_pep *ep, bool force)
-{
-	return ep->now_us = cour_now_us();
-}
-#endif
 
 static void cour_ep_progress(struct cour_pep *ep)
 {

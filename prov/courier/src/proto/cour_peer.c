@@ -444,7 +444,7 @@ void cour_peer_push(struct cour_peer *peer)
 	 * acknowledged the moment they are in, which is only right in order */
 	if (peer->shm && !peer->via_shm && peer->tx_una == peer->tx_next)
 		peer->via_shm = true;
-	now = cour_now_us();
+	now = peer->via_shm ? cour_ep_clock_refresh(ep, false) : cour_now_us();
 	while (peer->ctrlq && cour_peer_window_open(peer))
 		cour_peer_build(peer, peer->ctrlq, now);
 	while (peer->txq && cour_peer_window_open(peer)) {
@@ -720,6 +720,23 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 {
 	uint32_t crc;
 
+	cour_hdr_finish_fields(peer, hdr);
+	/* an ACK's payload (a SACK bitmap) and a HELLO's are always checked (cour_pkt_valid) */
+	bool pcsum = cour_params.checksum ||
+		     (iovcnt && (hdr->base.type == COUR_PKT_ACK || hdr->base.type == COUR_PKT_HELLO));
+
+	if (pcsum)
+		hdr->base.flags |= COUR_F_PCSUM;
+	hdr->base.crc = 0;
+	crc = cour_crc32c(0, hdr, hdr_len);
+	if (pcsum)
+		for (size_t i = 0; i < iovcnt; i++)
+			crc = cour_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+	hdr->base.crc = crc;
+}
+
+void cour_hdr_finish_fields(struct cour_peer *peer, struct cour_pkt_hdr *hdr)
+{
 	if (peer) {
 		hdr->base.ack = peer->rx_next;
 		hdr->base.sack = 0;
@@ -739,18 +756,6 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 		peer->ack_needed = false;
 		peer->rx_since_ack = 0;
 	}
-	/* an ACK's payload (a SACK bitmap) and a HELLO's are always checked (cour_pkt_valid) */
-	bool pcsum = cour_params.checksum ||
-		     (iovcnt && (hdr->base.type == COUR_PKT_ACK || hdr->base.type == COUR_PKT_HELLO));
-
 	hdr->base.version = COUR_WIRE_VERSION;
-	if (pcsum)
-		hdr->base.flags |= COUR_F_PCSUM;
-	hdr->base.crc = 0;
-	crc = cour_crc32c(0, hdr, hdr_len);
-	if (pcsum)
-		for (size_t i = 0; i < iovcnt; i++)
-			crc = cour_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
-	hdr->base.crc = crc;
 }
 

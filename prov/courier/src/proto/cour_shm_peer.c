@@ -276,7 +276,8 @@ int cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t
 	int ret;
 
 	memcpy(&h, hdr, hdr_len);
-	cour_hdr_finish(peer, &h, hdr_len, iov, iovcnt);
+	cour_hdr_finish_fields(peer, &h);
+	h.base.crc = 0;
 	ret = cour_shm_put(peer, &h, hdr_len, iov, iovcnt);
 	if (ret == 0)
 		for (size_t k = 0; k < iovcnt; k++)
