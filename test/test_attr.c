@@ -806,6 +806,12 @@ Test(attr, domain_lock_is_real_unless_the_application_serialises_the_domain)
 	}
 	cr_assert_not(cour_attr_lock_needed(FI_THREAD_DOMAIN, false));
 	cr_assert(cour_attr_lock_needed(FI_THREAD_DOMAIN, true));
+	/* two parties at most (the application's one thread and ours): a spin lock */
+	cr_assert_eq(cour_attr_lock_kind(FI_THREAD_DOMAIN, true), COUR_LOCK_SPIN);
+	cr_assert_eq(cour_attr_lock_kind(FI_THREAD_DOMAIN, false), COUR_LOCK_NONE);
+	for (i = 0; i < sizeof(racing) / sizeof(racing[0]); i++)
+		cr_assert_eq(cour_attr_lock_kind(racing[i], true), COUR_LOCK_MUTEX, "threading %d",
+			     racing[i]);
 }
 
 Test(attr, names)

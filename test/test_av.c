@@ -29,7 +29,7 @@ static void domain_setup(int addr_format)
 	dom.info = fi_allocinfo();
 	cr_assert_not_null(dom.info);
 	dom.info->addr_format = addr_format;
-	cour_lock_init(&dom.lock, true);
+	cour_lock_init(&dom.lock, COUR_LOCK_MUTEX);
 	dom.domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom.domain_fid.ops = &test_domain_ops;
 }

@@ -147,7 +147,7 @@ struct cour_ep *capwire_open(uint64_t caps)
 	struct cour_ep *ep;
 
 	memset(&capwire, 0, sizeof(capwire));
-	cour_lock_init(&capwire.dom.lock, false);
+	cour_lock_init(&capwire.dom.lock, COUR_LOCK_NONE);
 	cour_lock_acquire(&capwire.dom.lock);
 	capwire_cq_init(&capwire.tx_cq);
 	capwire_cq_init(&capwire.rx_cq);

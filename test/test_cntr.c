@@ -25,7 +25,7 @@ static struct fi_ops_domain dom_ops = {
 static void setup(void)
 {
 	memset(&dom, 0, sizeof(dom));
-	cour_lock_init(&dom.lock, true);
+	cour_lock_init(&dom.lock, COUR_LOCK_MUTEX);
 	dom.domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom.domain_fid.ops = &dom_ops;
 }

@@ -27,7 +27,7 @@ static struct fi_ops_mr test_mr_ops = {
 static void setup(void)
 {
 	memset(&dom, 0, sizeof(dom));
-	cour_lock_init(&dom.lock, true);
+	cour_lock_init(&dom.lock, COUR_LOCK_MUTEX);
 	dom.pdom.lock = &dom.lock;
 	dom.domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom.domain_fid.mr = &test_mr_ops;

@@ -26,7 +26,7 @@ static struct fi_ops_domain dom_ops = {
 static void init_dom(struct cour_domain *d)
 {
 	memset(d, 0, sizeof(*d));
-	cour_lock_init(&d->lock, true);
+	cour_lock_init(&d->lock, COUR_LOCK_MUTEX);
 	d->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	d->domain_fid.ops = &dom_ops;
 }

@@ -39,7 +39,7 @@ static void setup(void)
 	other_fab.fabric_fid.fid.fclass = FI_CLASS_FABRIC;
 	other_fab.fabric_fid.ops = &fab_ops;
 	memset(&dom, 0, sizeof(dom));
-	cour_lock_init(&dom.lock, true);
+	cour_lock_init(&dom.lock, COUR_LOCK_MUTEX);
 	dom.domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom.domain_fid.ops = &dom_ops;
 	dom.fabric = &fab;

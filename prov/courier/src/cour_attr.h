@@ -131,6 +131,16 @@ static inline bool cour_attr_lock_needed(enum fi_threading threading, bool progr
 	return threading != FI_THREAD_DOMAIN || progress_thread;
 }
 
+/* ...and its kind (util/cour_util.h): under FI_THREAD_DOMAIN the progress thread is the only
+ * other party, and a spin lock serves; every other level may have many threads waiting. */
+static inline enum cour_lock_kind cour_attr_lock_kind(enum fi_threading threading,
+						      bool progress_thread)
+{
+	if (!cour_attr_lock_needed(threading, progress_thread))
+		return COUR_LOCK_NONE;
+	return threading == FI_THREAD_DOMAIN ? COUR_LOCK_SPIN : COUR_LOCK_MUTEX;
+}
+
 /*
  * Where an endpoint opened from an info without src_addr binds: what fi_getinfo picks when no
  * node is named (FI_COURIER_IFACE_ADDR, else loopback) in addr_format's family, port 0.

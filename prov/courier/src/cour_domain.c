@@ -114,7 +114,7 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 	 * domain, so FI_THREAD_FID, _ENDPOINT and _COMPLETION, which let threads work on
 	 * different objects of one domain at once, need it as much as FI_THREAD_SAFE; only
 	 * FI_THREAD_DOMAIN without a progress thread is free of it (cour_attr_lock_needed). */
-	cour_lock_init(&dom->lock, cour_attr_lock_needed(dom->threading, dom->progress_thread_on));
+	cour_lock_init(&dom->lock, cour_attr_lock_kind(dom->threading, dom->progress_thread_on));
 	dom->pdom.lock = &dom->lock;
 	dom->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (dom->wake_fd < 0) {
