@@ -1164,12 +1164,13 @@ Test(shm_ring, small_packets_stay_in_the_slots)
 	uint32_t len, tl, seq = 0;
 	uint8_t *base;
 	size_t cells_off = cour_shm_cell_off(256, 16384 + 128, 0);
+	const uint32_t inl = COUR_SHM_SLOT_ROOM - 28;   /* the longest packet in a slot, tag 28 */
 
 	cr_assert_eq(cour_shm_ring_create(256, 16384 + 128, &own, &loc), 0);
 	base = cour_shm_ring_base(own);
 	for (int lap = 0; lap < 4; lap++) {
 		for (uint32_t i = 0; i < 256; i++, seq++) {
-			uint32_t plen = i % 3 == 0 ? COUR_SHM_INLINE - hdr : 1 + i % 100;
+			uint32_t plen = i % 3 == 0 ? inl - hdr : 1 + i % 100;
 
 			cr_assert_eq(put_pkt(own, 2, seq, plen, NULL), 0, "put %u", seq);
 			p = cour_shm_ring_peek(own, &len, &t, &tl);
@@ -1188,14 +1189,14 @@ Test(shm_ring, small_packets_stay_in_the_slots)
 
 	/* either side of the boundary, with other packets around */
 	for (uint32_t k = 0; k < 4; k++, seq++) {
-		uint32_t plen = (uint32_t)(COUR_SHM_INLINE - hdr) + k % 2;
+		uint32_t plen = (uint32_t)(inl - hdr) + k % 2;
 
 		cr_assert_eq(put_pkt(own, 3, seq, plen, NULL), 0);
 	}
 	for (uint32_t k = 0; k < 4; k++) {
 		p = cour_shm_ring_peek(own, &len, &t, &tl);
 		cr_assert_not_null(p);
-		cr_assert_eq(len, COUR_SHM_INLINE + k % 2);
+		cr_assert_eq(len, inl + k % 2);
 		cr_assert_eq(check_pkt(p, len, t, tl, 3, seq - 4 + k), 0, "packet %u", k);
 		cour_shm_ring_pop(own);
 	}

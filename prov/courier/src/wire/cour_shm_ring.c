@@ -73,10 +73,18 @@ static inline uint64_t *cour_shm_state_at(const struct cour_shm_ring *r, uint64_
 	return &cour_shm_slot_at(r, pos)->state;
 }
 
-/* where a packet of len bytes at pos lives */
-static inline uint8_t *cour_shm_data_at(const struct cour_shm_ring *r, uint64_t pos, uint32_t len)
+/* where a packet of len bytes with a tag of tag_len bytes at pos lives, and its tag */
+static inline uint8_t *cour_shm_data_at(const struct cour_shm_ring *r, uint64_t pos, uint32_t len,
+					uint32_t tag_len)
 {
-	return len <= COUR_SHM_INLINE ? cour_shm_slot_at(r, pos)->data : cour_shm_cell_at(r, pos);
+	return cour_shm_fits_slot(len, tag_len) ? cour_shm_slot_at(r, pos)->data :
+						  cour_shm_cell_at(r, pos);
+}
+
+static inline uint8_t *cour_shm_tag_at(const struct cour_shm_ring *r, uint64_t pos, uint32_t len,
+				       uint32_t tag_len)
+{
+	return cour_shm_slot_at(r, pos)->data + (cour_shm_fits_slot(len, tag_len) ? len : 0);
 }
 
 static inline uint64_t cour_shm_word_seq(uint64_t w)
@@ -493,10 +501,10 @@ static void cour_shm_publish(struct cour_shm_ring *r, uint64_t pos, const void *
 			     const struct iovec *iov, size_t iovcnt, uint32_t total)
 {
 	struct cour_shm_slot *c = cour_shm_slot_at(r, pos);
-	uint8_t *p = cour_shm_data_at(r, pos, total);
+	uint8_t *p = cour_shm_data_at(r, pos, total, tag_len);
 
 	if (tag_len)
-		memcpy(c->tag, tag, tag_len);
+		memcpy(cour_shm_tag_at(r, pos, total, tag_len), tag, tag_len);
 	if (hdr_len) {
 		memcpy(p, hdr, hdr_len);
 		p += hdr_len;
@@ -651,10 +659,10 @@ const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const voi
 		r->ready = true;
 		*len = l;
 		if (tag)
-			*tag = c->tag;
+			*tag = cour_shm_tag_at(r, r->head, l, tl);
 		if (tag_len)
 			*tag_len = tl;
-		return cour_shm_data_at(r, r->head, l);
+		return cour_shm_data_at(r, r->head, l, tl);
 	}
 	r->ready = false;
 	return NULL;

@@ -23,15 +23,20 @@
  *   2816        +---------------------------------------------------------------+
  *               | (unused: the header is alone in its 64 KiB, see cour_shm_slot_off)|
  *   65536       +---------------------------------------------------------------+
- *               | slot 0: state (8) | len (4) | tag_len (4) | tag (32) | data (208)|  256 bytes
+ *               | slot 0: state (8) | len (4) | tag_len (4) | packet, then tag (240)|  256 bytes
  *               | slot 1 ... slot ncells-1                                       |  each
  *   +ncells*256 +---------------------------------------------------------------+
  *               | cell 0: data of a packet too big for its slot                  |  cell_size
  *               | cell 1 ... cell ncells-1                                       |  bytes each,
  *               +---------------------------------------------------------------+  64-aligned
  *
- * Position p owns slot p and cell p (mod ncells). A packet of up to COUR_SHM_INLINE bytes lives
- * in its slot, a bigger one in its cell (the slot then holds only the state, lengths and tag).
+ * Position p owns slot p and cell p (mod ncells). A packet that fits its slot with its tag
+ * (cour_shm_fits_slot) lives there, the tag right behind it; a bigger one lives in its cell
+ * and the slot holds only the state, the lengths and the tag. Why the tag goes behind the
+ * packet (version 6): in front, a 32-byte field pushed a small message's 80-byte header and
+ * payload onto a third cache line, and each line costs a transfer between the two cpus; an
+ * 8-byte message and an IPv4 tag now take two (Open MPI's 8 B message rate on one host was
+ * bound by those transfers).
  * Why two sizes (version 5): a cell is 16 KiB, so with every packet in its cell each small
  * packet landed on a page of its own. The owner's first lap of 256 cells made 1 MiB resident
  * (and took a page-allocating fault per packet), and a producer mapped a page per packet it
@@ -207,7 +212,8 @@ void cour_shm_ring_forget_pages(struct cour_shm_ring *r);
 
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
-#define COUR_SHM_VERSION 5u      /* 3: windows; 4: state words apart; 5: small packets in slots */
+#define COUR_SHM_VERSION 6u      /* 3: windows; 4: state words apart; 5: small packets in slots;
+				  * 6: the tag behind the packet */
 #define COUR_SHM_SLOT    256u    /* a position's state word, lengths, tag and small packet */
 
 #define COUR_SHM_SEQ_SHIFT   24
@@ -262,13 +268,19 @@ struct cour_shm_slot {
 	uint64_t state;             /* see the state word above */
 	uint32_t len;               /* packet bytes, valid once PUBLISHED */
 	uint32_t tag_len;
-	uint8_t  tag[COUR_SHM_TAG_MAX];
-	uint8_t  data[];            /* the packet, if len <= COUR_SHM_INLINE; else in the cell */
+	uint8_t  data[];            /* packet then tag (cour_shm_fits_slot), or the tag alone */
 };
-#define COUR_SHM_INLINE (COUR_SHM_SLOT - 48u)
+#define COUR_SHM_SLOT_ROOM (COUR_SHM_SLOT - 16u)
+/* a packet this long lives in its slot whatever its tag */
+#define COUR_SHM_INLINE (COUR_SHM_SLOT_ROOM - COUR_SHM_TAG_MAX)
 static_assert(offsetof(struct cour_shm_slot, len) == 8, "slot layout");
-static_assert(offsetof(struct cour_shm_slot, tag) == 16, "slot layout");
-static_assert(offsetof(struct cour_shm_slot, data) == 48, "slot layout");
+static_assert(offsetof(struct cour_shm_slot, data) == 16, "slot layout");
+
+/* Does a packet of len bytes live in its slot, with its tag of tag_len bytes behind it? */
+static inline bool cour_shm_fits_slot(uint32_t len, uint32_t tag_len)
+{
+	return (uint64_t)len + tag_len <= COUR_SHM_SLOT_ROOM;
+}
 
 /* Offsets in the mapping of slot i and of cell i. The slots start 64 KiB in: a read fault on
  * a shared file mapping also maps the cached pages of its 64 KiB window (the kernel's
