@@ -10,12 +10,15 @@
 # path, oriented so that >= 1 means courier is as good or better (latency: theirs/ours;
 # bandwidth and rate: ours/theirs).
 #
-# usage: mpi-compare.sh [-r rounds] [-s seconds] [-w "where"] [-m "mtus"] [-H hogs] [-o logdir] BUILDDIR
+# usage: mpi-compare.sh [-r rounds] [-s seconds] [-w "where"] [-m "mtus"] [-H hogs] [-b BASEDIR]
+#                       [-p "paths"] [-o logdir] BUILDDIR
 #   -r N      rounds (default 5)
 #   -s S      seconds each test runs per round (MPI_BENCH_SECONDS, default 1)
 #   -w LIST   "host" (one host), "hosts" (two emulated hosts), or both (default "host hosts")
 #   -m MTUS   veth MTUs for the two-host runs (default "1500 9000")
 #   -H K      K busy processes beside the runs (default 0): a loaded node
+#   -b DIR    another courier build (say, before a change): a column "base" beside courier
+#   -p PATHS  only these paths (default: all of the place's, and base with -b)
 #   -o DIR    keep logs and results there (default: a temporary directory, removed)
 # Two cores: the two-pair rate runs four ranks on two cores, so it measures how each path
 # shares a CPU more than its wire; it is there because users oversubscribe too.
@@ -23,11 +26,11 @@
 # selects it by default only where InfiniBand or RoCE is. A path that is not installed shows n/a. Exit status 1 if a courier
 # run failed or any run counted a data error.
 set -uo pipefail
-rounds=5 secs=1 where="host hosts" mtus="1500 9000" hogs=0 logdir=
-while getopts "r:s:w:m:H:o:" o; do
+rounds=5 secs=1 where="host hosts" mtus="1500 9000" hogs=0 logdir= base= only=
+while getopts "r:s:w:m:H:o:b:p:" o; do
 	case $o in
 	r) rounds=$OPTARG ;; s) secs=$OPTARG ;; w) where=$OPTARG ;; m) mtus=$OPTARG ;;
-	H) hogs=$OPTARG ;; o) logdir=$OPTARG ;;
+	H) hogs=$OPTARG ;; o) logdir=$OPTARG ;; b) base=$(cd "$OPTARG" && pwd) ;; p) only=$OPTARG ;;
 	*) sed -n '2,25p' "$0"; exit 2 ;;
 	esac
 done
@@ -64,6 +67,7 @@ path_args() {
 	# 4.1's pml ucx declines a node without InfiniBand or RoCE unless told any will do
 	ucx) echo "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any" ;;
 	courier) echo "$ofi courier -x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$build/.libs" ;;
+	base) echo "$ofi courier -x FI_PROVIDER=courier -x FI_PROVIDER_PATH=$base/.libs" ;;
 	rxm) echo "$ofi tcp;ofi_rxm -x FI_PROVIDER=tcp;ofi_rxm" ;;
 	esac
 }
@@ -101,6 +105,14 @@ run() {
 	fi
 	awk -v s="$setting" -v p="$path" -v np="$np" '/^mpi_bench: (lat|bw|rate) / {
 		t = $2; if (t == "rate") t = "rate" np / 2 "p"; print s, p, t, $3, $4 }' "$log" >>"$results"
+}
+
+# the paths of a place: its own, then base with -b; -p picks among them
+paths_of() {
+	local p
+	for p in "$@" ${base:+base}; do
+		[ -z "$only" ] || [[ " $only " == *" $p "* ]] && echo "$p"
+	done
 }
 
 # one round of every path in SETTING
@@ -150,20 +162,22 @@ table() {
 for w in $where; do
 	case $w in
 	host)
+		mapfile -t ps < <(paths_of vader ucx courier rxm)
 		for ((round = 1; round <= rounds; round++)); do
-			round_of host vader ucx courier rxm
+			round_of host "${ps[@]}"
 		done
-		table host vader ucx courier rxm ;;
+		table host "${ps[@]}" ;;
 	hosts)
 		if ! netns_available; then echo "# two hosts: no network namespaces here: $NETNS_WHY"; continue; fi
 		netns_setup
 		for mtu in $mtus; do
 			netns_a ip link set "$NETNS_IF" mtu "$mtu" && netns_b ip link set "$NETNS_IF" mtu "$mtu" ||
 				{ echo "# MTU $mtu: cannot set"; status=1; continue; }
+			mapfile -t ps < <(paths_of ob1tcp ucx courier rxm)
 			for ((round = 1; round <= rounds; round++)); do
-				round_of "mtu$mtu" ob1tcp ucx courier rxm
+				round_of "mtu$mtu" "${ps[@]}"
 			done
-			table "mtu$mtu" ob1tcp ucx courier rxm
+			table "mtu$mtu" "${ps[@]}"
 		done ;;
 	*) echo "mpi-compare.sh: unknown place $w"; exit 2 ;;
 	esac
