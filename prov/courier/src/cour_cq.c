@@ -341,22 +341,23 @@ static ssize_t cour_cq_take_locked(struct cour_cq *cq, void *buf, size_t count,
 	return (ssize_t)n;
 }
 
-__thread uint32_t cour_idle_polls;
-
 static ssize_t cour_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 				fi_addr_t *src_addr)
 {
 	struct cour_cq *cq = COUR_CONTAINER_OF(cq_fid, struct cour_cq, cq_fid);
 	struct cour_domain *dom = cq->domain;
 	ssize_t ret;
+	bool yield;
 
 	if (COUR_UNLIKELY(count && !buf))
 		return -FI_EINVAL;
 	cour_lock_acquire(&dom->lock);
 	cour_domain_progress_locked(dom);
 	ret = cour_cq_take_locked(cq, buf, count, src_addr);
+	yield = cour_idle_poll(&cq->idle_polls, ret != -FI_EAGAIN, dom->idle_yield);
 	cour_lock_release(&dom->lock);
-	cour_idle_poll(ret != -FI_EAGAIN, dom->idle_yield);
+	if (yield)
+		sched_yield();
 	return ret;
 }
 

@@ -27,6 +27,7 @@ struct cour_cq {
 	enum fi_cq_format    format;
 	size_t               entry_size;   /* of the application's format */
 	enum fi_wait_obj     wait_obj;
+	uint32_t             idle_polls;   /* empty reads in a row (cour_idle_poll) */
 	/* completions: a ring that grows, so that no completion is ever lost to a full queue */
 	struct cour_cq_entry *ring;
 	size_t               ring_cap, head, count;
