@@ -21,7 +21,6 @@
 /* a socket that had packets this recently still counts as a way data comes in */
 #define COUR_NET_RECENT_US   10000
 
-
 static void cour_ep_progress(struct cour_pep *ep)
 {
 	int n, rounds = 0;
@@ -61,8 +60,7 @@ static void cour_ep_progress(struct cour_pep *ep)
 	if (n || rounds) {
 		ep->udp_gap_us = COUR_UDP_GAP_US;
 		ep->udp_rx_us = now ? now : cour_ep_clock_refresh(ep, false);
-	}
-	else if (ep->udp_gap_us < COUR_UDP_GAP_MAX_US)
+	} else if (ep->udp_gap_us < COUR_UDP_GAP_MAX_US)
 		ep->udp_gap_us = ep->udp_gap_us ? ep->udp_gap_us * 2 : COUR_UDP_GAP_US;
 timers:
 	if (COUR_UNLIKELY(ep->cm_deadline != 0)) {
