@@ -287,8 +287,7 @@ static int cour_cm_pep_listen(struct fid_pep *pep_fid)
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_listen: no EQ bound to the passive endpoint\n");
 		return -FI_ENOEQ;
 	}
-	ret = cour_thread_start(&pep->thread, cour_cm_listener, pep, cour_cm_listener_stop,
-				"CM listener");
+	ret = cour_thread_start(&pep->thread, cour_cm_listener, pep, cour_cm_listener_stop);
 	if (ret) {
 		COUR_WARN(FI_LOG_EP_CTRL, "fi_listen: no thread: %s\n", strerror(ret));
 		return -FI_ENOMEM;

@@ -305,7 +305,7 @@ int cour_progress_thread_start(struct cour_domain *dom)
 	dom->thread_stop = false;
 	dom->thread_running = true;
 	ret = cour_thread_start(&dom->progress_thread, cour_progress_main, dom,
-				cour_progress_thread_ask_stop, "progress thread");
+				cour_progress_thread_ask_stop);
 	if (ret) {
 		dom->thread_running = false;
 		COUR_WARN(FI_LOG_DOMAIN, "progress thread: %s\n", strerror(ret));

@@ -7,13 +7,12 @@ static pthread_mutex_t cour_threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cour_thread *cour_threads;
 
 int cour_thread_start(struct cour_thread *t, void *(*fn)(void *), void *arg,
-		      void (*stop)(void *arg), const char *what)
+		      void (*stop)(void *arg))
 {
 	int ret;
 
 	t->stop = stop;
 	t->arg = arg;
-	t->what = what;
 	/* entered before it runs, so that no moment exists when it runs unlisted */
 	pthread_mutex_lock(&cour_threads_lock);
 	ret = pthread_create(&t->tid, NULL, fn, arg);

@@ -15,14 +15,13 @@ struct cour_thread {
 	pthread_t           tid;
 	void              (*stop)(void *arg); /* asks the thread to return soon; must not block */
 	void               *arg;
-	const char         *what;             /* for the log line */
 	bool                entered;
 	struct cour_thread *prev, *next;
 };
 
 /* Starts fn(arg) and enters it; stop(arg) is what cour_threads_stop_all calls. 0 or errno. */
 int  cour_thread_start(struct cour_thread *t, void *(*fn)(void *), void *arg,
-		       void (*stop)(void *arg), const char *what);
+		       void (*stop)(void *arg));
 /* Joins a thread whose owner already asked it to stop, and removes its entry. */
 void cour_thread_join(struct cour_thread *t);
 /* Stops and joins every entered thread; returns how many there were. */

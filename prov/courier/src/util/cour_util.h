@@ -75,10 +75,9 @@ enum cour_lock_kind { COUR_LOCK_NONE, COUR_LOCK_SPIN, COUR_LOCK_MUTEX };
 
 struct cour_lock {
 	pthread_mutex_t mutex;
-	bool            active;     /* false: a single thread drives everything, no lock needed */
 	uint8_t         kind;       /* enum cour_lock_kind */
 	uint32_t        spin;       /* COUR_LOCK_SPIN: 1 while held */
-	pthread_t       owner;      /* for assertions only, valid while held and active */
+	pthread_t       owner;      /* for assertions only, valid while held (kind not NONE) */
 	int             held;
 };
 
@@ -86,7 +85,6 @@ static inline void cour_lock_init(struct cour_lock *l, enum cour_lock_kind kind)
 {
 	pthread_mutex_init(&l->mutex, NULL);
 	l->kind = (uint8_t)kind;
-	l->active = kind != COUR_LOCK_NONE;
 	l->spin = 0;
 	l->held = 0;
 }
