@@ -3,7 +3,9 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$1; shift
-[ -x "$top/configure" ] && [ "$top/configure" -nt "$top/configure.ac" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)
+# (Makefile.in too: a make of an old build directory can leave a configure without it)
+[ -x "$top/configure" ] && [ -f "$top/Makefile.in" ] && [ "$top/configure" -nt "$top/configure.ac" ] ||
+	(cd "$top" && autoreconf -fi >/dev/null 2>&1)
 mkdir -p "$dir"
 cd "$dir"
 [ -f Makefile ] || "$top/configure" -q "$@"
