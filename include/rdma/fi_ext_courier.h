@@ -98,6 +98,11 @@ struct fi_courier_stats {
 					     * (within FI_COURIER_UNEXP_MAX) */
 	uint64_t retrans_probe;             /* tail probes: the newest packet resent two SRTTs
 					     * after it left with nothing acknowledged */
+	/* authentication (auth_key, FI_COURIER_AUTH_KEY_FILE) */
+	uint64_t drop_bad_mac;              /* datagrams that failed it: another key, no key
+					     * (or a key here and none there), or forged */
+	uint64_t drop_replay;               /* authentic datagrams refused as copies: seen
+					     * already, or stamped too far from our clock */
 };
 
 struct fi_courier_ops_ep {

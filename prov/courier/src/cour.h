@@ -108,6 +108,10 @@ struct cour_domain {
 	struct cour_trig   *trig_ready;      /* ...and reached, to post (cour_trigger.c) */
 	struct cour_mcond  *mconds;          /* FI_WAIT_MUTEX_COND CQs and counters (cour_cq.h) */
 	bool                idle_yield;      /* an endpoint waits on the network (cour_idle_poll) */
+	/* the secret its endpoints authenticate datagrams with unless they bring their own
+	 * (cour_auth.c): domain_attr->auth_key, else FI_COURIER_AUTH_KEY_FILE's; len 0: none */
+	void               *auth_key;
+	size_t              auth_key_len;
 };
 
 /* Run the protocol engine once for every endpoint of the domain. Lock held. */
@@ -173,6 +177,14 @@ int  cour_domain_query_atomic(struct fid_domain *domain, enum fi_datatype dt, en
 int cour_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 		 const struct fi_info *hints, struct fi_info **info);
 int cour_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+/* ---- cour_auth.c: where an endpoint's secret comes from ---- */
+/* 0 if len fits a key (16 to 4096 bytes), else -FI_EINVAL, logged naming what. */
+int  cour_auth_key_ok(size_t len, const char *what);
+/* A copy of the secret info names: with_ep, its ep_attr->auth_key first; then its
+ * domain_attr->auth_key; then FI_COURIER_AUTH_KEY_FILE's. 0 with *len 0: none. */
+int  cour_auth_key(const struct fi_info *info, bool with_ep, void **key, size_t *len);
+void cour_auth_key_free(void *key, size_t len);
+
 int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,
 		     void *context);
 int cour_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,

@@ -285,8 +285,12 @@ static bool cour_match_ep(const struct cour_match *m, const struct fi_info *hint
 		return COUR_NOMATCH(m, "ep_attr->type %d asked", (int)h->type);
 	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != o->protocol)
 		return COUR_NOMATCH(m, "ep_attr->protocol %u asked", h->protocol);
-	if (h->auth_key_size || h->auth_key)
-		return COUR_NOMATCH(m, "ep_attr->auth_key: no authentication keys");
+	if ((h->auth_key_size || h->auth_key) &&
+	    (!h->auth_key || h->auth_key_size < COUR_AUTH_KEY_MIN ||
+	     h->auth_key_size > COUR_AUTH_KEY_MAX))
+		return COUR_NOMATCH(m, "ep_attr->auth_key of %zu bytes: courier's keys are "
+				    "secrets of %d to %d bytes", h->auth_key_size,
+				    COUR_AUTH_KEY_MIN, COUR_AUTH_KEY_MAX);
 	/* Any bit-field mem_tag_format, and 2.x's FI_TAG_MPI and FI_TAG_CCL, fit our 64-bit
 	 * tags with arbitrary masks; 2.x leaves the rest of the values below
 	 * COUR_TAG_MAX_FORMAT undefined, and we cannot know what a caller means by them. */
@@ -408,13 +412,17 @@ static bool cour_match_domain(const struct cour_match *m, const struct fi_info *
 	if (cour_attr_pick_mr_mode(m->version, hints, 0) < 0)
 		return COUR_NOMATCH(m, "mr_mode 0x%x invalid for API %u.%u", h->mr_mode,
 				    FI_MAJOR(m->version), FI_MINOR(m->version));
-	if (h->auth_key_size || h->auth_key)
-		return COUR_NOMATCH(m, "domain_attr->auth_key: no authentication keys");
+	if ((h->auth_key_size || h->auth_key) &&
+	    (!h->auth_key || h->auth_key_size < COUR_AUTH_KEY_MIN ||
+	     h->auth_key_size > COUR_AUTH_KEY_MAX))
+		return COUR_NOMATCH(m, "domain_attr->auth_key of %zu bytes: courier's keys are "
+				    "secrets of %d to %d bytes", h->auth_key_size,
+				    COUR_AUTH_KEY_MIN, COUR_AUTH_KEY_MAX);
 	/* fi_domain(3): a provider that cannot meet them fails fi_getinfo. Read only when the
 	 * headers have the field and the caller's version says the application could set it. */
 #if FI_VERSION_GE(COUR_FI_VERSION, FI_VERSION(1, 20))
-	if (FI_VERSION_GE(m->version, FI_VERSION(1, 20)) && h->max_ep_auth_key)
-		return COUR_NOMATCH(m, "max_ep_auth_key %zu: no authentication keys",
+	if (FI_VERSION_GE(m->version, FI_VERSION(1, 20)) && h->max_ep_auth_key > 1)
+		return COUR_NOMATCH(m, "max_ep_auth_key %zu: one key per endpoint",
 				    h->max_ep_auth_key);
 #endif
 #if FI_MAJOR_VERSION >= 2
@@ -557,6 +565,35 @@ static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct f
 		fi->fabric_attr->fabric = hints->fabric_attr->fabric;
 }
 
+/* The keys asked are the keys the endpoints will use: the info says so (fi_getinfo(3)). */
+static int cour_attr_copy_key(void **dst, size_t *dst_len, const void *src, size_t len)
+{
+	if (!len)
+		return 0;
+	*dst = malloc(len);
+	if (!*dst)
+		return -FI_ENOMEM;
+	memcpy(*dst, src, len);
+	*dst_len = len;
+	return 0;
+}
+
+static int cour_attr_copy_keys(struct fi_info *fi, const struct fi_info *hints)
+{
+	int ret = 0;
+
+	if (hints && hints->ep_attr)
+		ret = cour_attr_copy_key((void **)&fi->ep_attr->auth_key,
+					 &fi->ep_attr->auth_key_size, hints->ep_attr->auth_key,
+					 hints->ep_attr->auth_key_size);
+	if (!ret && hints && hints->domain_attr)
+		ret = cour_attr_copy_key((void **)&fi->domain_attr->auth_key,
+					 &fi->domain_attr->auth_key_size,
+					 hints->domain_attr->auth_key,
+					 hints->domain_attr->auth_key_size);
+	return ret;
+}
+
 /* ---- entry points ---- */
 
 int cour_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
@@ -603,7 +640,9 @@ int cour_getinfo(uint32_t version, const char *node, const char *service, uint64
 			resolved = true;
 		}
 		cour_attr_alter(fi, version, hints);
-		ret = cour_attr_set_addrs(fi, &addrs);
+		ret = cour_attr_copy_keys(fi, hints);
+		if (!ret)
+			ret = cour_attr_set_addrs(fi, &addrs);
 		if (ret)
 			goto free_fi;
 		*tail = fi;

@@ -9,7 +9,7 @@
  *
  * Fields newer than 1.17 are read only when the headers have them and the caller's version
  * says it set them: max_ep_auth_key (1.20) and max_group_id (2.0) must be 0, since courier has
- * neither authentication keys nor peer groups (nor does any auth_key hint pass); a 2.x caller
+ * neither keys per peer address (FI_AV_AUTH_KEY) nor peer groups; a 2.x caller
  * gets control_progress equal to progress (data_progress), the one field 2.x has left, and its
  * mem_tag_format is read as 2.x defines it (COUR_TAG_MAX_FORMAT below).
  *
@@ -37,6 +37,12 @@
 
 #include "cour.h"
 #include "util/cour_addr.h"
+#include "wire/cour_mac.h"
+
+/* auth_key (fi_domain(3), fi_endpoint(3)): one shared secret per endpoint, which
+ * authenticates every datagram (cour_auth.c, wire/cour_mac.h) */
+#define COUR_AUTH_KEY_MIN COUR_MAC_KEY_MIN
+#define COUR_AUTH_KEY_MAX COUR_MAC_KEY_MAX
 #include <sys/socket.h>
 
 /* cour_ep.h carries the same two limits under #ifndef; either header may come first. */

@@ -49,6 +49,7 @@ struct cour_cm_pep {
 	struct cour_thread    thread;    /* the listener, entered while it runs */
 	pthread_mutex_t       lock;      /* reqs, nreqs, npending */
 	struct cour_connreq  *reqs;      /* utlist DL, oldest first */
+	struct cour_mac      *mac;       /* with a key (cour_auth.c): under lock too */
 	size_t                nreqs, npending, backlog;
 };
 
@@ -116,11 +117,15 @@ static int cour_cm_socket(const struct cour_addr *want, struct cour_addr *got)
 static void cour_cm_pep_send(struct cour_cm_pep *pep, const struct cour_addr *to, uint32_t op,
 			     uint64_t id, const void *data, size_t len)
 {
-	_Alignas(8) char buf[COUR_CM_PKT_MAX];
+	_Alignas(8) char buf[COUR_CM_PKT_MAX + COUR_MAC_LEN];
 	union cour_sockaddr sa;
-	size_t n = cour_cm_pack(buf, op, id, data, len);
+	size_t n = cour_cm_pack(buf, pep->mac != NULL, op, id, data, len);
 	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &sa);
 
+	if (pep->mac) {
+		cour_mac_sign_buf(pep->mac, buf, n);
+		n += COUR_MAC_LEN;
+	}
 	if (sendto(pep->fd, buf, n, 0, &sa.sa, sl) < 0)
 		COUR_DBG(FI_LOG_EP_CTRL, "passive endpoint: sendto: %s\n", strerror(errno));
 }
@@ -234,10 +239,37 @@ static void cour_cm_listener_stop(void *arg)
 	cour_fd_kick(((struct cour_cm_pep *)arg)->wake_fd);
 }
 
+/* A keyed passive endpoint hears only what its key authenticates (the active endpoints'
+ * wires do the same, wire/cour_wire.c). */
+static bool cour_cm_pep_auth(struct cour_cm_pep *pep, const void *buf, size_t *len,
+			     const struct sockaddr_storage *ss, socklen_t sl)
+{
+	enum cour_mac_verdict v;
+	struct cour_addr from;
+	char str[80] = "?";
+
+	pthread_mutex_lock(&pep->lock);
+	v = cour_mac_check_buf(pep->mac, buf, *len);
+	bool log = v != COUR_MAC_OK && cour_mac_log_due(pep->mac);
+	pthread_mutex_unlock(&pep->lock);
+	if (v == COUR_MAC_OK) {
+		*len -= COUR_MAC_LEN;
+		return true;
+	}
+	if (log) {
+		if (cour_addr_from_sockaddr(&from, ss, sl) == 0)
+			cour_addr_str(&from, str, sizeof(str));
+		COUR_WARN(FI_LOG_EP_CTRL, "passive endpoint: datagram from %s dropped: %s\n", str,
+			  v == COUR_MAC_FORGED ? "it fails authentication (another key, or none)" :
+			  "a replay, or stamped too far from our clock");
+	}
+	return false;
+}
+
 static void *cour_cm_listener(void *arg)
 {
 	struct cour_cm_pep *pep = arg;
-	_Alignas(8) char buf[COUR_CM_PKT_MAX + 1];
+	_Alignas(8) char buf[COUR_CM_PKT_MAX + COUR_MAC_LEN + 1];
 
 	for (;;) {
 		struct pollfd p[2] = { { .fd = pep->fd, .events = POLLIN },
@@ -258,7 +290,9 @@ static void *cour_cm_listener(void *arg)
 
 			if (len < 0)
 				break;
-			if (!cour_cm_unpack(buf, (size_t)len, &cm, &data) ||
+			if (pep->mac && !cour_cm_pep_auth(pep, buf, (size_t *)&len, &ss, sl))
+				continue;
+			if (!cour_cm_unpack(buf, (size_t)len, pep->mac != NULL, &cm, &data) ||
 			    cour_addr_from_sockaddr(&from, &ss, sl) != 0) {
 				COUR_DBG(FI_LOG_EP_CTRL, "passive endpoint: dropped a datagram that "
 					 "is no CM packet\n");
@@ -410,6 +444,7 @@ static int cour_cm_pep_close(struct fid *fid)
 		close(pep->fd);
 	close(pep->wake_fd);
 	pthread_mutex_destroy(&pep->lock);
+	cour_mac_free(pep->mac);
 	fi_freeinfo(pep->info);
 	cour_ref_dec(&pep->fabric->refcnt);
 	free(pep);
@@ -526,6 +561,21 @@ static struct fi_ops cour_connreq_fi_ops = {
 	.ops_set = cour_no_ops_set,
 };
 
+/* The passive endpoint's secret: the info's (ep_attr's, else domain_attr's), else the key
+ * file's, as the endpoints that connect to it have theirs. */
+static int cour_cm_pep_key(struct cour_cm_pep *pep)
+{
+	void *key;
+	size_t len;
+	int ret = cour_auth_key(pep->info, true, &key, &len);
+
+	if (ret || !len)
+		return ret;
+	pep->mac = cour_mac_new(key, len, (uint32_t)cour_params.auth_skew_s);
+	cour_auth_key_free(key, len);
+	return pep->mac ? 0 : -FI_ENOMEM;
+}
+
 int cour_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep_fid,
 		    void *context)
 {
@@ -558,6 +608,9 @@ int cour_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 		ret = pep->fd;
 		goto err;
 	}
+	ret = cour_cm_pep_key(pep);
+	if (ret)
+		goto err_fd;
 	pthread_mutex_init(&pep->lock, NULL);
 	pep->backlog = COUR_CM_BACKLOG;
 	pep->fabric = fab;
@@ -569,6 +622,8 @@ int cour_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	cour_ref_inc(&fab->refcnt);
 	*pep_fid = &pep->pep_fid;
 	return 0;
+err_fd:
+	close(pep->fd);
 err:
 	if (pep->wake_fd >= 0)
 		close(pep->wake_fd);

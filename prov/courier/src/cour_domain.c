@@ -28,6 +28,7 @@ static int cour_domain_close(struct fid *fid)
 	cour_lock_destroy(&dom->lock);
 	cour_ref_dec(&dom->fabric->refcnt);
 	fi_freeinfo(dom->info);
+	cour_auth_key_free(dom->auth_key, dom->auth_key_len);
 	free(dom);
 	return 0;
 }
@@ -98,6 +99,9 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 		ret = -FI_ENOMEM;
 		goto err_free;
 	}
+	ret = cour_auth_key(info, false, &dom->auth_key, &dom->auth_key_len);
+	if (ret)
+		goto err_info;
 	dom->fabric = fab;
 	dom->threading = da && da->threading != FI_THREAD_UNSPEC ? da->threading : FI_THREAD_SAFE;
 	dom->data_progress = da && (da->data_progress == FI_PROGRESS_MANUAL ||
@@ -140,6 +144,7 @@ err_fd:
 	close(dom->wake_fd);
 err_info:
 	fi_freeinfo(dom->info);
+	cour_auth_key_free(dom->auth_key, dom->auth_key_len);
 err_free:
 	free(dom);
 	return ret;

@@ -543,6 +543,13 @@ static void cour_ep_stats_locked(struct cour_ep *ep, struct fi_courier_stats *s)
 	s->fault_dups = f.dups;
 	s->fault_corrupts = f.corrupts;
 	s->fault_reorders = f.reorders;
+	if (ep->pep.wire.mac) {
+		struct cour_mac_counts m;
+
+		cour_mac_counts(ep->pep.wire.mac, &m);
+		s->drop_bad_mac += m.forged;
+		s->drop_replay += m.replayed;
+	}
 }
 
 static int cour_ep_get_stats(struct fid_ep *ep_fid, struct fi_courier_stats *stats)
@@ -621,6 +628,10 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		" credit_repaid %" PRIu64 " rts_adopted %" PRIu64 " retrans_probe %" PRIu64 "\n",
 		str, s.unexp_bytes, s.unexp_peak, s.credit_rts, s.credit_grants, s.credit_refused,
 		s.credit_repaid, s.rts_adopted, s.retrans_probe);
+	if (ep->pep.wire.mac || s.drop_bad_mac)
+		fprintf(stderr, "courier stats %s: authenticated %d drop_bad_mac %" PRIu64
+			" drop_replay %" PRIu64 "\n", str, ep->pep.wire.mac != NULL,
+			s.drop_bad_mac, s.drop_replay);
 }
 
 /* ---- open and close ---- */
@@ -779,8 +790,20 @@ int cour_ep_open_common(struct fid_domain *domain, struct fi_info *info,
 		if (ep->conn.conn_id)      /* accepting: share the listener's port */
 			ep->pep.wire_peer = &ep->conn.peer;
 	}
+	/* its own secret, else the domain's (read by cour_pep_open only) */
+	if (info->ep_attr->auth_key_size) {
+		ret = cour_auth_key_ok(info->ep_attr->auth_key_size, "ep_attr->auth_key");
+		if (ret)
+			goto err_free;
+		ep->pep.auth_key = info->ep_attr->auth_key;
+		ep->pep.auth_key_len = info->ep_attr->auth_key_size;
+	} else {
+		ep->pep.auth_key = dom->auth_key;
+		ep->pep.auth_key_len = dom->auth_key_len;
+	}
 	ret = cour_pep_open(&ep->pep, &dom->pdom,
 			    info->ep_attr->type == FI_EP_MSG ? &cour_ep_msg_up : &cour_ep_up, &want);
+	ep->pep.auth_key = NULL;
 	if (ret)
 		goto err_free;
 

@@ -34,6 +34,7 @@ struct cour_params cour_params = {
 	.gso_segs = 64,
 	.iface_addr = NULL,
 	.fault = NULL,
+	.auth_skew_s = 60,
 	.cma_refuse_after = -1,
 	.wire = NULL,
 	.shm = 1,
@@ -201,6 +202,16 @@ static void cour_params_define(void)
 		"its half of a shared RMA, as a descheduled process would (default: %d)",
 		p->lease_hold_ms);
 
+	fi_param_define(&cour_prov, "auth_key_file", FI_PARAM_STRING,
+		"A file holding the job's secret (16 to 4096 bytes, readable by its owner only): "
+		"endpoints whose application passes no auth_key authenticate every UDP datagram "
+		"with it, and accept only datagrams authenticated with the same secret "
+		"(default: none)");
+	fi_param_define(&cour_prov, "auth_skew", FI_PARAM_INT,
+		"With a key: an authenticated datagram stamped more than this many seconds from "
+		"the receiver's clock is refused as a replay; hosts' clocks must agree this well "
+		"(default: %d)", p->auth_skew_s);
+
 	cour_param_size("mtu", &p->mtu, 0, 65000);
 	if (p->mtu && p->mtu < 512) {
 		COUR_WARN(FI_LOG_CORE, "FI_COURIER_MTU=%zu too small, using 512\n", p->mtu);
@@ -248,6 +259,8 @@ static void cour_params_define(void)
 	fi_param_get_bool(&cour_prov, "shm_push", &p->shm_push);
 	cour_param_int("cma_refuse_after", &p->cma_refuse_after, -1, INT32_MAX);
 	cour_param_int("lease_hold", &p->lease_hold_ms, 0, 60000);
+	fi_param_get_str(&cour_prov, "auth_key_file", &p->auth_key_file);
+	cour_param_int("auth_skew", &p->auth_skew_s, 1, 24 * 3600);
 	if (p->rto_max_us < p->rto_min_us)
 		p->rto_max_us = p->rto_min_us;
 }

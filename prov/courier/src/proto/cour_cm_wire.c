@@ -5,7 +5,8 @@
  */
 #include "proto/cour_engine.h"
 
-size_t cour_cm_pack(void *buf, uint32_t op, uint64_t conn_id, const void *data, size_t len)
+size_t cour_cm_pack(void *buf, bool keyed, uint32_t op, uint64_t conn_id, const void *data,
+		    size_t len)
 {
 	struct cour_base_hdr *h = buf;
 	struct cour_cm_hdr cm = { .conn_id = conn_id, .op = op, .data_len = (uint32_t)len };
@@ -14,7 +15,7 @@ size_t cour_cm_pack(void *buf, uint32_t op, uint64_t conn_id, const void *data, 
 	memset(h, 0, sizeof(*h));
 	h->version = COUR_WIRE_VERSION;
 	h->type = COUR_PKT_CM;
-	h->flags = COUR_F_PCSUM;
+	h->flags = COUR_F_PCSUM | (keyed ? COUR_F_MAC : 0);
 	memcpy(h + 1, &cm, sizeof(cm));
 	if (len)
 		memcpy((char *)(h + 1) + sizeof(cm), data, len);
@@ -23,7 +24,8 @@ size_t cour_cm_pack(void *buf, uint32_t op, uint64_t conn_id, const void *data, 
 	return len;
 }
 
-bool cour_cm_unpack(const void *buf, size_t len, struct cour_cm_hdr *cm, const uint8_t **data)
+bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr *cm,
+		    const uint8_t **data)
 {
 	struct cour_base_hdr h;
 	uint32_t want;
@@ -32,7 +34,7 @@ bool cour_cm_unpack(const void *buf, size_t len, struct cour_cm_hdr *cm, const u
 		return false;
 	memcpy(&h, buf, sizeof(h));
 	memcpy(cm, (const char *)buf + sizeof(h), sizeof(*cm));
-	if (h.version != COUR_WIRE_VERSION || h.type != COUR_PKT_CM || h.flags != COUR_F_PCSUM ||
+	if (h.version != COUR_WIRE_VERSION || h.type != COUR_PKT_CM || h.flags != (COUR_F_PCSUM | (keyed ? COUR_F_MAC : 0)) ||
 	    h.src_session || h.dst_session || h.seq ||
 	    cm->op == 0 || cm->op >= COUR_CM_OP_MAX || cm->data_len > COUR_CM_DATA_MAX ||
 	    len != sizeof(h) + sizeof(*cm) + cm->data_len)
@@ -51,7 +53,7 @@ void cour_pep_send_cm(struct cour_pep *ep, const struct cour_addr *to, uint32_t 
 {
 	_Alignas(8) char buf[COUR_CM_PKT_MAX];
 	struct sockaddr_storage ss;
-	size_t n = cour_cm_pack(buf, op, conn_id, data, len);
+	size_t n = cour_cm_pack(buf, ep->wire.mac != NULL, op, conn_id, data, len);
 	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &ss);
 
 	ep->wire.ops->send_raw(&ep->wire, &ss, sl, buf, n);
@@ -63,7 +65,7 @@ void cour_ep_rx_cm(struct cour_pep *ep, const void *buf, size_t len, const struc
 	struct cour_cm_hdr cm;
 	const uint8_t *data;
 
-	if (!ep->up->cm_rx || !cour_cm_unpack(buf, len, &cm, &data)) {
+	if (!ep->up->cm_rx || !cour_cm_unpack(buf, len, ep->wire.mac != NULL, &cm, &data)) {
 		COUR_DROP_BAD(ep, "CM packet failed validation, or not a connected endpoint");
 		return;
 	}

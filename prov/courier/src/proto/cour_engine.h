@@ -428,6 +428,10 @@ struct cour_pep {
 	/* FI_EP_MSG accepting endpoint: its socket shares the listener's port, connected to
 	 * this peer (wire connect_to); set before cour_pep_open */
 	const struct cour_addr *wire_peer;
+	/* the secret every datagram is authenticated with (wire/cour_mac.h), or none (len 0):
+	 * set before cour_pep_open, read only there */
+	const void          *auth_key;
+	size_t               auth_key_len;
 
 	struct cour_pool     txe_pool, rxmsg_pool, inject_pool, rxbuf_pool;
 	size_t               unexp_early;     /* bytes of unexpected messages whose credit is back */
@@ -599,8 +603,10 @@ void cour_peer_free_all(struct cour_pep *ep);
 /* The wire learned that nothing listens at sa (ICMP port unreachable): evidence of death. */
 void cour_peer_refused(struct cour_pep *ep, const struct sockaddr_storage *sa, socklen_t sa_len);
 /* CM packets (proto/cour_cm_wire.c) */
-size_t cour_cm_pack(void *buf, uint32_t op, uint64_t conn_id, const void *data, size_t len);
-bool cour_cm_unpack(const void *buf, size_t len, struct cour_cm_hdr *cm, const uint8_t **data);
+size_t cour_cm_pack(void *buf, bool keyed, uint32_t op, uint64_t conn_id, const void *data,
+		    size_t len);
+bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr *cm,
+		    const uint8_t **data);
 void cour_pep_send_cm(struct cour_pep *ep, const struct cour_addr *to, uint32_t op,
 		      uint64_t conn_id, const void *data, size_t len);
 void cour_ep_rx_cm(struct cour_pep *ep, const void *buf, size_t len, const struct cour_addr *from);

@@ -42,7 +42,8 @@ static int cour_dgram_send(struct cour_pep *ep, const struct iovec *iov, size_t 
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.base.type = COUR_PKT_DGRAM;
 	hdr.base.flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
-			 (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0);
+			 (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0) |
+			 (ep->wire.mac ? COUR_F_MAC : 0);
 	hdr.base.src_session = 1;
 	hdr.msg.tag = tag;
 	hdr.msg.data = data;

@@ -682,6 +682,12 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 		if (ret)
 			goto err_pools;
 	}
+	if (ep->auth_key_len) {
+		ret = cour_wire_auth(&ep->wire, ep->auth_key, ep->auth_key_len,
+				     (uint32_t)cour_params.auth_skew_s);
+		if (ret)
+			goto err_unwrap;
+	}
 	ret = ep->wire.ops->open(&ep->wire, want);
 	if (ret)
 		goto err_unwrap;
@@ -689,6 +695,7 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 	return 0;
 
 err_unwrap:
+	cour_wire_auth_fini(&ep->wire);
 	cour_fault_unwrap(&ep->wire);
 err_pools:
 	cour_pep_pools_fini(ep);
@@ -697,6 +704,7 @@ err_pools:
 
 void cour_pep_free(struct cour_pep *ep)
 {
+	cour_wire_auth_fini(&ep->wire);
 	cour_fault_unwrap(&ep->wire);
 	cour_pep_pools_fini(ep);
 }
@@ -727,6 +735,8 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 
 	if (pcsum)
 		hdr->base.flags |= COUR_F_PCSUM;
+	if (peer && peer->ep->wire.mac)
+		hdr->base.flags |= COUR_F_MAC;
 	hdr->base.crc = 0;
 	crc = cour_crc32c(0, hdr, hdr_len);
 	if (pcsum)

@@ -116,6 +116,23 @@ static inline bool cour_pkt_has_more(const struct cour_msg_hdr *m, size_t len)
 	return len > COUR_PKT_HDR_LEN && m->offset + (len - COUR_PKT_HDR_LEN) < m->total_len;
 }
 
+/* An authenticated packet at an endpoint with no key (or, from a broken sender, the reverse):
+ * its trailer would pass for payload. Two jobs, one keyed and one not, meet here. */
+static void cour_ep_rx_keyless(struct cour_pep *ep, const struct sockaddr_storage *sa,
+			       socklen_t sa_len)
+{
+	struct cour_addr from;
+	char str[80] = "?";
+
+	if (ep->stats.drop_bad_mac++ % 1024)
+		return;
+	if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0)
+		cour_addr_str(&from, str, sizeof(str));
+	COUR_WARN(FI_LOG_EP_DATA, "packet from %s dropped: %s (%" PRIu64 " so far)\n", str,
+		  ep->wire.mac ? "not authenticated, and this endpoint has a key" :
+				 "authenticated, and this endpoint has no key", ep->stats.drop_bad_mac);
+}
+
 void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			const struct sockaddr_storage *sa, socklen_t sa_len)
 {
@@ -137,6 +154,12 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	if (!cour_pkt_valid(ep, buf, len) ||
 	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0) {
 		COUR_DROP_BAD(ep, "failed validation (version, type, length or checksum)");
+		return buf;
+	}
+	/* over UDP, the wire checked and removed a trailer exactly when it has a key: a
+	 * packet that says otherwise still has its trailer, or never had one */
+	if (COUR_UNLIKELY(!ep->rx_borrowed && !(h->flags & COUR_F_MAC) != !ep->wire.mac)) {
+		cour_ep_rx_keyless(ep, sa, sa_len);
 		return buf;
 	}
 	from.is_v4 = ep->wire.addr.is_v4;

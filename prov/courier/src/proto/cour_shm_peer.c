@@ -196,6 +196,15 @@ void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *
 
 	if (!ep->shm_ring || !cour_shm_same_host(h->host))
 		return;
+	/* With a key, a ring is trusted like the key file: only processes of our own user
+	 * (who can read that file, and whose rings the kernel lets us map) share one with us.
+	 * This HELLO passed the key's check; a process of another user (root aside, whom
+	 * nothing here stops) stays on authenticated UDP. docs/protocol.md, threat model. */
+	if (ep->wire.mac && h->uid != (uint32_t)getuid()) {
+		COUR_INFO(FI_LOG_EP_CTRL, "peer %s is on this host but another user's: with a "
+			  "key it stays on UDP\n", cour_addr_str(&peer->addr, str, sizeof(str)));
+		return;
+	}
 	if (peer->shm && peer->shm_pid == h->pid && peer->shm_nonce == h->nonce)
 		goto answer;              /* a repeat: nothing new to map */
 	cour_shm_peer_detach(peer);

@@ -149,7 +149,10 @@ enum {
 	COUR_F_PART    = 1 << 9,   /* on WRITE, READ_REQ and their PUSHED notices: one part of
 				    * an operation with several remote iovecs, not its last: it
 				    * raises no target events (the last raises them once) */
-	COUR_F_ALL     = (1 << 10) - 1
+	COUR_F_MAC     = 1 << 10,  /* the datagram ends with an authentication trailer
+				    * (wire/cour_mac.h), which the receiving wire checks and
+				    * removes; never on a ring, where it means nothing */
+	COUR_F_ALL     = (1 << 11) - 1
 };
 
 struct cour_base_hdr {

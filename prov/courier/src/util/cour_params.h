@@ -40,6 +40,8 @@ struct cour_params {
 	int      shm_push;         /* same-host RMA writes copied by the initiator into windows */
 	int      cma_refuse_after; /* tests: single copies past this many fail as refused; -1 */
 	int      lease_hold_ms;    /* tests: an initiator holds a shared RMA's lease this long */
+	char    *auth_key_file;    /* the job's secret when the application passes no auth_key */
+	int      auth_skew_s;      /* clock difference tolerated in authenticated datagrams */
 };
 extern struct cour_params cour_params;
 

@@ -228,8 +228,11 @@ static uint32_t cour_udp_peer_mtu(struct cour_wire *w, const struct cour_addr *a
 	socklen_t olen = sizeof(mtu);
 	uint32_t ip_udp = addr->is_v4 ? 28 : 48;
 
+	/* a key's trailer comes on top of what the engine sends */
+	uint32_t trl = w->mac ? COUR_MAC_LEN : 0;
+
 	if (cour_addr_is_loopback(addr))
-		return cour_params.mtu ? (uint32_t)cour_params.mtu : COUR_WIRE_DGRAM_MAX;
+		return (cour_params.mtu ? (uint32_t)cour_params.mtu : COUR_WIRE_DGRAM_MAX) - trl;
 	mine.port = 0;
 	me_len = (socklen_t)cour_addr_to_sockaddr(&mine, &me);
 	fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -244,10 +247,10 @@ static uint32_t cour_udp_peer_mtu(struct cour_wire *w, const struct cour_addr *a
 	if (err == EINVAL || err == ENETUNREACH || err == EAFNOSUPPORT || err == EADDRNOTAVAIL)
 		return 0;
 	if (cour_params.mtu)
-		return (uint32_t)cour_params.mtu;
+		return (uint32_t)cour_params.mtu - trl;
 	if (mtu <= (int)ip_udp + 512)
-		return 1500 - ip_udp;
-	return (uint32_t)COUR_MIN((uint32_t)mtu - ip_udp, (uint32_t)COUR_WIRE_DGRAM_MAX);
+		return 1500 - ip_udp - trl;
+	return (uint32_t)COUR_MIN((uint32_t)mtu - ip_udp, (uint32_t)COUR_WIRE_DGRAM_MAX) - trl;
 }
 
 static void cour_udp_queue(struct cour_wire *w, const void *sa, socklen_t sa_len,
@@ -273,6 +276,13 @@ static void cour_udp_queue(struct cour_wire *w, const void *sa, socklen_t sa_len
 	m->msg_namelen = sa_len;
 	m->msg_iov = w->tx_iov[i];
 	m->msg_iovlen = iovcnt + 1;
+	if (w->mac) {
+		cour_mac_sign(w->mac, w->tx_iov[i], iovcnt + 1, &w->tx_trl[i]);
+		w->tx_iov[i][iovcnt + 1].iov_base = &w->tx_trl[i];
+		w->tx_iov[i][iovcnt + 1].iov_len = COUR_MAC_LEN;
+		m->msg_iovlen++;
+		w->tx_len[i] += COUR_MAC_LEN;
+	}
 	m->msg_control = NULL;
 	m->msg_controllen = 0;
 	m->msg_flags = 0;
@@ -391,6 +401,10 @@ static void cour_udp_keep(struct cour_wire *w, uint32_t first)
 		w->tx_iov[k][0].iov_base = w->tx_hdrs[k];
 		w->tx_msgs[k] = w->tx_msgs[i];
 		w->tx_msgs[k].msg_hdr.msg_iov = w->tx_iov[k];
+		if (w->mac) {
+			w->tx_trl[k] = w->tx_trl[i];
+			w->tx_iov[k][w->tx_msgs[k].msg_hdr.msg_iovlen - 1].iov_base = &w->tx_trl[k];
+		}
 	}
 	w->tx_count = k;
 }
@@ -463,6 +477,12 @@ static int cour_udp_send_now(struct cour_wire *w, const void *sa,
 	struct cour_wire_msg msg;
 
 	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
+	if (w->mac) {
+		cour_mac_sign(w->mac, msg.v, iovcnt + 1, &msg.t);
+		msg.v[iovcnt + 1].iov_base = &msg.t;
+		msg.v[iovcnt + 1].iov_len = COUR_MAC_LEN;
+		msg.m.msg_iovlen++;
+	}
 	w->stats.tx_pkts++;
 	while (sendmsg(w->fd, &msg.m, 0) < 0) {
 		int e = errno;
@@ -521,6 +541,8 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 {
 	if (!gso || gso >= len) {
 		w->stats.rx_pkts++;
+		if (COUR_UNLIKELY(w->mac) && !cour_wire_rx_auth(w, buf, &len, sa, sa_len))
+			return buf;
 		return w->rx->packet(w->rx_arg, buf, len, sa, sa_len);
 	}
 	w->stats.gro_trains++;
@@ -542,6 +564,8 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 			cour_wire_drop(w, "no buffer to align a GRO segment");
 			continue;
 		}
+		if (COUR_UNLIKELY(w->mac) && !cour_wire_rx_auth(w, pkt, &seg, sa, sa_len))
+			continue;
 		w->rx->packet(w->rx_arg, pkt, seg, sa, sa_len);
 	}
 	if (align)
@@ -722,7 +746,8 @@ static int cour_udp_poll(struct cour_wire *w)
 {
 	int n, i;
 
-	if (w->rx_direct)
+	/* (with a key, datagrams are checked whole before anything lands: never in place) */
+	if (w->rx_direct && !w->mac)
 		return cour_udp_poll_direct(w);
 
 	for (i = 0; i < COUR_WIRE_RX_BATCH; i++) {
@@ -762,7 +787,17 @@ static int cour_udp_poll(struct cour_wire *w)
 static void cour_udp_send_raw(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			      const char *buf, size_t len)
 {
-	if (sendto(w->fd, buf, len, 0, sa, sa_len) < 0) {
+	struct cour_mac_trailer t;
+	struct iovec v[2] = { { .iov_base = (void *)buf, .iov_len = len },
+			      { .iov_base = &t, .iov_len = COUR_MAC_LEN } };
+	struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sa_len, .msg_iov = v,
+			    .msg_iovlen = 1 };
+
+	if (w->mac) {
+		cour_mac_sign(w->mac, v, 1, &t);
+		m.msg_iovlen = 2;
+	}
+	if (sendmsg(w->fd, &m, 0) < 0) {
 		int e = errno;
 
 		if (!cour_udp_sock_error(w, e) && e != EAGAIN)

@@ -5,6 +5,8 @@
 #include "util/cour_util.h"
 #include "wire/cour_wire.h"
 
+#include <inttypes.h>
+
 static const struct cour_wire_ops *const cour_wires[] = {
 	&cour_udp_wire,
 	&cour_loop_wire,
@@ -74,4 +76,52 @@ void cour_wire_drop(struct cour_wire *w, const char *why)
 {
 	w->stats.rx_bad++;
 	COUR_DBG(FI_LOG_EP_DATA, "dropped datagram: %s\n", why);
+}
+
+int cour_wire_auth(struct cour_wire *w, const void *key, size_t len, uint32_t skew_s)
+{
+	struct cour_mac *m = cour_mac_new(key, len, skew_s);
+
+	if (!m)
+		return len < COUR_MAC_KEY_MIN || len > COUR_MAC_KEY_MAX ? -FI_EINVAL : -FI_ENOMEM;
+	cour_mac_free(w->mac);
+	w->mac = m;
+	return 0;
+}
+
+void cour_wire_auth_fini(struct cour_wire *w)
+{
+	cour_mac_free(w->mac);
+	w->mac = NULL;
+}
+
+bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
+		       const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	enum cour_mac_verdict v;
+	struct cour_addr from;
+	char str[80] = "?";
+
+	if (!w->mac)
+		return true;
+	v = cour_mac_check_buf(w->mac, buf, *len);
+	if (COUR_LIKELY(v == COUR_MAC_OK)) {
+		*len -= COUR_MAC_LEN;
+		return true;
+	}
+	if (cour_mac_log_due(w->mac)) {
+		struct cour_mac_counts c;
+
+		cour_mac_counts(w->mac, &c);
+		if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0)
+			cour_addr_str(&from, str, sizeof(str));
+		COUR_WARN(FI_LOG_EP_DATA, "datagram from %s dropped: %s (so far %" PRIu64
+			  " failed authentication, %" PRIu64 " replayed or stale)\n", str,
+			  v == COUR_MAC_FORGED ? "it fails authentication (another key, or none, or "
+						 "forged)" :
+			  v == COUR_MAC_STALE ? "stamped too far from our clock (a replay, or "
+						"clocks further apart than FI_COURIER_AUTH_SKEW)" :
+			  "a copy of one already accepted", c.forged, c.replayed);
+	}
+	return false;
 }

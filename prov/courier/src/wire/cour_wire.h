@@ -41,6 +41,7 @@
 #include "util/cour_util.h"
 #include "util/cour_addr.h"
 #include "util/cour_pool.h"
+#include "wire/cour_mac.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -145,6 +146,9 @@ struct cour_wire {
 	struct cour_pool    *rxbuf_pool;      /* the engine's packet buffers (rxbuf_size bytes) */
 	size_t               rxbuf_size;
 	struct cour_wire_stats stats;
+	/* with a key (cour_wire_auth): every datagram sent gets a trailer, every one received
+	 * is checked and loses it before the engine sees it (cour_mac.h) */
+	struct cour_mac     *mac;
 
 	/* receive batch: buffers owned by the batch until the engine keeps one */
 	void                *rx_bufs[COUR_WIRE_RX_BATCH];
@@ -153,14 +157,15 @@ struct cour_wire {
 	struct sockaddr_storage rx_sa[COUR_WIRE_RX_BATCH];
 	/* transmit batch: header copies (the engine's are rewritten per send) and iovecs */
 	struct mmsghdr       tx_msgs[COUR_WIRE_TX_BATCH];
-	struct iovec         tx_iov[COUR_WIRE_TX_BATCH][COUR_WIRE_IOV_MAX + 1];
+	struct iovec         tx_iov[COUR_WIRE_TX_BATCH][COUR_WIRE_IOV_MAX + 2];
 	_Alignas(8) uint8_t  tx_hdrs[COUR_WIRE_TX_BATCH][COUR_WIRE_HDR_MAX];
+	struct cour_mac_trailer tx_trl[COUR_WIRE_TX_BATCH];   /* with a key */
 	uint32_t             tx_len[COUR_WIRE_TX_BATCH];  /* datagram bytes, header included */
 	uint32_t             tx_count;
 	/* what a flush hands the kernel: single datagrams, and GSO runs (wire/cour_udp.c) */
 	struct mmsghdr       out_msgs[COUR_WIRE_TX_BATCH];
 	uint32_t             out_first[COUR_WIRE_TX_BATCH], out_segs[COUR_WIRE_TX_BATCH];
-	struct iovec         out_iov[COUR_WIRE_TX_BATCH * (COUR_WIRE_IOV_MAX + 1)];
+	struct iovec         out_iov[COUR_WIRE_TX_BATCH * (COUR_WIRE_IOV_MAX + 2)];
 	union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; }
 			     out_ctl[COUR_WIRE_TX_BATCH];
 	/* control data of the receive batch: the GRO segment size, the socket's drop count */
@@ -186,12 +191,21 @@ void cour_wire_rxbufs_fini(struct cour_wire *w);
 /* One datagram to sa: the header, then the payload iovecs. */
 struct cour_wire_msg {
 	struct msghdr        m;
-	struct iovec         v[COUR_WIRE_IOV_MAX + 1];
+	struct iovec         v[COUR_WIRE_IOV_MAX + 2];
+	struct cour_mac_trailer t;
 };
 void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len, const void *hdr,
 		      size_t hdr_len, const struct iovec *iov, size_t iovcnt);
 /* A datagram the wire could not read (too big): counted, said at debug level. */
 void cour_wire_drop(struct cour_wire *w, const char *why);
+/* From now on, authenticate with key (before open, or before the first peer's MTU is asked:
+ * the trailer takes room). 0, or -FI_EINVAL/-FI_ENOMEM (logged). */
+int  cour_wire_auth(struct cour_wire *w, const void *key, size_t len, uint32_t skew_s);
+void cour_wire_auth_fini(struct cour_wire *w);
+/* Check a received datagram of *len bytes in buf with the wire's key, if it has one: true
+ * (and *len without the trailer) to hand it up; false when refused (counted, logged). */
+bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
+		       const struct sockaddr_storage *sa, socklen_t sa_len);
 
 /* ---- wire/cour_fault.c: the fault-injecting decorator (FI_COURIER_FAULT) ---- */
 /* Wrap w (opened or not) in an injector for spec; 0, or -FI_EINVAL (logged) for a bad spec. */

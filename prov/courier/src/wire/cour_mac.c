@@ -1,0 +1,270 @@
+/*
+ * AES-128-GMAC through OpenSSL's EVP interface (AES-NI and carry-less multiplication where the
+ * CPU has them), and the replay windows. The contract is in cour_mac.h.
+ */
+#include "util/cour_util.h"
+#include "wire/cour_mac.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <sys/random.h>
+#include <time.h>
+#include <uthash.h>
+
+#define COUR_MAC_STREAMS_MAX 65536   /* senders remembered at once (each 160 bytes) */
+
+struct cour_mac_stream {
+	UT_hash_handle hh;
+	uint64_t       id;
+	uint32_t       top;            /* the highest counter accepted */
+	uint32_t       heard_s;        /* our clock when it was last accepted */
+	uint64_t       seen[COUR_MAC_WINDOW / 64];   /* bit c % WINDOW: counter c accepted */
+};
+
+struct cour_mac {
+	EVP_CIPHER_CTX *ctx;           /* key set once; each datagram sets only its nonce */
+	uint32_t        skew_s;
+	uint64_t        stream;        /* sending */
+	uint64_t        ctr;           /* next counter: a new stream at 2^32 */
+	struct cour_mac_stream *streams;   /* receiving */
+	size_t          nstreams;
+	uint32_t        purged_s;
+	uint64_t        refusals;
+	struct cour_mac_counts counts;
+};
+
+static uint32_t cour_mac_now_s(void)
+{
+	struct timespec ts;
+
+	/* the coarse clock is a read of the vDSO page, ~5 ns: seconds are all we need */
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	return (uint32_t)ts.tv_sec;
+}
+
+static uint64_t cour_mac_random64(void)
+{
+	uint64_t v = 0;
+
+	while (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		;
+	return v;
+}
+
+/* The MAC key: HKDF-SHA256 of the application's secret, so a key of any length and any
+ * structure (a passphrase, a launcher's random bytes) gives a uniform AES key, and the same
+ * secret used elsewhere gives an unrelated one. */
+static int cour_mac_derive(const void *key, size_t len, uint8_t out[16])
+{
+	static const char info[] = "courier packet MAC v1";
+	EVP_PKEY_CTX *p = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+	size_t olen = 16;
+	int ok;
+
+	ok = p && EVP_PKEY_derive_init(p) > 0 && EVP_PKEY_CTX_set_hkdf_md(p, EVP_sha256()) > 0 &&
+	     EVP_PKEY_CTX_set1_hkdf_key(p, key, (int)len) > 0 &&
+	     EVP_PKEY_CTX_add1_hkdf_info(p, (const unsigned char *)info, sizeof(info) - 1) > 0 &&
+	     EVP_PKEY_derive(p, out, &olen) > 0 && olen == 16;
+	EVP_PKEY_CTX_free(p);
+	return ok ? 0 : -1;
+}
+
+struct cour_mac *cour_mac_new(const void *key, size_t len, uint32_t skew_s)
+{
+	struct cour_mac *m;
+	uint8_t k[16];
+
+	if (len < COUR_MAC_KEY_MIN || len > COUR_MAC_KEY_MAX) {
+		COUR_WARN(FI_LOG_EP_CTRL, "authentication key of %zu bytes: %d to %d bytes\n", len,
+			  COUR_MAC_KEY_MIN, COUR_MAC_KEY_MAX);
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->ctx = EVP_CIPHER_CTX_new();
+	if (!m->ctx || cour_mac_derive(key, len, k) ||
+	    EVP_EncryptInit_ex(m->ctx, EVP_aes_128_gcm(), NULL, k, NULL) != 1) {
+		COUR_WARN(FI_LOG_EP_CTRL, "OpenSSL: AES-128-GCM unavailable\n");
+		OPENSSL_cleanse(k, sizeof(k));
+		cour_mac_free(m);
+		return NULL;
+	}
+	OPENSSL_cleanse(k, sizeof(k));
+	m->skew_s = skew_s;
+	m->stream = cour_mac_random64();
+	m->purged_s = cour_mac_now_s();
+	return m;
+}
+
+void cour_mac_free(struct cour_mac *m)
+{
+	struct cour_mac_stream *s, *tmp;
+
+	if (!m)
+		return;
+	HASH_ITER(hh, m->streams, s, tmp) {
+		HASH_DEL(m->streams, s);
+		free(s);
+	}
+	EVP_CIPHER_CTX_free(m->ctx);
+	free(m);
+}
+
+/* GMAC: the datagram is GCM's additional data, with nothing to encrypt. */
+static void cour_mac_tag(struct cour_mac *m, const struct iovec *iov, size_t n,
+			 const struct cour_mac_trailer *t, uint8_t tag[COUR_MAC_TAG_LEN])
+{
+	uint8_t nonce[12], none[16];
+	int out;
+
+	memcpy(nonce, &t->stream, 8);
+	memcpy(nonce + 8, &t->ctr, 4);
+	EVP_EncryptInit_ex(m->ctx, NULL, NULL, NULL, nonce);
+	for (size_t i = 0; i < n; i++)
+		if (iov[i].iov_len)
+			EVP_EncryptUpdate(m->ctx, NULL, &out, iov[i].iov_base, (int)iov[i].iov_len);
+	EVP_EncryptUpdate(m->ctx, NULL, &out, (const uint8_t *)t, offsetof(struct cour_mac_trailer, tag));
+	EVP_EncryptFinal_ex(m->ctx, none, &out);
+	EVP_CIPHER_CTX_ctrl(m->ctx, EVP_CTRL_AEAD_GET_TAG, COUR_MAC_TAG_LEN, tag);
+}
+
+void cour_mac_sign(struct cour_mac *m, const struct iovec *iov, size_t n,
+		   struct cour_mac_trailer *t)
+{
+	if (COUR_UNLIKELY(m->ctr > UINT32_MAX)) {
+		m->stream = cour_mac_random64();
+		m->ctr = 0;
+	}
+	t->stream = m->stream;
+	t->ctr = (uint32_t)m->ctr++;
+	t->time = cour_mac_now_s();
+	cour_mac_tag(m, iov, n, t, t->tag);
+}
+
+void cour_mac_sign_buf(struct cour_mac *m, void *buf, size_t len)
+{
+	struct iovec v = { .iov_base = buf, .iov_len = len };
+	struct cour_mac_trailer t;
+
+	cour_mac_sign(m, &v, 1, &t);
+	memcpy((char *)buf + len, &t, sizeof(t));
+}
+
+/* Forget streams not heard for 2 * skew: any copy of their datagrams is stale by now. */
+static void cour_mac_purge(struct cour_mac *m, uint32_t now)
+{
+	struct cour_mac_stream *s, *tmp;
+
+	m->purged_s = now;
+	HASH_ITER(hh, m->streams, s, tmp) {
+		if (now - s->heard_s > 2 * m->skew_s) {
+			HASH_DEL(m->streams, s);
+			free(s);
+			m->nstreams--;
+		}
+	}
+}
+
+static bool cour_mac_bit(struct cour_mac_stream *s, uint32_t c)
+{
+	return s->seen[(c % COUR_MAC_WINDOW) / 64] & (1ull << (c % 64));
+}
+
+static void cour_mac_set(struct cour_mac_stream *s, uint32_t c)
+{
+	s->seen[(c % COUR_MAC_WINDOW) / 64] |= 1ull << (c % 64);
+}
+
+/* Accept counter c of stream id once (a fresh stream is remembered first). */
+static enum cour_mac_verdict cour_mac_once(struct cour_mac *m, uint64_t id, uint32_t c,
+					   uint32_t now)
+{
+	struct cour_mac_stream *s;
+
+	HASH_FIND(hh, m->streams, &id, sizeof(id), s);
+	if (!s) {
+		if (now - m->purged_s >= m->skew_s || m->nstreams >= COUR_MAC_STREAMS_MAX)
+			cour_mac_purge(m, now);
+		if (m->nstreams >= COUR_MAC_STREAMS_MAX) {
+			COUR_WARN(FI_LOG_EP_DATA, "%d senders heard within %u s: a new one is "
+				  "refused\n", COUR_MAC_STREAMS_MAX, 2 * m->skew_s);
+			return COUR_MAC_REPLAYED;
+		}
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return COUR_MAC_REPLAYED;     /* cannot remember it: cannot accept it */
+		s->id = id;
+		s->top = c;
+		HASH_ADD(hh, m->streams, id, sizeof(s->id), s);
+		m->nstreams++;
+	} else if (c > s->top) {
+		uint32_t gap = c - s->top;
+
+		if (gap >= COUR_MAC_WINDOW)
+			memset(s->seen, 0, sizeof(s->seen));
+		else
+			for (uint32_t k = s->top + 1; k != c; k++)
+				s->seen[(k % COUR_MAC_WINDOW) / 64] &= ~(1ull << (k % 64));
+		s->top = c;
+	} else if (s->top - c >= COUR_MAC_WINDOW || cour_mac_bit(s, c)) {
+		return COUR_MAC_REPLAYED;
+	}
+	cour_mac_set(s, c);
+	s->heard_s = now;
+	return COUR_MAC_OK;
+}
+
+static enum cour_mac_verdict cour_mac_refuse(struct cour_mac *m, enum cour_mac_verdict v)
+{
+	m->refusals++;
+	if (v == COUR_MAC_FORGED)
+		m->counts.forged++;
+	else
+		m->counts.replayed++;
+	return v;
+}
+
+enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct iovec *iov, size_t n,
+				     const struct cour_mac_trailer *t)
+{
+	uint8_t tag[COUR_MAC_TAG_LEN];
+	uint32_t now;
+	int32_t off;
+
+	cour_mac_tag(m, iov, n, t, tag);
+	if (CRYPTO_memcmp(tag, t->tag, sizeof(tag)))
+		return cour_mac_refuse(m, COUR_MAC_FORGED);
+	now = cour_mac_now_s();
+	off = (int32_t)(now - t->time);
+	if (off > (int32_t)m->skew_s || off < -(int32_t)m->skew_s)
+		return cour_mac_refuse(m, COUR_MAC_STALE);
+	if (cour_mac_once(m, t->stream, t->ctr, now) != COUR_MAC_OK)
+		return cour_mac_refuse(m, COUR_MAC_REPLAYED);
+	return COUR_MAC_OK;
+}
+
+enum cour_mac_verdict cour_mac_check_buf(struct cour_mac *m, const void *buf, size_t len)
+{
+	struct cour_mac_trailer t;
+	struct iovec v;
+
+	if (len < COUR_MAC_LEN)
+		return cour_mac_refuse(m, COUR_MAC_FORGED);
+	len -= COUR_MAC_LEN;
+	memcpy(&t, (const char *)buf + len, sizeof(t));
+	v.iov_base = (void *)buf;
+	v.iov_len = len;
+	return cour_mac_check(m, &v, 1, &t);
+}
+
+void cour_mac_counts(const struct cour_mac *m, struct cour_mac_counts *c)
+{
+	*c = m->counts;
+}
+
+bool cour_mac_log_due(const struct cour_mac *m)
+{
+	return m->refusals % 1024 == 1;
+}

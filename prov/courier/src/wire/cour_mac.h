@@ -1,0 +1,82 @@
+/*
+ * Authenticated datagrams: with a key (fi_domain's or fi_endpoint's auth_key, or the file
+ * FI_COURIER_AUTH_KEY_FILE names), every datagram a wire sends ends with a trailer whose tag
+ * is AES-128-GMAC over the whole datagram, and a wire hands up only datagrams whose tag is
+ * right and that it has not accepted before. Without a key no trailer exists and no code of
+ * this file runs. docs/protocol.md says why this primitive and this replay rule.
+ *
+ * The trailer (32 bytes, little-endian, after the packet; header flag COUR_F_MAC):
+ *
+ *   stream  u64  the sender's random stream; a new one when ctr would wrap
+ *   ctr     u32  datagrams the sender sent on the stream before this one
+ *   time    u32  the sender's CLOCK_REALTIME in seconds, low 32 bits
+ *   tag     16   GMAC(key, nonce = stream || ctr, everything before the tag)
+ *
+ * The nonce never repeats under one key: a stream is 64 random bits (two senders of one job
+ * share one with odds of n^2 / 2^65), and its counter never wraps. Replays: a receiver keeps,
+ * per stream it heard within the last 2 * skew seconds, a window of the last
+ * COUR_MAC_WINDOW counters it accepted, and refuses a datagram whose time is more than skew
+ * (FI_COURIER_AUTH_SKEW) from its own clock: a copy is either stale or in a window.
+ *
+ * Not thread-safe: one per wire, used under the wire's owner's lock.
+ */
+#ifndef COUR_MAC_H
+#define COUR_MAC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define COUR_MAC_LEN      32      /* trailer bytes */
+#define COUR_MAC_TAG_LEN  16
+#define COUR_MAC_KEY_MIN  16      /* a shared secret of 128 bits at least */
+#define COUR_MAC_KEY_MAX  4096
+#define COUR_MAC_WINDOW   1024    /* counters of one stream remembered behind the newest */
+
+struct cour_mac_trailer {
+	uint64_t stream;
+	uint32_t ctr;
+	uint32_t time;
+	uint8_t  tag[COUR_MAC_TAG_LEN];
+};
+_Static_assert(sizeof(struct cour_mac_trailer) == COUR_MAC_LEN, "trailer is 32 bytes");
+
+enum cour_mac_verdict {
+	COUR_MAC_OK = 0,
+	COUR_MAC_FORGED,      /* no trailer, or a tag the key does not give */
+	COUR_MAC_STALE,       /* authentic, but stamped more than skew from our clock */
+	COUR_MAC_REPLAYED,    /* authentic, and accepted once already */
+};
+
+struct cour_mac_counts {
+	uint64_t forged;      /* failed authentication */
+	uint64_t replayed;    /* authentic copies refused: stale or seen */
+};
+
+struct cour_mac;
+
+/* A MAC context for key (len bytes, COUR_MAC_KEY_MIN..MAX), or NULL (logged). skew_s: the
+ * clock difference tolerated between sender and receiver. */
+struct cour_mac *cour_mac_new(const void *key, size_t len, uint32_t skew_s);
+void cour_mac_free(struct cour_mac *m);
+
+/* The trailer for the datagram made of iov[0..n) (the wire appends it). */
+void cour_mac_sign(struct cour_mac *m, const struct iovec *iov, size_t n,
+		   struct cour_mac_trailer *t);
+/* Sign a datagram of len bytes in buf that has COUR_MAC_LEN bytes of room after it: the
+ * trailer goes there. */
+void cour_mac_sign_buf(struct cour_mac *m, void *buf, size_t len);
+
+/* Check the datagram iov[0..n) whose trailer is t (a copy: it may sit anywhere): the tag,
+ * then freshness and replay. Only an OK datagram updates the replay window. */
+enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct iovec *iov, size_t n,
+				     const struct cour_mac_trailer *t);
+/* The same for a datagram of len bytes (trailer included) in buf. */
+enum cour_mac_verdict cour_mac_check_buf(struct cour_mac *m, const void *buf, size_t len);
+
+void cour_mac_counts(const struct cour_mac *m, struct cour_mac_counts *c);
+/* Whether a refusal just counted is worth a log line: the first, then every 1024th. */
+bool cour_mac_log_due(const struct cour_mac *m);
+
+#endif
