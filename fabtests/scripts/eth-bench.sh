@@ -21,7 +21,10 @@
 #                          UDP with GSO and GRO, no header, acknowledgement or retransmission,
 #                          the most any protocol over UDP sockets could move on this link and
 #                          these cpus; it runs the 64 KiB and 1 MiB rows only, and its
-#                          courier/udp-ceiling column is courier's share of it
+#                          courier/udp-ceiling column is courier's share of it; courier-key
+#                          is courier with a key (FI_COURIER_AUTH_KEY_FILE, a fresh random
+#                          one per run of the script): every datagram authenticated, so
+#                          courier/courier-key is what authentication costs
 #   COURIER_PROVIDER_PATH  directory holding libcourier-fi.so, FI_PROVIDER_PATH of the courier
 #                          runs only (default: the build's .libs, found from the bindir); the
 #                          library is copied into the log directory at start, so a rebuild
@@ -131,6 +134,9 @@ RESULTS=$LOG_DIR/results.txt	# mtu bench provider_index value|FAIL|NA
 # A make in the build tree during the run would replace the library between two runs and mix
 # two builds in one table: every courier run loads a copy taken now.
 COURIER_FROM=${COURIER_PROVIDER_PATH:-the default path}
+# courier-key's secret: owner-only, as courier demands
+AUTH_KEY=$LOG_DIR/auth.key
+(umask 077 && head -c 32 /dev/urandom > "$AUTH_KEY") || exit 1
 if [ -n "$COURIER_PROVIDER_PATH" ] && [ -f "$COURIER_PROVIDER_PATH/libcourier-fi.so" ]; then
 	COURIER_FROM="$COURIER_PROVIDER_PATH/libcourier-fi.so, built $(date -r \
 		"$COURIER_PROVIDER_PATH/libcourier-fi.so" '+%F %T'), copied to $LOG_DIR/courier-lib"
@@ -203,12 +209,13 @@ set_env() {
 	udp-ceiling)
 		ENV_C=("${ENV_S[@]}")
 		;;
-	courier)
+	courier|courier-key)
 		[ -n "$COURIER_PROVIDER_PATH" ] &&
 			ENV_S+=("FI_PROVIDER_PATH=$COURIER_PROVIDER_PATH")
 		# only courier itself, not courier;ofi_rxd or courier;ofi_rxm; statistics at
 		# close go to the logs, for reading a run that looks odd
 		ENV_S+=(FI_PROVIDER=courier FI_COURIER_STATS=1 "${COURIER_ENV_LIST[@]}")
+		[ "$1" = courier-key ] && ENV_S+=("FI_COURIER_AUTH_KEY_FILE=$AUTH_KEY")
 		ENV_C=("${ENV_S[@]}" "FI_COURIER_IFACE_ADDR=$NETNS_ADDR_B")
 		ENV_S+=("FI_COURIER_IFACE_ADDR=$NETNS_ADDR_A")
 		;;
@@ -267,11 +274,11 @@ run_pairs() {
 			wrap_c=(bash "$CPU_WRAP" "$log.$i.cpu.client" "$log.$i.client")
 		fi
 		netns_a "${ENV_S[@]}" timeout -k 2 "$RUN_TIMEOUT" "${wrap_s[@]}" "$BIN_DIR/$PROG" \
-			-p "$prov" -P "$port" -T "$t" "${OPTS[@]}" -B "$NETNS_ADDR_A" \
+			-p "${prov%-key}" -P "$port" -T "$t" "${OPTS[@]}" -B "$NETNS_ADDR_A" \
 			> "$log.$i.server" 2>&1 &
 		spids+=($!)
 		netns_b "${ENV_C[@]}" timeout -k 2 "$RUN_TIMEOUT" "${wrap_c[@]}" "$BIN_DIR/$PROG" \
-			-p "$prov" -P "$port" -T "$t" "${OPTS[@]}" "$NETNS_ADDR_A" \
+			-p "${prov%-key}" -P "$port" -T "$t" "${OPTS[@]}" "$NETNS_ADDR_A" \
 			> "$log.$i.client" 2>&1 &
 		cpids+=($!)
 	done
@@ -439,7 +446,8 @@ if command -v fi_info > /dev/null; then
 		[ "$prov" = udp-ceiling ] && continue
 		set_env "$prov"
 		listed=$("${ENV_S[@]}" fi_info -l 2> /dev/null | sed -n 's/^\([^ ]*\):$/\1/p')
-		for part in ${prov//;/ }; do
+		base=${prov%-key}
+		for part in ${base//;/ }; do
 			grep -q -x -F "$part" <<< "$listed" && continue
 			echo "# warning: libfabric has no provider $part: $prov will fail"
 			FAILED+=("$prov: libfabric does not load $part$([ "$prov" = courier ] &&

@@ -130,8 +130,8 @@ static void cour_mac_tag(struct cour_mac *m, const struct iovec *iov, size_t n,
 	EVP_CIPHER_CTX_ctrl(m->ctx, EVP_CTRL_AEAD_GET_TAG, COUR_MAC_TAG_LEN, tag);
 }
 
-void cour_mac_sign(struct cour_mac *m, const struct iovec *iov, size_t n,
-		   struct cour_mac_trailer *t)
+void cour_mac_sign_at(struct cour_mac *m, const struct iovec *iov, size_t n, uint32_t time,
+		      struct cour_mac_trailer *t)
 {
 	if (COUR_UNLIKELY(m->ctr > UINT32_MAX)) {
 		m->stream = cour_mac_random64();
@@ -139,8 +139,14 @@ void cour_mac_sign(struct cour_mac *m, const struct iovec *iov, size_t n,
 	}
 	t->stream = m->stream;
 	t->ctr = (uint32_t)m->ctr++;
-	t->time = cour_mac_now_s();
+	t->time = time;
 	cour_mac_tag(m, iov, n, t, t->tag);
+}
+
+void cour_mac_sign(struct cour_mac *m, const struct iovec *iov, size_t n,
+		   struct cour_mac_trailer *t)
+{
+	cour_mac_sign_at(m, iov, n, cour_mac_now_s(), t);
 }
 
 void cour_mac_sign_buf(struct cour_mac *m, void *buf, size_t len)

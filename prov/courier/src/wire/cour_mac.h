@@ -64,6 +64,9 @@ void cour_mac_free(struct cour_mac *m);
 /* The trailer for the datagram made of iov[0..n) (the wire appends it). */
 void cour_mac_sign(struct cour_mac *m, const struct iovec *iov, size_t n,
 		   struct cour_mac_trailer *t);
+/* cour_mac_sign as if our clock read time (seconds): for tests of the freshness rule. */
+void cour_mac_sign_at(struct cour_mac *m, const struct iovec *iov, size_t n, uint32_t time,
+		      struct cour_mac_trailer *t);
 /* Sign a datagram of len bytes in buf that has COUR_MAC_LEN bytes of room after it: the
  * trailer goes there. */
 void cour_mac_sign_buf(struct cour_mac *m, void *buf, size_t len);
