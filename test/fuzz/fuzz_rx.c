@@ -17,6 +17,12 @@
  *                    that sequences (fragments, RTS then RDATA...) are reachable in one input
  *   mode 3  loop:    the raw bytes sent through the loop wire from A's address (B's poll path)
  *
+ * With FUZZ_KEY=1 both endpoints authenticate (auth_key): modes 1 and 2 then forge packets
+ * as a holder of the key would (the MAC flag set, handed to B behind its wire's check, which
+ * test_mac covers), and mode 3 signs the raw bytes with A's key (bit 2 of the first byte
+ * clear) so they reach the parser through the check, or sends them unsigned to fuzz the
+ * check itself.
+ *
  * Forged packets that carry the right sessions and sequence number are trusted by design (the
  * crc is not an authenticator): they can reset the session or desynchronise the sequence space.
  * What must never happen is a crash, undefined behaviour, a leak, unbounded memory, or an
@@ -719,7 +725,8 @@ static size_t build_pkt(uint8_t *out, const uint8_t *ctl, const uint8_t *body, s
 	h->base.type = (uint8_t)((ctl[0] & 15) % (COUR_PKT_TYPE_MAX - 1) + 1);
 	h->base.flags = (ctl[0] & 0x10 ? COUR_F_TAGGED : 0) | (ctl[0] & 0x20 ? COUR_F_CQ_DATA : 0) |
 			(ctl[0] & 0x40 ? COUR_F_DC : 0) | (ctl[0] & 0x80 ? COUR_F_PROBE : 0) |
-			(ctl[4] & 0x01 ? COUR_F_PCSUM : 0);
+			(ctl[4] & 0x01 ? COUR_F_PCSUM : 0) |
+			(b->pep.wire.mac ? COUR_F_MAC : 0);
 	if (*alt < 0 && ap) {
 		/* what A itself would put in a header right now */
 		h->base.src_session = ap->local_session;
@@ -846,17 +853,22 @@ static void deliver(int alt, const uint8_t *pkt, size_t len)
 	cour_lock_release(&b->domain->lock);
 }
 
-static void loop_raw(const uint8_t *data, size_t len)
+static void loop_raw(const uint8_t *data, size_t len, bool sign)
 {
 	struct cour_ep *a = ep_a(), *b = ep_b();
 	uint8_t *copy = malloc(len ? len : 1);
+	struct cour_mac *mac;
 
 	if (!copy)
 		die("malloc");
 	memcpy(copy, data, len);
 	tag_guard(copy, len);
 	cour_lock_acquire(&a->domain->lock);
+	mac = a->pep.wire.mac;
+	if (!sign)
+		a->pep.wire.mac = NULL;
 	cour_loop_wire.send_raw(&a->pep.wire, &b->pep.wire.bound_sa, b->pep.wire.bound_len, (const char *)copy, len);
+	a->pep.wire.mac = mac;
 	cour_lock_release(&a->domain->lock);
 	free(copy);
 }
@@ -995,6 +1007,15 @@ static void world_open(void)
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	if (getenv("FUZZ_KEY") && atoi(getenv("FUZZ_KEY"))) {
+		static const char key[] = "fuzz_rx's secret of a job";
+
+		hints->domain_attr->auth_key = malloc(sizeof(key));
+		if (!hints->domain_attr->auth_key)
+			die("malloc");
+		memcpy(hints->domain_attr->auth_key, key, sizeof(key));
+		hints->domain_attr->auth_key_size = sizeof(key);
+	}
 	CHECK(cour_prov.getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &w.info));
 	fi_freeinfo(hints);
 	CHECK(cour_prov.fabric(w.info->fabric_attr, &w.fabric, NULL));
@@ -1165,7 +1186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		multi(data + 1, size - 1);
 		break;
 	default:
-		loop_raw(data + 1, size - 1);
+		loop_raw(data + 1, size - 1, !(data[0] & 4));
 		break;
 	}
 	pump(2);

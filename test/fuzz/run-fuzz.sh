@@ -5,7 +5,8 @@
 #   test/fuzz/run-fuzz.sh [BUILD_DIR]
 #
 # BUILD_DIR: a configured build directory whose config.h to use (else a minimal one is made).
-# Environment: FUZZ_SECONDS (default 60), FUZZ_KEEP=1 keeps the work directory, CC (default
+# Environment: FUZZ_SECONDS (default 60), then FUZZ_KEY_SECONDS (default half of it; 0: none)
+# more with both endpoints keyed (FUZZ_KEY=1), FUZZ_KEEP=1 keeps the work directory, CC (default
 # clang), FUZZ_ARGS (more libFuzzer flags), and fuzz_rx.c's own FUZZ_* settings.
 # Everything is built and written in a temporary directory, never in the source tree.
 # Exit: 0 clean run, 1 crash (input saved, printed as hex), 2 build failure, 77 no clang or no
@@ -108,48 +109,61 @@ if ! "$cc" -std=gnu11 -g -O1 -fno-omit-frame-pointer \
 	-Wall -Wno-unused-parameter -Wno-missing-field-initializers \
 	$arch_flags -DHAVE_CONFIG_H -include "$work/pool_hooks.h" \
 	-I"$inc_cfg" -I"$top/include" -I"$top/prov/courier/src" \
-	$files "$here/fuzz_rx.c" -lfabric -lpthread -o "$work/fuzz_rx" >"$work/build.log" 2>&1; then
+	$files "$here/fuzz_rx.c" -lfabric -lcrypto -lpthread -o "$work/fuzz_rx" >"$work/build.log" 2>&1; then
 	cat "$work/build.log" >&2
 	echo "run-fuzz: build failed" >&2
 	keep=1
 	exit 2
 fi
 
-mkdir -p "$work/seeds" "$work/corpus" "$work/artifacts"
 # Whatever the fuzzer or a library writes into its working directory stays in $work (libfabric
 # pulls in libinfinipath, whose crash handler leaves *.btr files behind unless told not to).
 cd "$work" || exit 2
 export IPATH_NO_BACKTRACE=1
-if ! FUZZ_WRITE_SEEDS="$work/seeds" "$work/fuzz_rx" >"$work/seeds.log" 2>&1; then
-	cat "$work/seeds.log" >&2
-	echo "run-fuzz: the fuzzer could not even set up" >&2
-	keep=1
-	exit 1
-fi
-cat "$work/seeds.log" >&2
-
-echo "run-fuzz: fuzzing for $seconds s" >&2
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-# shellcheck disable=SC2086
-"$work/fuzz_rx" -max_total_time="$seconds" -max_len=65000 -timeout=30 -rss_limit_mb=4096 \
-	-print_final_stats=1 -artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-} \
-	"$work/corpus" "$work/seeds" >"$work/fuzz.log" 2>&1
-rc=$?
-grep -E '^#[0-9]+' "$work/fuzz.log" | tail -n 3 >&2
-grep -E '^(stat::|fuzz_rx:|Done)' "$work/fuzz.log" >&2
 
-crashes=$(ls "$work/artifacts" 2>/dev/null)
-if [ "$rc" -ne 0 ] || [ -n "$crashes" ]; then
-	keep=1
-	echo "run-fuzz: FAILED (libFuzzer exit $rc); log: $work/fuzz.log" >&2
-	sed -n '/==ERROR\|runtime error\|fuzz_rx: \|deadly signal\|ALARM\|SUMMARY/,+40p' \
-		"$work/fuzz.log" | head -n 120 >&2
-	for f in $crashes; do
-		echo "run-fuzz: crash input $work/artifacts/$f ($(wc -c <"$work/artifacts/$f") bytes):" >&2
-		od -An -tx1 -v "$work/artifacts/$f" | head -n 64 >&2
-	done
-	exit 1
+# fuzz NAME SECONDS: one run, in $work/NAME (its seeds, corpus, artifacts, logs), with the
+# environment the caller set (FUZZ_KEY); 0 clean, 1 failed (reported)
+fuzz() {
+	d=$work/$1
+	mkdir -p "$d/seeds" "$d/corpus" "$d/artifacts"
+	if ! FUZZ_WRITE_SEEDS="$d/seeds" "$work/fuzz_rx" >"$d/seeds.log" 2>&1; then
+		cat "$d/seeds.log" >&2
+		echo "run-fuzz: $1: the fuzzer could not even set up" >&2
+		keep=1
+		return 1
+	fi
+	cat "$d/seeds.log" >&2
+	echo "run-fuzz: $1: fuzzing for $2 s" >&2
+	# shellcheck disable=SC2086
+	"$work/fuzz_rx" -max_total_time="$2" -max_len=65000 -timeout=30 -rss_limit_mb=4096 \
+		-print_final_stats=1 -artifact_prefix="$d/artifacts/" ${FUZZ_ARGS:-} \
+		"$d/corpus" "$d/seeds" >"$d/fuzz.log" 2>&1
+	rc=$?
+	grep -E '^#[0-9]+' "$d/fuzz.log" | tail -n 3 >&2
+	grep -E '^(stat::|fuzz_rx:|Done)' "$d/fuzz.log" >&2
+	crashes=$(ls "$d/artifacts" 2>/dev/null)
+	if [ "$rc" -ne 0 ] || [ -n "$crashes" ]; then
+		keep=1
+		echo "run-fuzz: $1: FAILED (libFuzzer exit $rc); log: $d/fuzz.log" >&2
+		sed -n '/==ERROR\|runtime error\|fuzz_rx: \|deadly signal\|ALARM\|SUMMARY/,+40p' \
+			"$d/fuzz.log" | head -n 120 >&2
+		for f in $crashes; do
+			echo "run-fuzz: crash input $d/artifacts/$f ($(wc -c <"$d/artifacts/$f") bytes):" >&2
+			od -An -tx1 -v "$d/artifacts/$f" | head -n 64 >&2
+		done
+		return 1
+	fi
+	return 0
+}
+
+# without a key, then (FUZZ_KEY_SECONDS, default half as long; 0: not at all) with one
+key_seconds=${FUZZ_KEY_SECONDS:-$((seconds / 2))}
+status=0
+FUZZ_KEY=0 fuzz plain "$seconds" || status=1
+if [ "$key_seconds" -gt 0 ]; then
+	FUZZ_KEY=1 fuzz keyed "$key_seconds" || status=1
 fi
-echo "run-fuzz: PASS" >&2
-exit 0
+[ $status -eq 0 ] && echo "run-fuzz: PASS" >&2
+exit $status

@@ -10,6 +10,8 @@
  * drops what arrives, and packets larger than the peer MTU are never sent (the MTU is an
  * Ethernet-like 1472 bytes unless FI_COURIER_MTU says otherwise, so the multi-packet paths
  * run). Each endpoint's fd is an eventfd that is readable while its queue holds packets.
+ * With a key, datagrams carry and lose the authentication trailer as on UDP (cour_mac.h), so
+ * the engine's keyed paths run here too.
  */
 #include "util/cour_util.h"
 #include "util/cour_params.h"
@@ -92,9 +94,13 @@ out:
 static void cour_loop_send_raw(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			       const char *buf, size_t len)
 {
-	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+	struct cour_mac_trailer t;
+	struct iovec v[2] = { { .iov_base = (void *)buf, .iov_len = len },
+			      { .iov_base = &t, .iov_len = COUR_MAC_LEN } };
 
-	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, &v, 1);
+	if (w->mac)
+		cour_mac_sign(w->mac, v, 1, &t);
+	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, v, w->mac ? 2 : 1);
 }
 
 /* Header plus payload. */
@@ -105,7 +111,13 @@ static void cour_loop_send(struct cour_wire *w, const void *sa, socklen_t sa_len
 
 	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 	w->stats.tx_pkts++;
-	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, msg.v, iovcnt + 1);
+	if (w->mac) {
+		cour_mac_sign(w->mac, msg.v, iovcnt + 1, &msg.t);
+		msg.v[iovcnt + 1].iov_base = &msg.t;
+		msg.v[iovcnt + 1].iov_len = COUR_MAC_LEN;
+	}
+	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, msg.v,
+			  iovcnt + 1 + (w->mac ? 1 : 0));
 }
 
 static void cour_loop_close(struct cour_wire *w)
@@ -231,11 +243,13 @@ static int cour_loop_poll(struct cour_wire *w)
 	DL_FOREACH_SAFE(batch, pkt, tmp) {
 		DL_DELETE(batch, pkt);
 		w->stats.rx_pkts++;
-		if (pkt->len > w->rxbuf_size || !w->rx_bufs[n]) {
+		size_t len = pkt->len;
+
+		if (len > w->rxbuf_size || !w->rx_bufs[n]) {
 			cour_wire_drop(w, "larger than any courier packet");
-		} else {
-			memcpy(w->rx_bufs[n], pkt->data, pkt->len);
-			w->rx_bufs[n] = w->rx->packet(w->rx_arg, w->rx_bufs[n], pkt->len,
+		} else if (cour_wire_rx_auth(w, pkt->data, &len, &pkt->from, pkt->from_len)) {
+			memcpy(w->rx_bufs[n], pkt->data, len);
+			w->rx_bufs[n] = w->rx->packet(w->rx_arg, w->rx_bufs[n], len,
 						      &pkt->from, pkt->from_len);
 		}
 		free(pkt);
@@ -246,9 +260,9 @@ static int cour_loop_poll(struct cour_wire *w)
 
 static uint32_t cour_loop_peer_mtu(struct cour_wire *w, const struct cour_addr *addr)
 {
-	(void)w;
 	(void)addr;
-	return cour_params.mtu ? (uint32_t)cour_params.mtu : COUR_LOOP_MTU;
+	return (cour_params.mtu ? (uint32_t)cour_params.mtu : COUR_LOOP_MTU) -
+	       (w->mac ? COUR_MAC_LEN : 0);
 }
 
 const struct cour_wire_ops cour_loop_wire = {
