@@ -1144,6 +1144,14 @@ static void at_exit(void)
 		b->pep.stats.drop_stale_session, b->pep.stats.drop_window, b->pep.stats.dup_rcvd,
 		b->pep.stats.drop_no_buf, b->pep.stats.peers_reset, w.max_unexp, w.max_unexp_peer,
 		w.max_unexp_bytes, w.max_rdv, w.max_peers);
+	if (b->pep.wire.mac) {
+		struct cour_mac_counts m;
+
+		cour_mac_counts(b->pep.wire.mac, &m);
+		fprintf(stderr, "fuzz_rx: keyed: B's wire refused %" PRIu64 " unauthenticated and %"
+			PRIu64 " replayed datagrams; B's engine %" PRIu64 " whose MAC flag was "
+			"wrong\n", m.forged, m.replayed, b->pep.stats.drop_bad_mac);
+	}
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
