@@ -5,7 +5,7 @@
 # Installs only what is missing, so a second run costs a few seconds.
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config libfabric-dev libfabric-bin
-      uthash-dev libcriterion-dev libssl-dev openmpi-bin libopenmpi-dev iproute2 nftables procps
+      uthash-dev libcriterion-dev nettle-dev openmpi-bin libopenmpi-dev iproute2 nftables procps
       clang libclang-rt-dev)   # the last two: the libFuzzer run of the packet parser
 missing=()
 for p in "${pkgs[@]}"; do

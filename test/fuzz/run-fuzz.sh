@@ -109,7 +109,7 @@ if ! "$cc" -std=gnu11 -g -O1 -fno-omit-frame-pointer \
 	-Wall -Wno-unused-parameter -Wno-missing-field-initializers \
 	$arch_flags -DHAVE_CONFIG_H -include "$work/pool_hooks.h" \
 	-I"$inc_cfg" -I"$top/include" -I"$top/prov/courier/src" \
-	$files "$here/fuzz_rx.c" -lfabric -lcrypto -lpthread -o "$work/fuzz_rx" >"$work/build.log" 2>&1; then
+	$files "$here/fuzz_rx.c" -lfabric -lnettle -lpthread -o "$work/fuzz_rx" >"$work/build.log" 2>&1; then
 	cat "$work/build.log" >&2
 	echo "run-fuzz: build failed" >&2
 	keep=1

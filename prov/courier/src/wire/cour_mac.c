@@ -1,13 +1,15 @@
 /*
- * AES-128-GMAC through OpenSSL's EVP interface (AES-NI and carry-less multiplication where the
- * CPU has them), and the replay windows. The contract is in cour_mac.h.
+ * UMAC-128 (RFC 4418) through nettle, and the replay windows. The contract is in cour_mac.h;
+ * docs/protocol.md says why UMAC and why nettle (measured: 52 ns per small datagram and 0.37
+ * cycles per byte, against 134 ns and 0.47-0.52 for OpenSSL's AES-GMAC on the same machine).
  */
 #include "util/cour_util.h"
 #include "wire/cour_mac.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/kdf.h>
+#include <nettle/hkdf.h>
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
+#include <nettle/umac.h>
 #include <sys/random.h>
 #include <time.h>
 #include <uthash.h>
@@ -23,7 +25,7 @@ struct cour_mac_stream {
 };
 
 struct cour_mac {
-	EVP_CIPHER_CTX *ctx;           /* key set once; each datagram sets only its nonce */
+	struct umac128_ctx umac;       /* key set once; each datagram sets only its nonce */
 	uint32_t        skew_s;
 	uint64_t        stream;        /* sending */
 	uint64_t        ctr;           /* next counter: a new stream at 2^32 */
@@ -55,25 +57,28 @@ static uint64_t cour_mac_random64(void)
 /* The MAC key: HKDF-SHA256 of the application's secret, so a key of any length and any
  * structure (a passphrase, a launcher's random bytes) gives a uniform AES key, and the same
  * secret used elsewhere gives an unrelated one. */
-static int cour_mac_derive(const void *key, size_t len, uint8_t out[16])
+static void cour_mac_derive(const void *key, size_t len, uint8_t out[UMAC_KEY_SIZE])
 {
 	static const char info[] = "courier packet MAC v1";
-	EVP_PKEY_CTX *p = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
-	size_t olen = 16;
-	int ok;
+	uint8_t prk[SHA256_DIGEST_SIZE];
+	struct hmac_sha256_ctx h;
 
-	ok = p && EVP_PKEY_derive_init(p) > 0 && EVP_PKEY_CTX_set_hkdf_md(p, EVP_sha256()) > 0 &&
-	     EVP_PKEY_CTX_set1_hkdf_key(p, key, (int)len) > 0 &&
-	     EVP_PKEY_CTX_add1_hkdf_info(p, (const unsigned char *)info, sizeof(info) - 1) > 0 &&
-	     EVP_PKEY_derive(p, out, &olen) > 0 && olen == 16;
-	EVP_PKEY_CTX_free(p);
-	return ok ? 0 : -1;
+	hmac_sha256_set_key(&h, 0, (const uint8_t *)"");   /* no salt: RFC 5869's zeros */
+	hkdf_extract(&h, (nettle_hash_update_func *)hmac_sha256_update,
+		     (nettle_hash_digest_func *)hmac_sha256_digest, SHA256_DIGEST_SIZE, len, key,
+		     prk);
+	hmac_sha256_set_key(&h, sizeof(prk), prk);
+	hkdf_expand(&h, (nettle_hash_update_func *)hmac_sha256_update,
+		    (nettle_hash_digest_func *)hmac_sha256_digest, SHA256_DIGEST_SIZE,
+		    sizeof(info) - 1, (const uint8_t *)info, UMAC_KEY_SIZE, out);
+	explicit_bzero(prk, sizeof(prk));
+	explicit_bzero(&h, sizeof(h));
 }
 
 struct cour_mac *cour_mac_new(const void *key, size_t len, uint32_t skew_s)
 {
 	struct cour_mac *m;
-	uint8_t k[16];
+	uint8_t k[UMAC_KEY_SIZE];
 
 	if (len < COUR_MAC_KEY_MIN || len > COUR_MAC_KEY_MAX) {
 		COUR_WARN(FI_LOG_EP_CTRL, "authentication key of %zu bytes: %d to %d bytes\n", len,
@@ -83,15 +88,9 @@ struct cour_mac *cour_mac_new(const void *key, size_t len, uint32_t skew_s)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
-	m->ctx = EVP_CIPHER_CTX_new();
-	if (!m->ctx || cour_mac_derive(key, len, k) ||
-	    EVP_EncryptInit_ex(m->ctx, EVP_aes_128_gcm(), NULL, k, NULL) != 1) {
-		COUR_WARN(FI_LOG_EP_CTRL, "OpenSSL: AES-128-GCM unavailable\n");
-		OPENSSL_cleanse(k, sizeof(k));
-		cour_mac_free(m);
-		return NULL;
-	}
-	OPENSSL_cleanse(k, sizeof(k));
+	cour_mac_derive(key, len, k);
+	umac128_set_key(&m->umac, k);
+	explicit_bzero(k, sizeof(k));
 	m->skew_s = skew_s;
 	m->stream = cour_mac_random64();
 	m->purged_s = cour_mac_now_s();
@@ -108,26 +107,24 @@ void cour_mac_free(struct cour_mac *m)
 		HASH_DEL(m->streams, s);
 		free(s);
 	}
-	EVP_CIPHER_CTX_free(m->ctx);
+	explicit_bzero(&m->umac, sizeof(m->umac));
 	free(m);
 }
 
-/* GMAC: the datagram is GCM's additional data, with nothing to encrypt. */
+/* The tag of a datagram: its pieces, then the trailer up to the tag, under nonce stream || ctr
+ * (unique per key: cour_mac.h). */
 static void cour_mac_tag(struct cour_mac *m, const struct iovec *iov, size_t n,
 			 const struct cour_mac_trailer *t, uint8_t tag[COUR_MAC_TAG_LEN])
 {
-	uint8_t nonce[12], none[16];
-	int out;
+	uint8_t nonce[12];
 
 	memcpy(nonce, &t->stream, 8);
 	memcpy(nonce + 8, &t->ctr, 4);
-	EVP_EncryptInit_ex(m->ctx, NULL, NULL, NULL, nonce);
+	umac128_set_nonce(&m->umac, sizeof(nonce), nonce);
 	for (size_t i = 0; i < n; i++)
-		if (iov[i].iov_len)
-			EVP_EncryptUpdate(m->ctx, NULL, &out, iov[i].iov_base, (int)iov[i].iov_len);
-	EVP_EncryptUpdate(m->ctx, NULL, &out, (const uint8_t *)t, offsetof(struct cour_mac_trailer, tag));
-	EVP_EncryptFinal_ex(m->ctx, none, &out);
-	EVP_CIPHER_CTX_ctrl(m->ctx, EVP_CTRL_AEAD_GET_TAG, COUR_MAC_TAG_LEN, tag);
+		umac128_update(&m->umac, iov[i].iov_len, iov[i].iov_base);
+	umac128_update(&m->umac, offsetof(struct cour_mac_trailer, tag), (const uint8_t *)t);
+	umac128_digest(&m->umac, COUR_MAC_TAG_LEN, tag);
 }
 
 void cour_mac_sign_at(struct cour_mac *m, const struct iovec *iov, size_t n, uint32_t time,
@@ -240,7 +237,7 @@ enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct iovec *iov
 	int32_t off;
 
 	cour_mac_tag(m, iov, n, t, tag);
-	if (CRYPTO_memcmp(tag, t->tag, sizeof(tag)))
+	if (!memeql_sec(tag, t->tag, sizeof(tag)))
 		return cour_mac_refuse(m, COUR_MAC_FORGED);
 	now = cour_mac_now_s();
 	off = (int32_t)(now - t->time);

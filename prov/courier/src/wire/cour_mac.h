@@ -1,18 +1,19 @@
 /*
  * Authenticated datagrams: with a key (fi_domain's or fi_endpoint's auth_key, or the file
  * FI_COURIER_AUTH_KEY_FILE names), every datagram a wire sends ends with a trailer whose tag
- * is AES-128-GMAC over the whole datagram, and a wire hands up only datagrams whose tag is
- * right and that it has not accepted before. Without a key no trailer exists and no code of
- * this file runs. docs/protocol.md says why this primitive and this replay rule.
+ * is UMAC-128 (RFC 4418, AES-128 based) over the whole datagram, and a wire hands up only
+ * datagrams whose tag is right and that it has not accepted before. Without a key no trailer
+ * exists and no code of this file runs. docs/protocol.md says why this primitive and this
+ * replay rule.
  *
  * The trailer (32 bytes, little-endian, after the packet; header flag COUR_F_MAC):
  *
  *   stream  u64  the sender's random stream; a new one when ctr would wrap
  *   ctr     u32  datagrams the sender sent on the stream before this one
  *   time    u32  the sender's CLOCK_REALTIME in seconds, low 32 bits
- *   tag     16   GMAC(key, nonce = stream || ctr, everything before the tag)
+ *   tag     16   UMAC-128(key, nonce = stream || ctr, everything before the tag)
  *
- * The nonce never repeats under one key: a stream is 64 random bits (two senders of one job
+ * The nonce never repeats under one key (UMAC, as GMAC, is only as good as that): a stream is 64 random bits (two senders of one job
  * share one with odds of n^2 / 2^65), and its counter never wraps. Replays: a receiver keeps,
  * per stream it heard within the last 2 * skew seconds, a window of the last
  * COUR_MAC_WINDOW counters it accepted, and refuses a datagram whose time is more than skew
