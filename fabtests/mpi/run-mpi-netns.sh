@@ -21,7 +21,9 @@
 # which each rank finds its own host's address. Checked per rank: courier selected, shared
 # memory used, UDP used with packets resent (loss was met and repaired); for the run, the
 # namespaces' drop counters and the program's own verdict. LOSS=0 runs without loss;
-# LOGPROV=core,courier adds courier's log to the ranks' (FI_LOG_LEVEL=info).
+# LOGPROV=core,courier adds courier's log to the ranks' (FI_LOG_LEVEL=info). AUTH_KEY=1 gives
+# the job a secret (FI_COURIER_AUTH_KEY_FILE, a fresh owner-only file): every rank must then
+# say it authenticated, and no rank may have refused a datagram of the job.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +43,11 @@ netns_loss "$loss" 1-65535
 "$MPICC" -O2 -o "$out/mpi_intercomm" "$src/mpi_intercomm.c"
 "$MPICC" -O2 -o "$out/mpi_semantics" "$src/mpi_semantics.c"
 rank_wrapper "$out"
+auth=()
+if [ "${AUTH_KEY:-0}" = 1 ]; then
+	(umask 077 && head -c 32 /dev/urandom >"$out/job.key")
+	auth=(-x FI_COURIER_AUTH_KEY_FILE="$out/job.key")
+fi
 
 # nodes a* run their orted in the first namespace (mpirun's own), b* in the second
 rsh_agent "$out" "$NETNS_B"
@@ -64,7 +71,7 @@ run() {
 		-x FI_PROVIDER=courier -x FI_PROVIDER_PATH="$build/.libs" \
 		-x FI_COURIER_IFACE_ADDR=198.18.0.0/24 -x FI_COURIER_STATS=1 \
 		-x FI_COURIER_SHM=1 -x FI_LOG_LEVEL=info -x FI_LOG_PROV=${LOGPROV:-core} \
-		"$out/rankout" "$out/$name" >"$out/log" 2>&1 || rc=$?
+		"${auth[@]}" "$out/rankout" "$out/$name" >"$out/log" 2>&1 || rc=$?
 	if [ "$rc" != 0 ]; then
 		grep -v "^libfabric:" "$out/log" || true; rank_logs "$out"
 		echo "$name between two hosts: FAILED (mpirun exit $rc)"
@@ -79,6 +86,11 @@ run() {
 			why="$why nothing sent over UDP;"
 		grep -qh "fi_sockaddr_in://198\.18\.0\.[12]:" "$r"/std* ||
 			why="$why no endpoint on the namespaces' subnet;"
+		if [ ${#auth[@]} -gt 0 ]; then
+			grep -qh "authenticated 1 " "$r"/std* || why="$why not authenticated;"
+			[ "$(sum drop_bad_mac "$r"/std*)" = 0 ] ||
+				why="$why refused $(sum drop_bad_mac "$r"/std*) datagrams of its own job;"
+		fi
 		if [ -n "$why" ]; then
 			echo "$name: $(basename "$r"):$why"
 			bad=1
@@ -98,7 +110,7 @@ run() {
 		echo "$name between two hosts: FAILED"
 		return 1
 	fi
-	echo "$name between two hosts ($loss% UDP loss each way): ok, 4 ranks;" \
+	echo "$name between two hosts ($loss% UDP loss each way${auth:+, authenticated}): ok, 4 ranks;" \
 		"resent $(sum retrans_timeout "$out"/ranks/rank.*/std*) on timeout," \
 		"$(sum retrans_fast "$out"/ranks/rank.*/std*) fast;" \
 		"$(sum shm_tx_pkts "$out"/ranks/rank.*/std*) packets through shared memory"
