@@ -53,6 +53,11 @@ for gso in 1 0; do
 			FI_COURIER_UDP_GRO=$gro bash "$top/scripts/check.sh" "$top/build-ci" "TESTS=$loss_tests"
 	done
 done
+# with a job key: every datagram authenticated, big data read in place and checked there
+keyfile=$(mktemp) && chmod 600 "$keyfile" && head -c 32 /dev/urandom >"$keyfile"
+stage "loss tests with a key (UDP GSO and GRO, read in place)" env COUR_LOSS_FAULT= \
+	FI_COURIER_AUTH_KEY_FILE="$keyfile" bash "$top/scripts/check.sh" "$top/build-ci" \
+	"TESTS=$loss_tests"
 stage "Open MPI two- and one-sided, shared memory off" env FI_COURIER_SHM=0 bash -c \
 	"bash $top/fabtests/mpi/run-mpi.sh $top/build-ci && bash $top/fabtests/mpi/run-mpi-osc.sh $top/build-ci &&
 	 bash $top/fabtests/mpi/run-mpi-defaults.sh $top/build-ci"
@@ -91,6 +96,7 @@ if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" = 12 ] && [ "$(id -u)" = 0
 	stage "Debian 13: Open MPI 5 between two emulated hosts (netns, 2% UDP loss)" \
 		$d13 bash fabtests/mpi/run-mpi-netns.sh build-ci
 fi
+rm -f "$keyfile"
 echo
 [ $fail -eq 0 ] || echo "failed stages: ${failed[*]}"
 echo "$pass passed, $fail failed"

@@ -293,10 +293,12 @@ static int sv_stats(struct sv *t)
 	if (f->ft.is_server) {
 		FUNC_ASSERT(f, st.ooo_rcvd + st.dup_rcvd > 0, "a lossy link, yet no packet "
 			    "arrived out of order or twice in %llu", (unsigned long long)st.rx_pkts);
-		/* the sender's injector corrupts its packets; only checksums catch payload flips */
+		/* the sender's injector corrupts its packets; only checksums, or a key's tags
+		 * (drop_bad_mac), catch payload flips */
 		if (sv_fault_pct("corrupt") && checksum && atoi(checksum))
-			FUNC_ASSERT(f, st.drop_bad_hdr > 0, "the sender corrupts %u%% of its "
-				    "packets, yet none was dropped", sv_fault_pct("corrupt"));
+			FUNC_ASSERT(f, st.drop_bad_hdr + st.drop_bad_mac > 0, "the sender corrupts "
+				    "%u%% of its packets, yet none was dropped",
+				    sv_fault_pct("corrupt"));
 	} else {
 		FUNC_ASSERT(f, st.retrans_timeout + st.retrans_fast > 0, "a lossy link, yet "
 			    "nothing was resent in %llu packets", (unsigned long long)st.tx_pkts);

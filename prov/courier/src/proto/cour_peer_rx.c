@@ -356,12 +356,13 @@ static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len, size_t
 	want = h.base.crc;
 	/* only what the handler would accept as is: the payload lands before it runs, and a
 	 * pending READ_RESP may need the old bytes (cour_rma_order_guard). A payload under a
-	 * checksum is checked after it landed (cour_ep_rx_placed drops it if bad), so only into
-	 * a receive or a read that nobody reads before it completes, never into RMA memory */
+	 * checksum or a key's tag is checked after it landed (cour_ep_rx_placed, the wire's
+	 * check of the trailer drop it if bad), so only into a receive or a read that nobody
+	 * reads before it completes, never into RMA memory */
 	if (first <= COUR_PKT_HDR_LEN || first > COUR_MAX_PKT ||
 	    h.base.version != COUR_WIRE_VERSION || (h.base.flags & ~COUR_F_ALL) ||
 	    (h.base.type != COUR_PKT_RDATA && h.base.type != COUR_PKT_READ_RESP &&
-	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & COUR_F_PCSUM))) ||
+	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & (COUR_F_PCSUM | COUR_F_MAC)))) ||
 	    (h.base.type == COUR_PKT_READ_RESP && (h.base.flags & COUR_F_CMA)))
 		return NULL;
 	h.base.crc = 0;

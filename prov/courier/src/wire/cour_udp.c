@@ -579,9 +579,10 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 #define COUR_UDP_TRAIN_MAX 64
 
 /* Hand up datagram i of the train in buf (gso bytes apart) from its place in buf, through an
- * aligned buffer where the segment size leaves its header unaligned. */
-static void cour_udp_train_seg(struct cour_wire *w, char *pkt, size_t len, void **align,
-			       const struct sockaddr_storage *sa, socklen_t sa_len)
+ * aligned buffer where the segment size leaves its header unaligned. checked: its trailer
+ * was checked already and len is without it (else, with a key, it is checked here). */
+static void cour_udp_train_seg(struct cour_wire *w, char *pkt, size_t len, bool checked,
+			       void **align, const struct sockaddr_storage *sa, socklen_t sa_len)
 {
 	if ((uintptr_t)pkt % 8) {
 		if (!*align)
@@ -593,32 +594,42 @@ static void cour_udp_train_seg(struct cour_wire *w, char *pkt, size_t len, void 
 		memcpy(*align, pkt, len);
 		pkt = *align;
 	}
+	if (!checked && w->mac && !cour_wire_rx_auth(w, pkt, &len, sa, sa_len))
+		return;
 	w->rx->packet(w->rx_arg, pkt, len, sa, sa_len);
 }
 
 /*
  * A GRO train of len bytes in datagrams of gso bytes, the first run of them read as hdrs[i] +
- * place (dst, payloads end to end), the rest into buf at their offsets in the train. Which
- * of the first run really continue the data is known only now (rx->in_run): one that does
- * not got its payload in another piece's place, so it is copied into buf, at its offset,
- * before anything is handled (handling a piece can fill the places after it, from held
- * packets it releases). The bytes it left in that place belong to a receive or an RMA write
- * still in progress: the genuine piece overwrites them before anyone may read them.
+ * place (dst, payloads end to end) + trl[i] (with a key), the rest into buf at their offsets
+ * in the train. Which of the first run really continue the data is known only now
+ * (rx->in_run): one that does not got its payload in another piece's place, so it is copied
+ * into buf, at its offset, before anything is handled (handling a piece can fill the places
+ * after it, from held packets it releases). The bytes it left in that place belong to a
+ * receive or an RMA write still in progress: the genuine piece overwrites them before anyone
+ * may read them. With a key the same holds for a piece whose tag fails: it landed where only
+ * the genuine piece belongs, and is dropped.
  */
 static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE_HDR_MAX],
-				  char *dst, size_t run, char *buf, size_t len, size_t gso,
+				  const struct cour_mac_trailer *trl, char *dst, size_t run,
+				  char *buf, size_t len, size_t gso,
 				  const struct sockaddr_storage *sa, socklen_t sa_len)
 {
-	size_t hl = w->rx->hdr_len, plen = gso - hl, nseg = (len + gso - 1) / gso;
+	size_t hl = w->rx->hdr_len, tl = w->mac ? COUR_MAC_LEN : 0;
+	size_t plen = gso - hl - tl, nseg = (len + gso - 1) / gso;
 	bool out[COUR_UDP_TRAIN_MAX] = { false };
 	void *align = NULL;
 
 	for (size_t i = 1; i < run; i++) {
+		size_t seg = COUR_MIN(gso, len - i * gso);
+
 		if (w->rx->in_run(hdrs[0], hdrs[i], i, plen))
 			continue;
 		out[i] = true;
 		memcpy(buf + i * gso, hdrs[i], hl);
-		memcpy(buf + i * gso + hl, dst + i * plen, COUR_MIN(gso, len - i * gso) - hl);
+		memcpy(buf + i * gso + hl, dst + i * plen, seg - hl - tl);
+		if (tl)
+			memcpy(buf + i * gso + seg - tl, &trl[i], tl);
 	}
 	w->stats.gro_trains++;
 	w->rx_borrowed = true;
@@ -630,16 +641,21 @@ static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE
 		w->stats.rx_pkts++;
 		w->stats.gro_segs++;
 		if (i < run && !out[i]) {
+			if (tl && !cour_wire_rx_auth_split(w, hdrs[i], hl, at, seg - hl - tl,
+							   &trl[i], sa, sa_len))
+				continue;
 			/* still where the engine wants it now that the pieces before are in
 			 * (one of them may have ended the session, or made this a duplicate) */
-			if (w->rx->direct(w->rx_arg, hdrs[i], seg, 0, NULL, sa, sa_len) == at) {
-				w->rx->placed(w->rx_arg, hdrs[i], at, seg, true, sa, sa_len);
+			if (w->rx->direct(w->rx_arg, hdrs[i], seg - tl, 0, NULL, sa, sa_len) == at) {
+				w->rx->placed(w->rx_arg, hdrs[i], at, seg - tl, true, sa, sa_len);
 				continue;
 			}
 			memcpy(buf + i * gso, hdrs[i], hl);
-			memcpy(buf + i * gso + hl, at, seg - hl);
+			memcpy(buf + i * gso + hl, at, seg - hl - tl);
+			cour_udp_train_seg(w, buf + i * gso, seg - tl, true, &align, sa, sa_len);
+			continue;
 		}
-		cour_udp_train_seg(w, buf + i * gso, seg, &align, sa, sa_len);
+		cour_udp_train_seg(w, buf + i * gso, seg, false, &align, sa, sa_len);
 	}
 	if (align)
 		cour_pool_put(w->rxbuf_pool, align);
@@ -647,15 +663,36 @@ static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE
 	w->rx_train_len = 0;
 }
 
+/* Where the payload of the datagram (or GRO train of gso-byte datagrams) of len bytes whose
+ * header the wire peeked belongs, or NULL: the engine is asked about the datagrams it would
+ * see, without their trailers. */
+static char *cour_udp_direct_dst(struct cour_wire *w, const void *hdr, size_t len, size_t gso,
+				 size_t *run, const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	size_t hl = w->rx->hdr_len, tl = w->mac ? COUR_MAC_LEN : 0;
+
+	if (len < hl + tl + COUR_WIRE_DIRECT_MIN || len > w->rxbuf_size)
+		return NULL;
+	if (!gso)
+		return w->rx->direct(w->rx_arg, hdr, len - tl, 0, NULL, sa, sa_len);
+	size_t nseg = (len + gso - 1) / gso, last = len - (nseg - 1) * gso;
+
+	/* (a last datagram too short for a trailer is no courier packet: read it as usual) */
+	if (gso <= hl + tl || len > COUR_UDP_TRAIN_MAX * gso || last < hl + tl)
+		return NULL;
+	return w->rx->direct(w->rx_arg, hdr, len - nseg * tl, gso - tl, run, sa, sa_len);
+}
+
 static int cour_udp_poll_direct(struct cour_wire *w)
 {
-	size_t hl = w->rx->hdr_len;
+	size_t hl = w->rx->hdr_len, tl = w->mac ? COUR_MAC_LEN : 0;
 	int n = 0, placed = 0;
 
 	while (n < COUR_WIRE_RX_BATCH) {
 		_Alignas(8) uint8_t hdrs[COUR_UDP_TRAIN_MAX][COUR_WIRE_HDR_MAX];
+		struct cour_mac_trailer trl[COUR_UDP_TRAIN_MAX];
 		/* (not zeroed: only the first cnt entries are ever read, and this runs per datagram) */
-		struct iovec v[2 * COUR_UDP_TRAIN_MAX + 1];
+		struct iovec v[3 * COUR_UDP_TRAIN_MAX + 1];
 
 		v[0] = (struct iovec){ .iov_base = hdrs[0], .iov_len = hl };
 		struct msghdr m = {
@@ -675,25 +712,23 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 		gso = cour_udp_rx_ctl(w, &m);
 		if (gso >= (size_t)len)
 			gso = 0;
-		if ((size_t)len >= hl + COUR_WIRE_DIRECT_MIN && (size_t)len <= w->rxbuf_size) {
-			if (!gso)
-				dst = w->rx->direct(w->rx_arg, hdrs[0], (size_t)len, 0, NULL,
-						    &w->rx_sa[0], m.msg_namelen);
-			else if (gso > hl && (size_t)len <= COUR_UDP_TRAIN_MAX * gso)
-				dst = w->rx->direct(w->rx_arg, hdrs[0], (size_t)len, gso, &run,
-						    &w->rx_sa[0], m.msg_namelen);
-		}
+		dst = cour_udp_direct_dst(w, hdrs[0], (size_t)len, gso, &run, &w->rx_sa[0],
+					  m.msg_namelen);
 		if (dst && !gso) {
-			v[1] = (struct iovec){ .iov_base = dst, .iov_len = (size_t)len - hl };
-			cnt = 2;
+			v[1] = (struct iovec){ .iov_base = dst, .iov_len = (size_t)len - hl - tl };
+			v[2] = (struct iovec){ .iov_base = &trl[0], .iov_len = tl };
+			cnt = tl ? 3 : 2;
 		} else if (dst) {
 			run = COUR_MIN(run, (size_t)COUR_UDP_TRAIN_MAX);
 			for (size_t i = 0; i < run; i++) {
 				size_t seg = COUR_MIN(gso, (size_t)len - i * gso);
 
 				v[cnt++] = (struct iovec){ .iov_base = hdrs[i], .iov_len = hl };
-				v[cnt++] = (struct iovec){ .iov_base = dst + i * (gso - hl),
-							   .iov_len = seg - hl };
+				v[cnt++] = (struct iovec){ .iov_base = dst + i * (gso - hl - tl),
+							   .iov_len = seg - hl - tl };
+				if (tl)
+					v[cnt++] = (struct iovec){ .iov_base = &trl[i],
+								   .iov_len = tl };
 			}
 			if (run * gso < (size_t)len)
 				v[cnt++] = (struct iovec){ .iov_base = buf + run * gso,
@@ -727,13 +762,18 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 			w->stats.rx_pkts++;
 			cour_wire_drop(w, "datagram changed between peek and read");
 		} else if (!gso) {
-			placed++;
 			w->stats.rx_pkts++;
-			w->rx->placed(w->rx_arg, hdrs[0], dst, (size_t)got, false, &w->rx_sa[0],
-				      m.msg_namelen);
+			/* (a forged one landed where only the genuine piece belongs) */
+			if (tl && !cour_wire_rx_auth_split(w, hdrs[0], hl, dst,
+							   (size_t)got - hl - tl, &trl[0],
+							   &w->rx_sa[0], m.msg_namelen))
+				continue;
+			placed++;
+			w->rx->placed(w->rx_arg, hdrs[0], dst, (size_t)got - tl, false,
+				      &w->rx_sa[0], m.msg_namelen);
 		} else {
 			placed++;
-			cour_udp_train_placed(w, hdrs, dst, run, buf, (size_t)got, gso,
+			cour_udp_train_placed(w, hdrs, trl, dst, run, buf, (size_t)got, gso,
 					      &w->rx_sa[0], m.msg_namelen);
 		}
 	}
@@ -746,8 +786,7 @@ static int cour_udp_poll(struct cour_wire *w)
 {
 	int n, i;
 
-	/* (with a key, datagrams are checked whole before anything lands: never in place) */
-	if (w->rx_direct && !w->mac)
+	if (w->rx_direct)
 		return cour_udp_poll_direct(w);
 
 	for (i = 0; i < COUR_WIRE_RX_BATCH; i++) {

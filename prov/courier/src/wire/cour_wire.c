@@ -95,12 +95,32 @@ void cour_wire_auth_fini(struct cour_wire *w)
 	w->mac = NULL;
 }
 
+/* A refusal: counted by the MAC; said with the sender's address, the first and every 1024th */
+static void cour_wire_auth_refused(struct cour_wire *w, enum cour_mac_verdict v,
+				   const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_mac_counts c;
+	struct cour_addr from;
+	char str[80] = "?";
+
+	if (!cour_mac_log_due(w->mac))
+		return;
+	cour_mac_counts(w->mac, &c);
+	if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0)
+		cour_addr_str(&from, str, sizeof(str));
+	COUR_WARN(FI_LOG_EP_DATA, "datagram from %s dropped: %s (so far %" PRIu64
+		  " failed authentication, %" PRIu64 " replayed or stale)\n", str,
+		  v == COUR_MAC_FORGED ? "it fails authentication (another key, or none, or "
+					 "forged)" :
+		  v == COUR_MAC_STALE ? "stamped too far from our clock (a replay, or clocks "
+					"further apart than FI_COURIER_AUTH_SKEW)" :
+		  "a copy of one already accepted", c.forged, c.replayed);
+}
+
 bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
 		       const struct sockaddr_storage *sa, socklen_t sa_len)
 {
 	enum cour_mac_verdict v;
-	struct cour_addr from;
-	char str[80] = "?";
 
 	if (!w->mac)
 		return true;
@@ -109,19 +129,19 @@ bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
 		*len -= COUR_MAC_LEN;
 		return true;
 	}
-	if (cour_mac_log_due(w->mac)) {
-		struct cour_mac_counts c;
+	cour_wire_auth_refused(w, v, sa, sa_len);
+	return false;
+}
 
-		cour_mac_counts(w->mac, &c);
-		if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0)
-			cour_addr_str(&from, str, sizeof(str));
-		COUR_WARN(FI_LOG_EP_DATA, "datagram from %s dropped: %s (so far %" PRIu64
-			  " failed authentication, %" PRIu64 " replayed or stale)\n", str,
-			  v == COUR_MAC_FORGED ? "it fails authentication (another key, or none, or "
-						 "forged)" :
-			  v == COUR_MAC_STALE ? "stamped too far from our clock (a replay, or "
-						"clocks further apart than FI_COURIER_AUTH_SKEW)" :
-			  "a copy of one already accepted", c.forged, c.replayed);
-	}
+bool cour_wire_rx_auth_split(struct cour_wire *w, const void *hdr, size_t hdr_len,
+			     const void *payload, size_t plen, const struct cour_mac_trailer *t,
+			     const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct iovec v[2] = { { (void *)hdr, hdr_len }, { (void *)payload, plen } };
+	enum cour_mac_verdict r = cour_mac_check(w->mac, v, 2, t);
+
+	if (COUR_LIKELY(r == COUR_MAC_OK))
+		return true;
+	cour_wire_auth_refused(w, r, sa, sa_len);
 	return false;
 }

@@ -206,6 +206,11 @@ void cour_wire_auth_fini(struct cour_wire *w);
  * (and *len without the trailer) to hand it up; false when refused (counted, logged). */
 bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
 		       const struct sockaddr_storage *sa, socklen_t sa_len);
+/* The same for a datagram read in pieces (header, payload in place, trailer t); the wire has
+ * a key. */
+bool cour_wire_rx_auth_split(struct cour_wire *w, const void *hdr, size_t hdr_len,
+			     const void *payload, size_t plen, const struct cour_mac_trailer *t,
+			     const struct sockaddr_storage *sa, socklen_t sa_len);
 
 /* ---- wire/cour_fault.c: the fault-injecting decorator (FI_COURIER_FAULT) ---- */
 /* Wrap w (opened or not) in an injector for spec; 0, or -FI_EINVAL (logged) for a bad spec. */
