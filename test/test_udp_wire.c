@@ -49,6 +49,7 @@ struct end {
 	uint8_t         *place;
 	uint32_t         base, next, cap, clobber;
 	size_t           plen;
+	uint8_t          last[2048];   /* the first bytes of the last datagram handed up */
 };
 
 static struct end ends[3];
@@ -78,6 +79,7 @@ static void *rec_packet(void *arg, void *buf, size_t len, const struct sockaddr_
 	s->len = len;
 	s->borrowed = e->w.rx_borrowed;
 	cr_assert_geq(len, HDR_LEN);
+	memcpy(e->last, buf, COUR_MIN(len, sizeof(e->last)));
 	memcpy(&s->id, p, sizeof(s->id));
 	s->fill = p[4];
 	s->intact = true;
@@ -168,6 +170,9 @@ static const struct cour_wire_rx_ops rec_ops = {
 	.hdr_len = HDR_LEN,
 };
 
+/* set by a test before open_end: the ends it opens authenticate with it */
+static const char *wire_key;
+
 static void open_end(struct end *e, bool gso, bool gro)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
@@ -180,6 +185,8 @@ static void open_end(struct end *e, bool gso, bool gro)
 	cr_assert_eq(cour_addr_from_sockaddr(&want, &sin, sizeof(sin)), 0);
 	cour_pool_init(&e->pool, COUR_WIRE_RXBUF_MIN + 64, COUR_WIRE_RX_BATCH, 64);
 	cour_wire_init(&e->w, &cour_udp_wire, &rec_ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
+	if (wire_key)
+		cr_assert_eq(cour_wire_auth(&e->w, wire_key, strlen(wire_key), 60), 0);
 	cr_assert_eq(e->w.ops->open(&e->w, &want), 0);
 	cr_assert_eq(e->w.gso_on, gso, "this kernel has UDP GSO (4.18+)");
 	cr_assert_eq(e->w.gro_on, gro, "this kernel has UDP GRO (5.0+)");
@@ -188,6 +195,7 @@ static void open_end(struct end *e, bool gso, bool gro)
 static void setup(void)
 {
 	memset(&cour_params, 0, sizeof(cour_params));
+	wire_key = NULL;
 	cour_params.sockbuf = 4u << 20;
 	cour_params.gso_segs = 64;
 }
@@ -197,6 +205,7 @@ static void teardown(void)
 	for (int i = 0; i < 3; i++) {
 		if (ends[i].w.ops) {
 			ends[i].w.ops->close(&ends[i].w);
+			cour_wire_auth_fini(&ends[i].w);
 			cr_expect_eq(ends[i].pool.in_use, 0, "receive buffers not given back");
 			cour_pool_fini(&ends[i].pool);
 		}
@@ -627,4 +636,141 @@ Test(udp_wire, no_descriptor_left_is_emfile_not_enomem)
 	cr_assert_gt(last, 0);
 	e->w.ops = NULL;           /* nothing to close */
 	cour_pool_fini(&e->pool);
+}
+
+/* ---- with a key: the same trains and places, trailers checked and taken off ---- */
+
+static const char key_a[] = "test_udp_wire's key of job a", key_b[] = "another job's key b";
+
+Test(udp_wire, keyed_a_run_arrives_as_a_train_without_its_trailers)
+{
+	wire_key = key_a;
+	train_of_eleven(true, true);
+}
+
+Test(udp_wire, keyed_a_gro_train_of_data_is_read_into_place)
+{
+	struct cour_mac_counts c;
+	size_t lens[40];
+
+	wire_key = key_a;
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	start_placing(&ends[1], 0, 40, 1400 - HDR_LEN);
+	for (uint32_t i = 0; i < 40; i++) {
+		lens[i] = 1400;
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	ends[0].w.ops->flush(&ends[0].w);
+	cr_expect_eq(ends[0].w.stats.gso_sends, 1);
+	receive(&ends[1], 40);
+	check_seen(&ends[1], 0, lens, 40);
+	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
+	for (int i = 0; i < 40; i++)
+		cr_expect(ends[1].seen[i].placed, "datagram %d copied, not placed", i);
+	check_place(&ends[1], 40);
+	cour_mac_counts(ends[1].w.mac, &c);
+	cr_expect_eq(c.forged + c.replayed, 0);
+}
+
+Test(udp_wire, keyed_a_stranger_in_a_train_is_copied_out_before_its_place_is_filled)
+{
+	wire_key = key_a;
+	stranger_in_a_train(true);
+}
+
+Test(udp_wire, keyed_a_train_longer_than_the_room_hands_the_rest_up_as_usual)
+{
+	size_t lens[40];
+
+	wire_key = key_a;
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	start_placing(&ends[1], 0, 25, 1400 - HDR_LEN);
+	for (uint32_t i = 0; i < 40; i++) {
+		lens[i] = i < 39 ? 1400 : 700;
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	ends[0].w.ops->flush(&ends[0].w);
+	receive(&ends[1], 40);
+	check_seen(&ends[1], 0, lens, 40);
+	for (int i = 0; i < 40; i++)
+		cr_expect_eq(ends[1].seen[i].placed, i < 25, "datagram %d", i);
+	check_place(&ends[1], 25);
+}
+
+/* Another key's stream, in trains, big datagrams, or small: nothing reaches the engine, and
+ * every datagram is counted, whether it was read in place or not. */
+static void other_key(bool train)
+{
+	struct cour_mac_counts c;
+	uint64_t end;
+
+	wire_key = key_b;
+	open_end(&ends[0], train, false);
+	wire_key = key_a;
+	open_end(&ends[1], false, train);
+	start_placing(&ends[1], 0, 20, (train ? 1400 : 10016) - HDR_LEN);
+	for (uint32_t i = 0; i < 20; i++)
+		queue(&ends[0], &ends[1], i, train ? 1400 : 10016);
+	ends[0].w.ops->flush(&ends[0].w);
+	end = cour_now_us() + 2000000;
+	do {
+		struct pollfd p = { .fd = ends[1].w.fd, .events = POLLIN };
+
+		poll(&p, 1, 50);
+		ends[1].w.ops->poll(&ends[1].w);
+		cour_mac_counts(ends[1].w.mac, &c);
+	} while (c.forged < 20 && cour_now_us() < end);
+	cr_expect_eq(c.forged, 20, "%" PRIu64 " of 20 refused", c.forged);
+	cr_expect_eq(ends[1].nseen, 0, "%zu forged datagrams reached the engine", ends[1].nseen);
+	cr_expect_eq(ends[1].next, 0);
+}
+
+Test(udp_wire, keyed_another_keys_train_reaches_nothing)
+{
+	other_key(true);
+}
+
+Test(udp_wire, keyed_another_keys_big_datagrams_reach_nothing)
+{
+	other_key(false);
+}
+
+/* A datagram captured (by an end without the key, which sees it whole) and sent again as is:
+ * accepted once by the keyed end it was not meant for, refused the second time. */
+Test(udp_wire, keyed_a_captured_datagram_is_accepted_once)
+{
+	static uint8_t cap[2048];
+	struct cour_mac_counts c;
+	uint64_t end;
+
+	wire_key = key_a;
+	open_end(&ends[0], false, false);
+	open_end(&ends[1], false, false);
+	wire_key = NULL;
+	open_end(&ends[2], false, false);
+	queue(&ends[0], &ends[2], 7, 600);
+	ends[0].w.ops->flush(&ends[0].w);
+	receive(&ends[2], 1);
+	cr_assert_eq(ends[2].seen[0].len, 600 + COUR_MAC_LEN, "the trailer travels");
+	/* the sniffer's copy: header, payload, trailer as sent */
+	cr_assert_leq(ends[2].seen[0].len, sizeof(cap));
+	memcpy(cap, ends[2].last, ends[2].seen[0].len);
+	for (int k = 0; k < 2; k++)
+		ends[2].w.ops->send_raw(&ends[2].w, &ends[1].w.bound_sa, ends[1].w.bound_len,
+					(const char *)cap, ends[2].seen[0].len);
+	end = cour_now_us() + 2000000;
+	do {
+		struct pollfd p = { .fd = ends[1].w.fd, .events = POLLIN };
+
+		poll(&p, 1, 50);
+		ends[1].w.ops->poll(&ends[1].w);
+		cour_mac_counts(ends[1].w.mac, &c);
+	} while (c.replayed < 1 && cour_now_us() < end);
+	cr_expect_eq(ends[1].nseen, 1, "the first copy reaches the engine");
+	cr_expect_eq(ends[1].seen[0].len, 600);
+	cr_expect(ends[1].seen[0].intact);
+	cr_expect_eq(c.replayed, 1);
+	cr_expect_eq(c.forged, 0);
 }
