@@ -30,6 +30,7 @@ struct cour_mac {
 	uint64_t        stream;        /* sending */
 	uint64_t        ctr;           /* next counter: a new stream at 2^32 */
 	struct cour_mac_stream *streams;   /* receiving */
+	struct cour_mac_stream *last;      /* the stream heard last: most datagrams' own */
 	size_t          nstreams;
 	uint32_t        purged_s;
 	uint64_t        refusals;
@@ -163,6 +164,8 @@ static void cour_mac_purge(struct cour_mac *m, uint32_t now)
 	m->purged_s = now;
 	HASH_ITER(hh, m->streams, s, tmp) {
 		if (now - s->heard_s > 2 * m->skew_s) {
+			if (m->last == s)
+				m->last = NULL;
 			HASH_DEL(m->streams, s);
 			free(s);
 			m->nstreams--;
@@ -184,9 +187,10 @@ static void cour_mac_set(struct cour_mac_stream *s, uint32_t c)
 static enum cour_mac_verdict cour_mac_once(struct cour_mac *m, uint64_t id, uint32_t c,
 					   uint32_t now)
 {
-	struct cour_mac_stream *s;
+	struct cour_mac_stream *s = m->last;
 
-	HASH_FIND(hh, m->streams, &id, sizeof(id), s);
+	if (!s || s->id != id)
+		HASH_FIND(hh, m->streams, &id, sizeof(id), s);
 	if (!s) {
 		if (now - m->purged_s >= m->skew_s || m->nstreams >= COUR_MAC_STREAMS_MAX)
 			cour_mac_purge(m, now);
@@ -216,6 +220,7 @@ static enum cour_mac_verdict cour_mac_once(struct cour_mac *m, uint64_t id, uint
 	}
 	cour_mac_set(s, c);
 	s->heard_s = now;
+	m->last = s;
 	return COUR_MAC_OK;
 }
 
