@@ -39,6 +39,9 @@ struct cour_params cour_params = {
 	.wire = NULL,
 	.shm = 1,
 	.shm_push = 1,
+	.trace = NULL,
+	.trace_snap = 256,
+	.trace_max = 1024,
 };
 
 /* libfabric unloads us after this returns: no thread of ours may outlive it. */
@@ -201,6 +204,17 @@ static void cour_params_define(void)
 		"For tests: milliseconds an initiator waits, holding the lease, before copying "
 		"its half of a shared RMA, as a descheduled process would (default: %d)",
 		p->lease_hold_ms);
+	fi_param_define(&cour_prov, "trace", FI_PARAM_STRING,
+		"Packet capture: every endpoint writes each packet it sends and receives (UDP "
+		"and shared memory) to PATH.<pid>.<n>.pcapng, or DIR/courier.<pid>.<n>.pcapng "
+		"when this names a directory, for Wireshark or tshark with "
+		"contrib/wireshark/courier.lua (default: none)");
+	fi_param_define(&cour_prov, "trace_snap", FI_PARAM_SIZE_T,
+		"Packet capture: bytes of each packet kept, 32..65535 (a header is 32 to 80 "
+		"bytes) (default: %zu)", p->trace_snap);
+	fi_param_define(&cour_prov, "trace_max", FI_PARAM_SIZE_T,
+		"Packet capture: size bound of each file, MiB; past it, nothing more is "
+		"written (said once) (default: %zu)", p->trace_max);
 
 	fi_param_define(&cour_prov, "auth_key_file", FI_PARAM_STRING,
 		"A file holding the job's secret (16 to 4096 bytes, readable by its owner only): "
@@ -261,6 +275,9 @@ static void cour_params_define(void)
 	cour_param_int("lease_hold", &p->lease_hold_ms, 0, 60000);
 	fi_param_get_str(&cour_prov, "auth_key_file", &p->auth_key_file);
 	cour_param_int("auth_skew", &p->auth_skew_s, 1, 24 * 3600);
+	fi_param_get_str(&cour_prov, "trace", &p->trace);
+	cour_param_size("trace_snap", &p->trace_snap, 32, 65535);
+	cour_param_size("trace_max", &p->trace_max, 1, (size_t)1 << 20);
 	if (p->rto_max_us < p->rto_min_us)
 		p->rto_max_us = p->rto_min_us;
 }

@@ -6,6 +6,7 @@
 #include "proto/cour_engine.h"
 #include "proto/cour_peer_int.h"
 #include "proto/cour_rel.h"
+#include "wire/cour_trace.h"
 
 #include <stdlib.h>
 #include <sys/random.h>
@@ -691,6 +692,7 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 	ret = ep->wire.ops->open(&ep->wire, want);
 	if (ret)
 		goto err_unwrap;
+	cour_trace_open(&ep->wire);
 	cour_shm_ep_open(ep);
 	return 0;
 
@@ -705,6 +707,7 @@ err_pools:
 void cour_pep_free(struct cour_pep *ep)
 {
 	cour_wire_auth_fini(&ep->wire);
+	cour_trace_close(&ep->wire);
 	cour_fault_unwrap(&ep->wire);
 	cour_pep_pools_fini(ep);
 }

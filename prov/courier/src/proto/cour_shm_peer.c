@@ -22,6 +22,7 @@
  */
 #include "proto/cour_engine.h"
 #include "wire/cour_shm_ring.h"
+#include "wire/cour_trace.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -270,6 +271,8 @@ static int cour_shm_put(struct cour_peer *peer, const void *hdr, size_t hdr_len,
 				iovcnt, &wake);
 	if (COUR_UNLIKELY(ret))
 		return ret;
+	if (COUR_UNLIKELY(ep->wire.trace))
+		cour_trace_shm(&ep->wire, true, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt);
 	ep->stats.shm_tx_pkts++;
 	ep->stats.tx_pkts++;
 	if (COUR_UNLIKELY(wake))
@@ -317,6 +320,8 @@ int cour_shm_poll(struct cour_pep *ep)
 	while (n < COUR_SHM_POLL_MAX &&
 	       (pkt = cour_shm_ring_peek(ep->shm_ring, &len, &tag, &tag_len)) != NULL) {
 		n++;
+		if (COUR_UNLIKELY(ep->wire.trace))
+			cour_trace_shm(&ep->wire, false, tag, tag_len, pkt, len, NULL, 0);
 		ep->stats.rx_pkts++;
 		ep->stats.shm_rx_pkts++;
 		if (tag_len > sizeof(sa)) {

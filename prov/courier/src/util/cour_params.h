@@ -42,6 +42,9 @@ struct cour_params {
 	int      lease_hold_ms;    /* tests: an initiator holds a shared RMA's lease this long */
 	char    *auth_key_file;    /* the job's secret when the application passes no auth_key */
 	int      auth_skew_s;      /* clock difference tolerated in authenticated datagrams */
+	char    *trace;            /* packet capture file prefix or directory (wire/cour_trace.h) */
+	size_t   trace_snap;       /* bytes of each packet captured */
+	size_t   trace_max;        /* a capture file's bound, MiB */
 };
 extern struct cour_params cour_params;
 

@@ -13,6 +13,7 @@
  */
 #include "util/cour_util.h"
 #include "wire/cour_wire.h"
+#include "wire/cour_trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,8 @@ static void cour_fault_sendmsg(struct cour_wire *w, struct msghdr *m)
 	if (cour_fault_hit(f, f->drop) || (f->hello && m->msg_iovlen &&
 	    w->rx->is_handshake(m->msg_iov[0].iov_base, m->msg_iov[0].iov_len) && f->hello--)) {
 		f->n_drop++;
+		if (COUR_UNLIKELY(w->trace))
+			cour_trace_fault_drop(w, m);
 		return;
 	}
 	len = cour_fault_gather(m, f->scratch);

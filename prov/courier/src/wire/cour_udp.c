@@ -19,6 +19,7 @@
 #include "util/cour_util.h"
 #include "util/cour_params.h"
 #include "wire/cour_wire.h"
+#include "wire/cour_trace.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -378,6 +379,8 @@ static bool cour_udp_gso_refused(struct cour_wire *w, uint32_t k, int err)
 	while (done < segs) {
 		int ret = sendmmsg(w->fd, &w->tx_msgs[first + done], segs - done, 0);
 
+		if (ret > 0 && COUR_UNLIKELY(w->trace))
+			cour_trace_udp_sent_mmsg(w, &w->tx_msgs[first + done], (unsigned)ret);
 		if (ret > 0)
 			done += (uint32_t)ret;
 		else if (ret < 0 && errno == EINTR)
@@ -435,6 +438,8 @@ static void cour_udp_send_queued(struct cour_wire *w, bool part)
 	}
 	while (done < n) {
 		ret = sendmmsg(w->fd, &w->out_msgs[done], n - done, 0);
+		if (ret > 0 && COUR_UNLIKELY(w->trace))
+			cour_trace_udp_sent_mmsg(w, &w->out_msgs[done], (unsigned)ret);
 		if (ret > 0) {
 			done += (uint32_t)ret;
 			continue;
@@ -494,6 +499,8 @@ static int cour_udp_send_now(struct cour_wire *w, const void *sa,
 		COUR_WARN(FI_LOG_EP_DATA, "sendmsg: %s\n", strerror(e));
 		return -FI_EIO;
 	}
+	if (COUR_UNLIKELY(w->trace))
+		cour_trace_udp_sent(w, &msg.m);
 	return 0;
 }
 
@@ -748,6 +755,8 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 		size_t gso2 = cour_udp_rx_ctl(w, &m);
 		if (gso2 >= (size_t)got)
 			gso2 = 0;
+		if (COUR_UNLIKELY(w->trace))
+			cour_trace_udp_rcvd(w, &m, (size_t)got, gso2);
 		if (m.msg_flags & MSG_TRUNC) {
 			w->stats.rx_pkts++;
 			cour_wire_drop(w, "larger than any courier packet");
@@ -812,6 +821,8 @@ static int cour_udp_poll(struct cour_wire *w)
 		struct msghdr *m = &w->rx_msgs[i].msg_hdr;
 		uint32_t gso = cour_udp_rx_ctl(w, m);
 
+		if (COUR_UNLIKELY(w->trace))
+			cour_trace_udp_rcvd(w, m, w->rx_msgs[i].msg_len, gso);
 		if (m->msg_flags & MSG_TRUNC) {
 			w->stats.rx_pkts++;
 			cour_wire_drop(w, "larger than any courier packet");
@@ -841,6 +852,8 @@ static void cour_udp_send_raw(struct cour_wire *w, const void *sa, socklen_t sa_
 
 		if (!cour_udp_sock_error(w, e) && e != EAGAIN)
 			COUR_DBG(FI_LOG_EP_DATA, "sendto: %s\n", strerror(e));
+	} else if (COUR_UNLIKELY(w->trace)) {
+		cour_trace_udp_sent(w, &m);
 	}
 }
 

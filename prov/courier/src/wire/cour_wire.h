@@ -62,6 +62,7 @@
 #define COUR_WIRE_GSO_BYTES 65000
 
 struct cour_wire;
+struct cour_trace;
 
 /* What a wire hands upward; every call is made from inside poll (or, for refused, a send). */
 struct cour_wire_rx_ops {
@@ -125,6 +126,7 @@ struct cour_wire {
 	const struct cour_wire_ops *base;     /* the wire itself */
 	void                *priv;            /* the base wire's own state, if any */
 	void                *deco;            /* the decorator's state, if any */
+	struct cour_trace   *trace;           /* packet capture (wire/cour_trace.h), or NULL */
 	int                  fd;              /* readable when datagrams wait; -1: closed */
 	struct cour_addr     addr;            /* bound address: fi_getname */
 	struct sockaddr_storage bound_sa;
