@@ -6,7 +6,8 @@
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config libfabric-dev libfabric-bin
       uthash-dev libcriterion-dev nettle-dev openmpi-bin libopenmpi-dev iproute2 nftables procps
-      clang libclang-rt-dev)   # the last two: the libFuzzer run of the packet parser
+      clang libclang-rt-dev    # these two: the libFuzzer run of the packet parser
+      tshark)                  # test_trace.sh reads captures through contrib/wireshark/courier.lua
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,160 @@
+#!/bin/sh
+# trace: FI_COURIER_TRACE's captures, read back through contrib/wireshark/courier.lua by tshark,
+# must say what the run did. cour_pingpong sends N pings of 64 bytes (tag 1) and gets N pongs
+# (tag 2), two processes on 127.0.0.1, each writing its own capture:
+#   1. UDP only (FI_COURIER_SHM=0), the client dropping 5% of what it sends
+#      (FI_COURIER_FAULT): in each capture, N first transmissions of each direction with
+#      sequence numbers 0..N-1 in the order sent, every field as sent (type, tag, lengths,
+#      sessions matching across the two captures), the injected drops recorded with their
+#      comment, and at least one retransmission marked by the dissector in the client's.
+#   2. shared memory on: the same counts, the HELLO handshake on the UDP interface carrying
+#      each side's pid, and the pings and pongs on the "courier-shm" interface.
+# Every datagram of both runs must be decoded as courier, with no malformed packet and no Lua
+# error. Skipped (77) without tshark: scripts/install-deps.sh installs it.
+# Environment as run_pair.sh (COUR_BUILD: the build directory).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+lua=$top/contrib/wireshark/courier.lua
+build=${COUR_BUILD:-$PWD}
+n=200
+
+command -v tshark >/dev/null 2>&1 || { echo "test_trace: no tshark: skipped"; exit 77; }
+[ -f "$lua" ] || { echo "test_trace: no $lua"; exit 99; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_trace.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# ts FILE ARGS...: tshark with the dissector, bounded, its banner on stderr dropped
+ts() {
+	f=$1
+	shift
+	timeout 120 tshark -n -X lua_script:"$lua" -r "$f" "$@" 2>"$tmp/tshark.err"
+}
+
+bad() {
+	echo "test_trace: FAIL: $*"
+	fail=1
+}
+
+# expect WHAT GOT WANT
+expect() {
+	[ "$2" = "$3" ] || bad "$1: got '$2', want '$3'"
+}
+
+# count FILE FILTER: frames matching a display filter
+count() {
+	ts "$1" -Y "$2" -T fields -e frame.number | wc -l | tr -d ' '
+}
+
+# run NAME EXTRA_ENV...: one pingpong, captures in $tmp/NAME/{srv,cli}.<pid>.<n>.pcapng
+run() {
+	name=$1
+	shift
+	mkdir -p "$tmp/$name"
+	COUR_FT_SERVER_ENV="FI_COURIER_TRACE=$tmp/$name/srv $*" \
+	COUR_FT_CLIENT_ENV="FI_COURIER_TRACE=$tmp/$name/cli $* ${CLIENT_EXTRA:-}" \
+	COUR_FT_TIMEOUT=60 \
+		"$here/run_pair.sh" "$build/fabtests/bench/cour_pingpong" -S 64 -n $n -w 0 -v \
+		>"$tmp/$name/run.out" 2>&1 || {
+		cat "$tmp/$name/run.out"
+		bad "$name: the pingpong itself failed"
+		return 1
+	}
+	srv=$(ls "$tmp/$name"/srv.*.pcapng 2>/dev/null)
+	cli=$(ls "$tmp/$name"/cli.*.pcapng 2>/dev/null)
+	[ "$(echo "$srv" | wc -w)" -eq 1 ] && [ "$(echo "$cli" | wc -w)" -eq 1 ] || {
+		ls -l "$tmp/$name"
+		bad "$name: want one capture per side"
+		return 1
+	}
+	# the pid in each file's name
+	srv_pid=$(basename "$srv" | cut -d. -f2)
+	cli_pid=$(basename "$cli" | cut -d. -f2)
+}
+
+# clean FILE: every datagram is courier, none malformed, no Lua error
+clean() {
+	total=$(count "$1" "udp")
+	expect "$1: datagrams decoded as courier" "$(count "$1" "courier")" "$total"
+	expect "$1: malformed or not courier" \
+		"$(count "$1" "_ws.malformed || _ws.lua.error || courier.bad || (udp && !courier)")" 0
+	ts "$1" -V >"$tmp/verbose" || bad "$1: tshark -V failed"
+	if grep -q "Malformed\|Lua Error\|Dissector bug" "$tmp/verbose" "$tmp/tshark.err"; then
+		grep -m 5 "Malformed\|Lua Error\|Dissector bug" "$tmp/verbose" "$tmp/tshark.err"
+		bad "$1: malformed packets or Lua errors"
+	fi
+	[ "$total" -gt 0 ] || bad "$1: no packets at all"
+}
+
+# seqs FILE DIR(0 sent, 1 received) TAG: the first transmissions' sequence numbers, in order
+seqs() {
+	ts "$1" -Y "frame.p2p_dir == $2 && courier.type == 3 && courier.tag == $3 &&
+		    !courier.retransmission" -T fields -e courier.seq
+}
+
+# pingpong FILE DIR_PINGS DIR_PONGS: N pings and N pongs, 0..N-1 in order, as sent
+pingpong() {
+	seqs "$1" "$2" 1 >"$tmp/pings"
+	seqs "$1" "$3" 2 >"$tmp/pongs"
+	seq 0 $((n - 1)) >"$tmp/want"
+	cmp -s "$tmp/pings" "$tmp/want" ||
+		bad "$1: pings (dir $2) not seq 0..$((n - 1)) in order: $(tr '\n' ' ' <"$tmp/pings" | cut -c1-200)"
+	cmp -s "$tmp/pongs" "$tmp/want" ||
+		bad "$1: pongs (dir $3) not seq 0..$((n - 1)) in order: $(tr '\n' ' ' <"$tmp/pongs" | cut -c1-200)"
+	# what each ping and pong carried: 64 bytes in one packet, tag 1 or 2, nothing else
+	expect "$1: EAGERs that are not 64-byte tagged pings or pongs" \
+		"$(count "$1" "courier.type == 3 && !(courier.total_len == 64 && courier.payload_len == 64 && courier.offset == 0 && courier.flags.tagged == 1 && (courier.tag == 1 || courier.tag == 2))")" 0
+	# the two sides name one session each: what one sends, the other receives
+	ts "$1" -Y "courier.type == 3 && courier.tag == 1" -T fields -e courier.src_session |
+		sort -u >"$tmp/$(basename "$1").pingsess"
+	expect "$1: sessions of the pings" "$(wc -l <"$tmp/$(basename "$1").pingsess" | tr -d ' ')" 1
+}
+
+# ---- 1. UDP, the client dropping some of what it sends ----
+CLIENT_EXTRA="FI_COURIER_FAULT=drop=5,seed=11" run udp FI_COURIER_SHM=0 || exit 1
+clean "$srv"
+clean "$cli"
+pingpong "$cli" 0 1
+pingpong "$srv" 1 0
+cmp -s "$tmp/$(basename "$cli").pingsess" "$tmp/$(basename "$srv").pingsess" ||
+	bad "udp: the client's ping session is not the one the server received"
+drops=$(count "$cli" 'frame.comment contains "FI_COURIER_FAULT"')
+rtx=$(count "$cli" "courier.retransmission && frame.p2p_dir == 0")
+experts=$(ts "$cli" -q -z expert,note | grep -c "Retransmission of frame")
+echo "test_trace: udp: $drops packets dropped by the injector, $rtx retransmissions in the" \
+     "client's capture ($experts expert notes)"
+[ "$drops" -ge 1 ] || bad "udp: no injected drop recorded"
+[ "$rtx" -ge 1 ] || bad "udp: no retransmission marked in the client's capture"
+[ "$experts" -ge 1 ] || bad "udp: no retransmission expert info"
+# a dropped ping never reached the server: it saw each ping once, its retransmission included
+expect "udp: shm packets" "$(count "$cli" 'frame.interface_name == "courier-shm"')" 0
+
+# ---- 2. shared memory on ----
+CLIENT_EXTRA="" run shm FI_COURIER_SHM=1 || exit 1
+clean "$srv"
+clean "$cli"
+pingpong "$cli" 0 1
+pingpong "$srv" 1 0
+expect "shm: HELLO pids the client sent" "$(ts "$cli" -Y "courier.type == 14 && frame.p2p_dir == 0" \
+	-T fields -e courier.hello.pid | sort -u)" "$cli_pid"
+expect "shm: HELLO pids the client received" "$(ts "$cli" -Y "courier.type == 14 && frame.p2p_dir == 1" \
+	-T fields -e courier.hello.pid | sort -u)" "$srv_pid"
+expect "shm: HELLOs off the UDP interface" \
+	"$(count "$cli" 'courier.type == 14 && frame.interface_name != "courier-udp"')" 0
+for f in "$cli" "$srv"; do
+	ring=$(count "$f" 'frame.interface_name == "courier-shm" && courier.type == 3')
+	info=$(ts "$f" -Y 'frame.interface_name == "courier-shm" && courier.type == 3' | grep -c "\[shm\] EAGER")
+	echo "test_trace: shm: $(basename "$f"): $ring EAGERs through the rings"
+	[ "$ring" -ge $n ] || bad "shm: $f: only $ring EAGERs on the shm interface"
+	expect "shm: $f: [shm] in the Info column" "$info" "$ring"
+done
+
+if [ $fail -ne 0 ]; then
+	echo "test_trace: captures and outputs follow"
+	cat "$tmp"/*/run.out
+	exit 1
+fi
+echo "test_trace: passed: $n pings and $n pongs in each capture, over UDP with drops and" \
+     "through shared memory"
