@@ -114,7 +114,7 @@ static void cour_pcapng_end(struct cour_pcapng *p, uint8_t *start, uint8_t *at)
 int cour_pcapng_open(struct cour_pcapng *p, const char *path, uint64_t max, const char *app)
 {
 	size_t app_len = cour_text_len(app);
-	size_t len = 24 + cour_opt_len(app_len) + 4 + 4;
+	size_t len = 24 + (app_len ? cour_opt_len(app_len) : 0) + 4 + 4;
 	uint64_t section = UINT64_MAX;          /* length unknown: written as we go */
 	uint8_t *at, *start;
 
