@@ -29,7 +29,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_trace.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-# Wireshark 4.2 and later run no Lua script given with -X as root: tshark runs as nobody
+# Wireshark 4.4 (Debian 13) runs no Lua script given with -X as root: tshark runs as nobody
 # then, with a home of its own, on copies it can read (captures are made mode 0600)
 asuser=
 if [ "$(id -u)" = 0 ]; then
