@@ -225,8 +225,22 @@ end
 ---------------------------------------------------------------------------------------------
 -- recognising a courier datagram
 
--- The body's length (the datagram less its trailer), or nil when tvb is not courier.
-local function courier_body_len(tvb)
+local function path_of(pinfo)
+	local n = f_iface_name()
+	if n then
+		local s = tostring(n.value)
+		if s:find("shm") then return "shm", s end
+		return "udp", s
+	end
+	local id = f_iface_id()
+	if id and id.value == 1 then return "shm", "interface 1" end
+	return "udp", nil
+end
+
+
+-- The body's length (the datagram less its trailer), or nil when tvb is not courier. A ring
+-- packet has no trailer even with the MAC flag (an ACK finished for UDP, then put in a ring).
+local function courier_body_len(tvb, pinfo)
 	local len, cap = tvb:reported_len(), tvb:len()
 	if len < BASE_LEN or cap < 16 then return nil end
 	local t, flags = tvb(1, 1):uint(), tvb(2, 2):le_uint()
@@ -234,7 +248,7 @@ local function courier_body_len(tvb)
 		return nil
 	end
 	local body = len
-	if bit(flags, F_MAC) then body = len - MAC_LEN end
+	if bit(flags, F_MAC) and path_of(pinfo) ~= "shm" then body = len - MAC_LEN end
 	if body < BASE_LEN then return nil end
 	local seq = cap >= 20 and tvb(16, 4):le_uint() or 0
 	if t == T.ACK then
@@ -258,18 +272,6 @@ end
 
 ---------------------------------------------------------------------------------------------
 -- dissection
-
-local function path_of(pinfo)
-	local n = f_iface_name()
-	if n then
-		local s = tostring(n.value)
-		if s:find("shm") then return "shm", s end
-		return "udp", s
-	end
-	local id = f_iface_id()
-	if id and id.value == 1 then return "shm", "interface 1" end
-	return "udp", nil
-end
 
 local function flags_text(flags)
 	local s = {}
@@ -467,6 +469,10 @@ local function dissect(tvb, pinfo, tree, body)
 	end
 	if flags ~= 0 then info[#info + 1] = "[" .. flags_text(flags) .. "]" end
 
+	if bit(flags, F_MAC) and path == "shm" then
+		root:add(courier, tvb(2, 2), "MAC flag set, but a ring packet carries no trailer")
+			:set_generated()
+	end
 	if body < len then
 		if cap >= len then
 			dissect_mac(tvb, root, body)
@@ -494,7 +500,7 @@ local function dissect(tvb, pinfo, tree, body)
 end
 
 local function heuristic(tvb, pinfo, tree)
-	local body = courier_body_len(tvb)
+	local body = courier_body_len(tvb, pinfo)
 	if not body then return false end
 	dissect(tvb, pinfo, tree, body)
 	return true
@@ -502,7 +508,7 @@ end
 
 -- forced on a port (Decode As): a datagram that is not courier says so instead of being hidden
 function courier.dissector(tvb, pinfo, tree)
-	local body = courier_body_len(tvb)
+	local body = courier_body_len(tvb, pinfo)
 	if not body then
 		pinfo.cols.protocol = "courier"
 		local root = tree:add(courier, tvb())

@@ -9,9 +9,12 @@
 #      comment, and at least one retransmission marked by the dissector in the client's.
 #   2. shared memory on: the same counts, the HELLO handshake on the UDP interface carrying
 #      each side's pid, and the pings and pongs on the "courier-shm" interface.
-#   3. packets crafted by trace_craft.py with known values (an extended SACK, authentication
-#      trailers, an atomic, a refused RMA, HELLO, CM, RESET, IPv6, a retransmission, one that
-#      is not courier): every field decodes to what was written.
+#   3. with a key (FI_COURIER_AUTH_KEY_FILE), over UDP: every datagram ends with its
+#      authentication trailer, decoded (its stream's counter growing, stamped during the run,
+#      the client's streams the ones the server received).
+#   4. packets crafted by trace_craft.py with known values (an extended SACK, authentication
+#      trailers, an atomic, a refused RMA, HELLO, CM, RESET, IPv6, a retransmission, a ring
+#      packet with the MAC flag and no trailer, one that is not courier): every field decodes to what was written.
 # Every datagram of both runs must be decoded as courier, with no malformed packet and no Lua
 # error. Skipped (77) without tshark: scripts/install-deps.sh installs it.
 # Environment as run_pair.sh (COUR_BUILD: the build directory).
@@ -168,7 +171,38 @@ for f in "$cli" "$srv"; do
 	expect "shm: $f: [shm] in the Info column" "$info" "$ring"
 done
 
-# ---- 3. packets crafted with known fields (trace_craft.py), one of each kind ----
+# ---- 3. with a key: every UDP datagram carries its authentication trailer ----
+(umask 077 && head -c 32 /dev/urandom >"$tmp/job.key") || exit 99
+t0=$(date -u +%s)
+CLIENT_EXTRA="" run key FI_COURIER_SHM=0 FI_COURIER_AUTH_KEY_FILE="$tmp/job.key" || exit 1
+t1=$(date -u +%s)
+clean "$srv"
+clean "$cli"
+pingpong "$cli" 0 1
+pingpong "$srv" 1 0
+for f in "$cli" "$srv"; do
+	expect "key: $f: UDP datagrams without a trailer" \
+		"$(count "$f" 'frame.interface_name == "courier-udp" && !(courier.flags.mac == 1 && courier.mac.stream)')" 0
+	expect "key: $f: ring packets with a trailer" \
+		"$(count "$f" 'frame.interface_name == "courier-shm" && courier.mac.stream')" 0
+	# each stream's counter grows with every datagram its sender sends
+	ts "$f" -Y 'frame.p2p_dir == 0 && courier.mac.stream' -T fields -e courier.mac.stream \
+		-e courier.mac.counter | awk '{ if (($1 in last) && $2 <= last[$1]) bad++; last[$1] = $2 }
+		END { print bad + 0 }' >"$tmp/ctr"
+	expect "key: $f: counters that did not grow" "$(cat "$tmp/ctr")" 0
+	# stamped with the sender's clock during the run
+	from=$(date -u -d "@$((t0 - 2))" +"%Y-%m-%d %H:%M:%SZ")
+	to=$(date -u -d "@$((t1 + 2))" +"%Y-%m-%d %H:%M:%SZ")
+	expect "key: $f: trailers stamped outside the run" \
+		"$(count "$f" "courier.mac.stream && (courier.mac.time < \"$from\" || courier.mac.time > \"$to\")")" 0
+done
+ts "$cli" -Y 'frame.p2p_dir == 0 && courier.mac.stream' -T fields -e courier.mac.stream | sort -u >"$tmp/s.cli"
+ts "$srv" -Y 'frame.p2p_dir == 1 && courier.mac.stream' -T fields -e courier.mac.stream | sort -u >"$tmp/s.srv"
+[ -s "$tmp/s.cli" ] && cmp -s "$tmp/s.cli" "$tmp/s.srv" ||
+	bad "key: the client's streams are not the ones the server received"
+echo "test_trace: key: $(count "$cli" 'courier.mac.stream') datagrams with a trailer in the client's capture"
+
+# ---- 4. packets crafted with known fields (trace_craft.py), one of each kind ----
 if command -v python3 >/dev/null 2>&1; then
 	craft=$tmp/craft.pcapng
 	python3 "$here/trace_craft.py" "$craft" && chmod 644 "$craft" || bad "trace_craft.py failed"
@@ -194,6 +228,7 @@ if command -v python3 >/dev/null 2>&1; then
 3|0x0107|5|9|||9|3||||||0x00000000feedface|0x0000000000001234|10|0x0000000000000000|10||||||||||||2
 13|0x0000|0|0|||0|||||||0x0000000000000000|0x0000000000000000|4|0x0000000000000000|4||||||||||||
 |||||||||||||||||||||||||||||
+1|0x0400|0|7||||||||||||||||||||||||||
 EOF
 	if ! cmp -s "$tmp/craft.got" "$tmp/craft.want"; then
 		diff "$tmp/craft.want" "$tmp/craft.got"

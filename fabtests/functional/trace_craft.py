@@ -2,7 +2,8 @@
 """trace_craft.py FILE: write a pcapng capture of courier packets crafted with known field
 values, one of each kind a run does not easily make (an ACK with an extended SACK bitmap and
 an authentication trailer, a HELLO with one, an atomic, a refused RMA, CM, RESET, a datagram
-over IPv6, a retransmission) and one UDP datagram that is not courier. test_trace.sh reads it
+over IPv6, a retransmission, a ring packet with the MAC flag and no trailer) and one UDP
+datagram that is not courier. test_trace.sh reads it
 back through contrib/wireshark/courier.lua and compares every field with what is written here
 (the layout is prov/courier/src/proto/cour_wire_fmt.h's; this file is independent of the C
 writer, util/cour_pcapng.c, on purpose)."""
@@ -103,14 +104,18 @@ def main(path):
         src=("2001:db8::1", 7000), dst=("2001:db8::2", 7001))
     # 10 not courier: version 2
     add(base(EAGER, 0, seq=1, version=2) + op())
+    # 11 through a ring (interface 1): an ACK finished for UDP (flag MAC) but with no trailer
+    add(base(ACK, F_MAC, ack=7))
+    ifaces = [0] * 10 + [1]
 
     out = block(0x0a0d0d0a, struct.pack("<IHHq", 0x1a2b3c4d, 1, 0, -1) + opt(0, b""))
-    out += block(1, struct.pack("<HHI", 101, 0, 0) + opt(2, b"courier-udp") +
-                 opt(9, b"\x09") + opt(0, b""))
+    for name in (b"courier-udp", b"courier-shm"):
+        out += block(1, struct.pack("<HHI", 101, 0, 0) + opt(2, name) + opt(9, b"\x09") +
+                     opt(0, b""))
     ts = 1700000000 * 10**9
     for i, p in enumerate(packets):
         t = ts + i * 1000
-        out += block(6, struct.pack("<IIIII", 0, t >> 32, t & 0xffffffff, len(p), len(p)) +
+        out += block(6, struct.pack("<IIIII", ifaces[i], t >> 32, t & 0xffffffff, len(p), len(p)) +
                      p + b"\0" * (-len(p) % 4) + opt(0, b""))
     with open(path, "wb") as f:
         f.write(out)

@@ -342,9 +342,24 @@ void cour_trace_udp_sent(struct cour_wire *w, const struct msghdr *m)
 	cour_trace_sent_one(w, cour_trace_now_ns(), m, NULL);
 }
 
+/* With a key the injector drops before it signs (a signature consumes a counter): the
+ * datagram is recorded with a trailer of zeros, so its length and its MAC flag agree. */
 void cour_trace_fault_drop(struct cour_wire *w, const struct msghdr *m)
 {
-	cour_trace_sent_one(w, cour_trace_now_ns(), m,
+	static const uint8_t unsigned_trl[COUR_MAC_LEN];
+	struct iovec v[COUR_TRACE_IOV_MAX];
+	struct msghdr copy = *m;
+	size_t n = COUR_MIN((size_t)m->msg_iovlen, COUR_ARRAY_SIZE(v) - 1);
+
+	if (w->mac) {
+		memcpy(v, m->msg_iov, n * sizeof(*v));
+		v[n].iov_base = (void *)unsigned_trl;
+		v[n].iov_len = sizeof(unsigned_trl);
+		copy.msg_iov = v;
+		copy.msg_iovlen = n + 1;
+	}
+	cour_trace_sent_one(w, cour_trace_now_ns(), &copy, w->mac ?
+			    "dropped by FI_COURIER_FAULT: never signed nor sent (trailer zeros)" :
 			    "dropped by FI_COURIER_FAULT: never reached the socket");
 }
 

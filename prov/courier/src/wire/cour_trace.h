@@ -46,7 +46,7 @@ void cour_trace_udp_sent(struct cour_wire *w, const struct msghdr *m);
 /* UDP: len bytes read through m's iovecs, from m->msg_name; gso nonzero: a GRO train of
  * datagrams of gso bytes (the last may be shorter) */
 void cour_trace_udp_rcvd(struct cour_wire *w, const struct msghdr *m, size_t len, size_t gso);
-/* The fault injector lost m on purpose */
+/* The fault injector lost m on purpose (before a key signed it) */
 void cour_trace_fault_drop(struct cour_wire *w, const struct msghdr *m);
 /* A ring packet, hdr then the iovecs: out, put into the ring of the peer at sa; in, taken
  * from ours, sa being the tag the sender wrote (untrusted: a bad one gives a zero address) */
