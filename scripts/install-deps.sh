@@ -7,8 +7,8 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config libfabric-dev libfabric-bin
       uthash-dev libcriterion-dev nettle-dev openmpi-bin libopenmpi-dev iproute2 nftables procps
       clang libclang-rt-dev    # these two: the libFuzzer run of the packet parser
-      tshark python3)          # test_trace.sh: captures read through contrib/wireshark/courier.lua,
-                               # packets crafted by trace_craft.py
+      tshark tcpdump python3)  # test_trace.sh: captures read by tshark (through
+                               # contrib/wireshark/courier.lua) and tcpdump, trace_craft.py
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -340,7 +340,7 @@ Test(trace, ipv4_header)
 
 	sin4(&a, "198.18.0.1", 5000);
 	sin4(&b, "198.18.0.2", 6000);
-	cr_assert_eq(cour_trace_ip_udp(h, &a, &b, 7, &v, 1, sizeof(data)), 28);
+	cr_assert_eq(cour_trace_ip_udp(h, false, &a, &b, 7, &v, 1, sizeof(data)), 28);
 	cr_assert_eq(h[0], 0x45);
 	cr_assert_eq(h[9], IPPROTO_UDP);
 	cr_assert_eq(h[2] << 8 | h[3], 28 + 33, "IP total length");
@@ -349,6 +349,12 @@ Test(trace, ipv4_header)
 	cr_assert_eq(h[20] << 8 | h[21], 5000);
 	cr_assert_eq(h[22] << 8 | h[23], 6000);
 	cr_assert_eq(h[24] << 8 | h[25], 8 + 33, "UDP length");
+	/* an IPv4 interface: a mapped address keeps its IPv4 form, another has none */
+	sin6(&a, "::ffff:198.18.0.9", 5000);
+	sin6(&b, "2001:db8::2", 6000);
+	cr_assert_eq(cour_trace_ip_udp(h, false, &a, &b, 8, &v, 1, sizeof(data)), 28);
+	cr_assert_eq(memcmp(h + 12, "\xc6\x12\x00\x09\0\0\0\0", 8), 0);
+	cr_assert_eq(csum(h, 20, 0), 0xffff);
 }
 
 Test(trace, ipv6_header_and_udp_checksum)
@@ -361,7 +367,7 @@ Test(trace, ipv6_header_and_udp_checksum)
 		data[i] = (uint8_t)(i * 37 + 1);
 	sin6(&a, "2001:db8::1", 7000);
 	sin4(&b, "198.18.0.2", 7001);         /* mixed: the IPv4 one is mapped */
-	cr_assert_eq(cour_trace_ip_udp(h, &a, &b, 0, v, 2, sizeof(data)), 48);
+	cr_assert_eq(cour_trace_ip_udp(h, true, &a, &b, 0, v, 2, sizeof(data)), 48);
 	cr_assert_eq(h[0] >> 4, 6);
 	cr_assert_eq(h[6], IPPROTO_UDP);
 	cr_assert_eq(memcmp(h + 24 + 10, "\xff\xff\xc6\x12\x00\x02", 6), 0, "v4-mapped");
@@ -463,6 +469,8 @@ Test(trace, a_wire_capture_cuts_runs_and_trains)
 	cr_assert_eq(f.nifaces, 2);
 	cr_assert_str_eq(f.ifname[0], "courier-udp");
 	cr_assert_str_eq(f.ifname[1], "courier-shm");
+	cr_assert_eq(f.linktype[0], COUR_PCAPNG_LINKTYPE_IPV4, "an IPv4 socket's interfaces");
+	cr_assert_eq(f.linktype[1], COUR_PCAPNG_LINKTYPE_IPV4);
 	cr_assert_eq(f.npkts, 3 + 3 + 2 + 1);
 	for (int d = 0; d < 2; d++) {            /* sent, then received */
 		for (int i = 0; i < 3; i++) {

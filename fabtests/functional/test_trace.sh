@@ -15,8 +15,8 @@
 #   4. packets crafted by trace_craft.py with known values (an extended SACK, authentication
 #      trailers, an atomic, a refused RMA, HELLO, CM, RESET, IPv6, a retransmission, a ring
 #      packet with the MAC flag and no trailer, one that is not courier): every field decodes to what was written.
-# Every datagram of both runs must be decoded as courier, with no malformed packet and no Lua
-# error. Skipped (77) without tshark: scripts/install-deps.sh installs it.
+# Every datagram of all runs must be decoded as courier, with no malformed packet and no Lua
+# error, and tcpdump must read every packet of each capture. Skipped (77) without tshark: scripts/install-deps.sh installs it.
 # Environment as run_pair.sh (COUR_BUILD: the build directory).
 set -u
 
@@ -106,6 +106,12 @@ clean() {
 		bad "$1: malformed packets or Lua errors"
 	fi
 	[ "$total" -gt 0 ] || bad "$1: no packets at all"
+	# tcpdump (libpcap) reads the file too, every packet of both interfaces
+	if command -v tcpdump >/dev/null 2>&1; then
+		expect "$1: packets tcpdump reads" \
+			"$(timeout 60 tcpdump -nr "$1" 2>/dev/null | wc -l | tr -d ' ')" \
+			"$(count "$1" "frame")"
+	fi
 }
 
 # seqs FILE DIR(0 sent, 1 received) TAG: the first transmissions' sequence numbers, in order

@@ -21,7 +21,11 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#define COUR_PCAPNG_LINKTYPE_RAW 101          /* raw IPv4 or IPv6: no link-layer header */
+#define COUR_PCAPNG_LINKTYPE_RAW  101         /* raw IPv4 or IPv6: no link-layer header */
+/* One IP version per interface: libpcap (tcpdump) refuses a second interface of type RAW,
+ * whose number it translates for the first one only; these two it does not translate. */
+#define COUR_PCAPNG_LINKTYPE_IPV4 228
+#define COUR_PCAPNG_LINKTYPE_IPV6 229
 #define COUR_PCAPNG_BUF          (256u << 10) /* bytes buffered before a write */
 #define COUR_PCAPNG_AGE_NS       1000000000ull
 

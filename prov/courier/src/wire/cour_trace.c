@@ -30,6 +30,7 @@ struct cour_trace {
 	struct cour_pcapng pc;
 	uint32_t snap;           /* bytes of each courier packet kept */
 	uint16_t ip_id;          /* the made-up IPv4 identification, counting */
+	bool     v6;             /* the socket's family: one per interface (cour_pcapng.h) */
 };
 
 static unsigned cour_trace_count;        /* endpoints that opened a capture in this process */
@@ -77,6 +78,7 @@ void cour_trace_open(struct cour_wire *w)
 		return;
 	}
 	t->snap = (uint32_t)cour_params.trace_snap;
+	t->v6 = w->bound_sa.ss_family == AF_INET6;
 	snaplen = t->snap + COUR_TRACE_IPHDR_MAX;
 	snprintf(app, sizeof(app), "courier %s (libfabric provider)", PACKAGE_VERSION);
 	if (cour_pcapng_open(&t->pc, path, (uint64_t)cour_params.trace_max << 20, app)) {
@@ -86,11 +88,13 @@ void cour_trace_open(struct cour_wire *w)
 	cour_addr_str(&w->addr, addr, sizeof(addr));
 	snprintf(desc, sizeof(desc), "courier endpoint %s (pid %ld, endpoint %u): UDP socket",
 		 addr, (long)getpid(), n);
-	if (cour_pcapng_iface(&t->pc, COUR_PCAPNG_LINKTYPE_RAW, snaplen, "courier-udp", desc))
+	if (cour_pcapng_iface(&t->pc, t->v6 ? COUR_PCAPNG_LINKTYPE_IPV6 : COUR_PCAPNG_LINKTYPE_IPV4,
+			      snaplen, "courier-udp", desc))
 		goto err_file;
 	snprintf(desc, sizeof(desc), "courier endpoint %s (pid %ld, endpoint %u): shared-memory "
 		 "rings (put into peers', taken from ours)", addr, (long)getpid(), n);
-	if (cour_pcapng_iface(&t->pc, COUR_PCAPNG_LINKTYPE_RAW, snaplen, "courier-shm", desc))
+	if (cour_pcapng_iface(&t->pc, t->v6 ? COUR_PCAPNG_LINKTYPE_IPV6 : COUR_PCAPNG_LINKTYPE_IPV4,
+			      snaplen, "courier-shm", desc))
 		goto err_file;
 	COUR_INFO(FI_LOG_EP_CTRL, "endpoint %s captures its packets to %s\n", addr, path);
 	w->trace = t;
@@ -138,10 +142,13 @@ static uint16_t cour_csum_fold(uint32_t sum)
 	return (uint16_t)~sum;
 }
 
-/* An address as IPv6 (an IPv4 one mapped) and its port; false for anything else (zeros). */
-static bool cour_trace_addr(const struct sockaddr_storage *ss, uint8_t a6[16], uint16_t *port,
+/* An address as IPv6 (an IPv4 one mapped) and its port (zeros for anything else); v4: it has
+ * an IPv4 form (in a6[12..15]). */
+static void cour_trace_addr(const struct sockaddr_storage *ss, uint8_t a6[16], uint16_t *port,
 			    bool *v4)
 {
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+
 	memset(a6, 0, 16);
 	*port = 0;
 	*v4 = true;
@@ -151,20 +158,16 @@ static bool cour_trace_addr(const struct sockaddr_storage *ss, uint8_t a6[16], u
 		a6[10] = a6[11] = 0xff;
 		memcpy(a6 + 12, &s->sin_addr, 4);
 		*port = ntohs(s->sin_port);
-		return true;
-	}
-	if (ss && ss->ss_family == AF_INET6) {
+	} else if (ss && ss->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *s = (const void *)ss;
 
 		memcpy(a6, &s->sin6_addr, 16);
 		*port = ntohs(s->sin6_port);
-		*v4 = false;
-		return true;
+		*v4 = memcmp(a6, mapped, sizeof(mapped)) == 0;
 	}
-	return false;
 }
 
-size_t cour_trace_ip_udp(uint8_t *out, const struct sockaddr_storage *src,
+size_t cour_trace_ip_udp(uint8_t *out, bool v6, const struct sockaddr_storage *src,
 			 const struct sockaddr_storage *dst, uint16_t ip_id,
 			 const struct iovec *iov, size_t iovcnt, size_t len)
 {
@@ -176,7 +179,11 @@ size_t cour_trace_ip_udp(uint8_t *out, const struct sockaddr_storage *src,
 
 	cour_trace_addr(src, s6, &sport, &s4);
 	cour_trace_addr(dst, d6, &dport, &d4);
-	if (s4 && d4) {
+	if (!v6) {
+		if (!s4)
+			memset(s6 + 12, 0, 4);
+		if (!d4)
+			memset(d6 + 12, 0, 4);
 		out[0] = 0x45;                  /* version 4, 5 words of header */
 		out[1] = 0;
 		cour_put16be(out + 2, (uint16_t)COUR_MIN(len + 28, (size_t)UINT16_MAX));
@@ -231,7 +238,7 @@ static void cour_trace_rec(struct cour_trace *t, uint32_t iface, bool out, uint6
 	struct iovec v[COUR_TRACE_IOV_MAX + 1];
 	size_t hl, cap = COUR_MIN(len, (size_t)t->snap), got = 0;
 
-	hl = cour_trace_ip_udp(ip, src, dst, t->ip_id++, iov, iovcnt, len);
+	hl = cour_trace_ip_udp(ip, t->v6, src, dst, t->ip_id++, iov, iovcnt, len);
 	v[0].iov_base = ip;
 	v[0].iov_len = hl;
 	for (size_t i = 0; i < iovcnt && i < COUR_TRACE_IOV_MAX; i++) {

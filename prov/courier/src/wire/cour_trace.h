@@ -17,7 +17,7 @@
  *                   check, on a second interface ("courier-shm"; UDP is "courier-udp")
  *
  * A capture file holds raw IP packets: the IPv4 or IPv6 and UDP headers are made up from the
- * socket's addresses (ours, the peer's). Ring packets get the two endpoints' UDP addresses too
+ * socket's addresses (ours, the peer's), IPv4 or IPv6 as the endpoint's socket is. Ring packets get the two endpoints' UDP addresses too
  * (a ring's tag is the sender's bound address), so one conversation reads the same on both
  * paths and only the interface tells them apart. FI_COURIER_TRACE_SNAP bytes of each packet
  * are kept, FI_COURIER_TRACE_MAX MiB per file at most (cour_pcapng.h: buffering, the bound).
@@ -56,8 +56,9 @@ void cour_trace_shm(struct cour_wire *w, bool out, const void *sa, size_t sa_len
 /* ---- for the unit test: the made-up IP and UDP header ---- */
 #define COUR_TRACE_IPHDR_MAX 48        /* IPv6 (40) + UDP (8); IPv4 + UDP is 28 */
 /* The header of a datagram of len bytes (the iovecs: IPv6 needs them for its UDP checksum)
- * from src to dst, written to out; returns its length. */
-size_t cour_trace_ip_udp(uint8_t *out, const struct sockaddr_storage *src,
+ * from src to dst, written to out: IPv6 if v6 (IPv4 addresses mapped), else IPv4 (an address
+ * that has no IPv4 form is written 0.0.0.0); returns its length. */
+size_t cour_trace_ip_udp(uint8_t *out, bool v6, const struct sockaddr_storage *src,
 			 const struct sockaddr_storage *dst, uint16_t ip_id,
 			 const struct iovec *iov, size_t iovcnt, size_t len);
 
