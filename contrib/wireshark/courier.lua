@@ -91,7 +91,7 @@ local prov_errnos = { [0] = "COUR_E_OK", "COUR_E_TRUNC", "COUR_E_CANCELED",
 		      "COUR_E_BAD_ADDR", "COUR_E_EP_CLOSED", "COUR_E_SEND", "COUR_E_BAD_KEY",
 		      "COUR_E_BOUNDS", "COUR_E_ACCESS", "COUR_E_REMOTE", "COUR_E_PROTOCOL",
 		      "COUR_E_CMA_REFUSED", "COUR_E_NO_ROUTE" }
-local hello_flags = { { 1, "REPLY" }, { 2, "MAPPED" }, { 4, "PULLS" } }
+local hello_flags = { { 0, "REPLY" }, { 1, "MAPPED" }, { 2, "PULLS" } }   -- bit, name
 
 ---------------------------------------------------------------------------------------------
 -- fields
@@ -158,7 +158,7 @@ field("hello_uid",   ProtoField.uint32("courier.hello.uid", "Uid", base.DEC))
 field("hello_flags", ProtoField.uint32("courier.hello.flags", "Flags", base.HEX))
 for _, f in ipairs(hello_flags) do
 	field("hello_" .. f[2]:lower(),
-	      ProtoField.bool("courier.hello.flags." .. f[2]:lower(), f[2], 32, nil, f[1]))
+	      ProtoField.bool("courier.hello.flags." .. f[2]:lower(), f[2], 32, nil, 2 ^ f[1]))
 end
 
 field("cm_conn_id",  ProtoField.uint64("courier.cm.conn_id", "Connection id", base.HEX))
@@ -283,13 +283,12 @@ end
 
 -- the held packets of a bitmap of nbits bits starting at ack + 1, as items under tree
 local function list_held(tree, field_held, range_of_bit, ack, nbits, is_set)
-	local held, shown = {}, 0
+	local held = {}
 	for i = 0, nbits - 1 do
 		if is_set(i) then
 			local s = (ack + 1 + i) % TWO32
 			tree:add(field_held, range_of_bit(i), s):set_generated()
 			held[#held + 1] = s
-			shown = shown + 1
 		end
 	end
 	return held
@@ -391,9 +390,7 @@ local function dissect_hello(tvb, tree)
 	local v, names = tvb(o + 68, 4):le_uint(), {}
 	for _, f in ipairs(hello_flags) do
 		fi:add_le(pf["hello_" .. f[2]:lower()], tvb(o + 68, 4))
-		if bit(v, math.floor(math.log(f[1]) / math.log(2) + 0.5)) then
-			names[#names + 1] = f[2]
-		end
+		if bit(v, f[1]) then names[#names + 1] = f[2] end
 	end
 	return tvb(o + 32, 4):le_uint(), table.concat(names, "|")
 end
