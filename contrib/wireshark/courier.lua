@@ -169,7 +169,7 @@ field("cm_data",     ProtoField.bytes("courier.cm.data", "CM data"))
 field("mac_stream",  ProtoField.uint64("courier.mac.stream", "Stream id", base.HEX))
 field("mac_counter", ProtoField.uint32("courier.mac.counter", "Counter", base.DEC))
 field("mac_time",    ProtoField.absolute_time("courier.mac.time", "Sender's time", base.UTC))
-field("mac_tag",     ProtoField.bytes("courier.mac.tag", "GMAC tag"))
+field("mac_tag",     ProtoField.bytes("courier.mac.tag", "Tag (UMAC-128)"))
 field("mac_nonce",   ProtoField.bytes("courier.mac.nonce", "Nonce (stream id || counter)"))
 
 field("path",        ProtoField.string("courier.path", "Path"))
@@ -408,7 +408,7 @@ local function dissect_cm(tvb, tree, body)
 end
 
 local function dissect_mac(tvb, tree, body)
-	local m = tree:add(courier, tvb(body, MAC_LEN), "Authentication trailer (AES-GMAC)")
+	local m = tree:add(courier, tvb(body, MAC_LEN), "Authentication trailer")
 	m:add_le(pf.mac_stream, tvb(body, 8))
 	m:add_le(pf.mac_counter, tvb(body + 8, 4))
 	m:add_le(pf.mac_time, tvb(body + 12, 4), NSTime.new(tvb(body + 12, 4):le_uint(), 0))
