@@ -10,6 +10,9 @@
 #   -m MTUS    veth MTUs, space separated (default "1500 9000"); one table each
 #   -l PCT     percent of the packets each side receives dropped by nftables, 0..100
 #              (default 0); the out-of-band TCP channel is exempt
+#   -R RATE    each side sends at most RATE (tc's tbf, e.g. 10gbit: a real NIC's line rate;
+#              default: veth's, which is the cpus'), so what a provider costs in cpu shows
+#              as what it leaves of the line, not of the cpus
 #   -q         quick: a quarter of the messages
 #   -k         keep the log directory even when every run succeeded (-o DIR is always kept)
 #   -b DIR     directory holding cour_pingpong, cour_bw, cour_msgrate, cour_rma
@@ -57,20 +60,22 @@ set -u
 ROUNDS=3
 MTUS="1500 9000"
 LOSS=0
+RATE=""
 QUICK=0
 KEEP=0
 BIN_DIR=""
 LOG_DIR=""
 usage() {
-	echo "usage: $0 [-r rounds] [-m \"mtus\"] [-l loss_pct] [-q] [-k] [-b bindir]" \
+	echo "usage: $0 [-r rounds] [-m \"mtus\"] [-l loss_pct] [-R rate] [-q] [-k] [-b bindir]" \
 		"[-o logdir]" >&2
 	exit 64
 }
-while getopts "r:m:l:qkb:o:h" opt; do
+while getopts "r:m:l:R:qkb:o:h" opt; do
 	case $opt in
 	r) ROUNDS=$OPTARG ;;
 	m) MTUS=$OPTARG ;;
 	l) LOSS=$OPTARG ;;
+	R) RATE=$OPTARG ;;
 	q) QUICK=1 ;;
 	k) KEEP=1 ;;
 	b) BIN_DIR=$OPTARG ;;
@@ -337,7 +342,7 @@ prov_tag() {
 }
 
 echo "# eth-bench: providers: ${PROV_LIST[*]}; $ROUNDS rounds; MTUs: $MTUS; loss: $LOSS% each" \
-	"way (nft $NETNS_LOSS_HOOK hook)$([ "$QUICK" = 1 ] && echo "; quick")"
+	"way (nft $NETNS_LOSS_HOOK hook)${RATE:+; each side shaped to $RATE (tbf)}$([ "$QUICK" = 1 ] && echo "; quick")"
 echo "# namespaces $NETNS_A ($NETNS_ADDR_A, servers) and $NETNS_B ($NETNS_ADDR_B, clients), veth"
 echo "# programs: $BIN_DIR"
 echo "# courier: $COURIER_FROM${COURIER_ENV:+; courier env: $COURIER_ENV}"
@@ -540,7 +545,7 @@ print_tables() {
 	TABLES_DONE=1
 	for mtu in $MTUS; do
 		echo
-		echo "== MTU $mtu, $ROUNDS rounds, loss $LOSS%: medians (* some rounds failed;" \
+		echo "== MTU $mtu, $ROUNDS rounds, loss $LOSS%${RATE:+, line $RATE}: medians (* some rounds failed;" \
 			"n/a: none succeeded or not supported)"
 		awk -v mtu="$mtu" -v provs="${PROV_LIST[*]}" -v benches="${BENCH_LIST[*]}" \
 			"$TABLE_AWK" "$RESULTS"
@@ -557,6 +562,14 @@ TABLES_DONE=0 NETNS_ON_EXIT='[ "$TABLES_DONE" = 1 ] || { echo;
 
 T0=$SECONDS
 for mtu in $MTUS; do
+	# a line rate: tbf's bucket holds a 64 KB GSO run, and a millisecond's worth more
+	if [ -n "$RATE" ] &&
+	   { ! netns_a tc qdisc replace dev "$NETNS_IF" root tbf rate "$RATE" burst 1mb \
+		latency 20ms || ! netns_b tc qdisc replace dev "$NETNS_IF" root tbf \
+		rate "$RATE" burst 1mb latency 20ms; }; then
+		echo "eth-bench.sh: tc cannot shape $NETNS_IF to $RATE" >&2
+		exit 1
+	fi
 	if ! netns_a ip link set "$NETNS_IF" mtu "$mtu" ||
 	   ! netns_b ip link set "$NETNS_IF" mtu "$mtu" || ! netns_wait_up; then
 		echo "eth-bench.sh: cannot set MTU $mtu on $NETNS_IF" >&2
