@@ -547,8 +547,9 @@ Test(attr, contexts_protocol_auth)
 	cr_assert_eq(info->ep_attr->tx_ctx_cnt, 1);
 }
 
-/* an authentication key in any hint, or a size for one, cannot be honoured: no match */
-Test(attr, auth_key_hints_are_refused)
+/* an authentication key is a secret of 16 to 4096 bytes (cour_auth.c): a shorter one in any
+ * hint, a size without a key or a key without a size find no match */
+Test(attr, auth_key_hints_too_short_are_refused)
 {
 	static uint8_t key[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
 
@@ -581,7 +582,8 @@ Test(attr, auth_key_hints_are_refused)
 	cr_assert_eq(info->domain_attr->auth_key_size, 0);
 	cr_assert_null(info->ep_attr->auth_key);
 	cr_assert_eq(info->ep_attr->auth_key_size, 0);
-	/* an info carrying a key is refused when an endpoint is opened from it */
+	/* an info carrying a short key, or a size without one, is refused when a domain or an
+	 * endpoint is opened from it */
 	info->ep_attr->auth_key_size = 4;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->ep_attr->auth_key_size = 0;
@@ -589,6 +591,31 @@ Test(attr, auth_key_hints_are_refused)
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->domain_attr->auth_key_size = 0;
 	cr_assert_eq(cour_info_check(info), 0);
+}
+
+/* a secret of the right size matches, and every info returned carries a copy of it */
+Test(attr, auth_key_hints_are_copied)
+{
+	static uint8_t key[32] = "a job's 32-byte secret, in full";
+	const struct fi_info *fi;
+
+	hints->domain_attr->auth_key = key;
+	hints->domain_attr->auth_key_size = sizeof(key);
+	hints->ep_attr->auth_key = key;
+	hints->ep_attr->auth_key_size = COUR_AUTH_KEY_MIN;
+	get(V117, NULL, NULL, 0, hints, NTYPES);
+	hints->domain_attr->auth_key = NULL;    /* (static: not for fi_freeinfo) */
+	hints->ep_attr->auth_key = NULL;
+	for (fi = info; fi; fi = fi->next) {
+		cr_assert_eq(fi->domain_attr->auth_key_size, sizeof(key));
+		cr_assert_neq(fi->domain_attr->auth_key, key, "not a copy");
+		cr_assert_arr_eq(fi->domain_attr->auth_key, key, sizeof(key));
+		cr_assert_eq(fi->ep_attr->auth_key_size, COUR_AUTH_KEY_MIN);
+		cr_assert_arr_eq(fi->ep_attr->auth_key, key, COUR_AUTH_KEY_MIN);
+		cr_assert_eq(cour_info_check(fi), 0);
+	}
+	hints->domain_attr->auth_key_size = 0;
+	hints->ep_attr->auth_key_size = 0;
 }
 
 /* 2.0 named FI_TAG_BITS (0), FI_TAG_MPI (1), FI_TAG_CCL (2); from 1 << 16 up the value is a
@@ -772,20 +799,24 @@ Test(attr, max_group_id_is_refused)
 #endif
 
 #if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 20))
-/* no authentication keys: asking room for one per endpoint finds nothing (1.20) */
-Test(attr, max_ep_auth_key_is_refused)
+/* one authentication key per endpoint (1.20): room for one is granted, for more refused */
+Test(attr, max_ep_auth_key_is_one)
 {
 	get(V120, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->max_ep_auth_key, 0);
 	drop();
 	hints->domain_attr->max_ep_auth_key = 1;
+	get(V120, NULL, NULL, 0, hints, NTYPES);
+	cr_assert_eq(info->domain_attr->max_ep_auth_key, 1);
+	drop();
+	hints->domain_attr->max_ep_auth_key = 2;
 	fail(V120, NULL, NULL, 0, hints, -FI_ENODATA);
 	fail(V20, NULL, NULL, 0, hints, -FI_ENODATA);
 	/* before 1.20 the field did not exist */
 	get(V117, NULL, NULL, 0, hints, NTYPES);
 	cr_assert_eq(info->domain_attr->max_ep_auth_key, 0);
 	info->fabric_attr->api_version = V120;
-	info->domain_attr->max_ep_auth_key = 1;
+	info->domain_attr->max_ep_auth_key = 2;
 	cr_assert_eq(cour_info_check(info), -FI_EINVAL);
 	info->domain_attr->max_ep_auth_key = 0;
 }

@@ -554,6 +554,11 @@ static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct f
 		COUR_ASKED(fi->domain_attr->data_progress, hd->data_progress);
 		COUR_ASKED(fi->domain_attr->resource_mgmt, hd->resource_mgmt);
 		COUR_ASKED(fi->domain_attr->av_type, hd->av_type);
+#if FI_VERSION_GE(COUR_FI_VERSION, FI_VERSION(1, 20))
+		/* one key per endpoint (cour_auth.c): a caller that asks for it gets it */
+		if (FI_VERSION_GE(version, FI_VERSION(1, 20)) && hd->max_ep_auth_key == 1)
+			fi->domain_attr->max_ep_auth_key = 1;
+#endif
 	}
 	/* 2.x has one progress field (data_progress's union twin) and deprecates
 	 * control_progress; libfabric's util providers copy the former into the latter, and a
