@@ -97,7 +97,15 @@ run() {
 # clean FILE: every datagram is courier, none malformed, no Lua error
 clean() {
 	total=$(count "$1" "udp")
-	expect "$1: datagrams decoded as courier" "$(count "$1" "courier")" "$total"
+	decoded=$(count "$1" "courier")
+	if [ "$decoded" != "$total" ]; then
+		# (seen once in a Debian 13 root, not reproduced in 8 runs since: say all there is)
+		echo "test_trace: $1: tshark's errors:"
+		cat "$tmp/tshark.err"
+		ts "$1" -V -c 2 | tail -40
+		cat "$tmp/tshark.err"
+	fi
+	expect "$1: datagrams decoded as courier" "$decoded" "$total"
 	expect "$1: malformed or not courier" \
 		"$(count "$1" "_ws.malformed || _ws.lua.error || courier.bad || (udp && !courier)")" 0
 	ts "$1" -V >"$tmp/verbose" || bad "$1: tshark -V failed"
