@@ -456,7 +456,7 @@ static void check_place(const struct end *e, uint32_t n)
 				     "piece %u byte %zu", e->base + k, i);
 }
 
-Test(udp_wire, a_gro_train_of_data_is_read_into_place)
+static void gro_train_into_place(void)
 {
 	size_t lens[40];
 
@@ -480,6 +480,11 @@ Test(udp_wire, a_gro_train_of_data_is_read_into_place)
 	}
 	check_place(&ends[1], 40);
 	cr_expect_eq(ends[1].pool.in_use, COUR_WIRE_RX_BATCH);
+}
+
+Test(udp_wire, a_gro_train_of_data_is_read_into_place)
+{
+	gro_train_into_place();
 }
 
 /* Pieces 0-4, a stranger (200) where 5 belongs, then 6-9. With held, the engine, once 4 is
@@ -525,7 +530,7 @@ Test(udp_wire, pieces_after_a_stranger_in_a_train_come_up_as_copies)
 	stranger_in_a_train(false);
 }
 
-Test(udp_wire, a_train_longer_than_the_room_hands_the_rest_up_as_usual)
+static void train_longer_than_the_room(void)
 {
 	size_t lens[40];
 
@@ -543,6 +548,11 @@ Test(udp_wire, a_train_longer_than_the_room_hands_the_rest_up_as_usual)
 		cr_expect_eq(ends[1].seen[i].placed, i < 25, "datagram %d", i);
 	check_place(&ends[1], 25);
 	cr_expect_eq(ends[1].pool.in_use, COUR_WIRE_RX_BATCH);
+}
+
+Test(udp_wire, a_train_longer_than_the_room_hands_the_rest_up_as_usual)
+{
+	train_longer_than_the_room();
 }
 
 Test(udp_wire, big_datagrams_are_read_into_place_and_small_ones_end_it)
@@ -651,24 +661,9 @@ Test(udp_wire, keyed_a_run_arrives_as_a_train_without_its_trailers)
 Test(udp_wire, keyed_a_gro_train_of_data_is_read_into_place)
 {
 	struct cour_mac_counts c;
-	size_t lens[40];
 
 	wire_key = key_a;
-	open_end(&ends[0], true, false);
-	open_end(&ends[1], false, true);
-	start_placing(&ends[1], 0, 40, 1400 - HDR_LEN);
-	for (uint32_t i = 0; i < 40; i++) {
-		lens[i] = 1400;
-		queue(&ends[0], &ends[1], i, lens[i]);
-	}
-	ends[0].w.ops->flush(&ends[0].w);
-	cr_expect_eq(ends[0].w.stats.gso_sends, 1);
-	receive(&ends[1], 40);
-	check_seen(&ends[1], 0, lens, 40);
-	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
-	for (int i = 0; i < 40; i++)
-		cr_expect(ends[1].seen[i].placed, "datagram %d copied, not placed", i);
-	check_place(&ends[1], 40);
+	gro_train_into_place();
 	cour_mac_counts(ends[1].w.mac, &c);
 	cr_expect_eq(c.forged + c.replayed, 0);
 }
@@ -681,22 +676,8 @@ Test(udp_wire, keyed_a_stranger_in_a_train_is_copied_out_before_its_place_is_fil
 
 Test(udp_wire, keyed_a_train_longer_than_the_room_hands_the_rest_up_as_usual)
 {
-	size_t lens[40];
-
 	wire_key = key_a;
-	open_end(&ends[0], true, false);
-	open_end(&ends[1], false, true);
-	start_placing(&ends[1], 0, 25, 1400 - HDR_LEN);
-	for (uint32_t i = 0; i < 40; i++) {
-		lens[i] = i < 39 ? 1400 : 700;
-		queue(&ends[0], &ends[1], i, lens[i]);
-	}
-	ends[0].w.ops->flush(&ends[0].w);
-	receive(&ends[1], 40);
-	check_seen(&ends[1], 0, lens, 40);
-	for (int i = 0; i < 40; i++)
-		cr_expect_eq(ends[1].seen[i].placed, i < 25, "datagram %d", i);
-	check_place(&ends[1], 25);
+	train_longer_than_the_room();
 }
 
 /* Another key's stream, in trains, big datagrams, or small: nothing reaches the engine, and
