@@ -680,12 +680,27 @@ Test(udp_wire, keyed_a_train_longer_than_the_room_hands_the_rest_up_as_usual)
 	train_longer_than_the_room();
 }
 
+/* Poll e until its key refused at least forged and replayed datagrams (2 s at most). */
+static struct cour_mac_counts refusals(struct end *e, uint64_t forged, uint64_t replayed)
+{
+	uint64_t end = cour_now_us() + 2000000;
+	struct cour_mac_counts c;
+
+	do {
+		struct pollfd p = { .fd = e->w.fd, .events = POLLIN };
+
+		poll(&p, 1, 50);
+		e->w.ops->poll(&e->w);
+		cour_mac_counts(e->w.mac, &c);
+	} while ((c.forged < forged || c.replayed < replayed) && cour_now_us() < end);
+	return c;
+}
+
 /* Another key's stream, in trains, big datagrams, or small: nothing reaches the engine, and
  * every datagram is counted, whether it was read in place or not. */
 static void other_key(bool train)
 {
 	struct cour_mac_counts c;
-	uint64_t end;
 
 	wire_key = key_b;
 	open_end(&ends[0], train, false);
@@ -695,14 +710,7 @@ static void other_key(bool train)
 	for (uint32_t i = 0; i < 20; i++)
 		queue(&ends[0], &ends[1], i, train ? 1400 : 10016);
 	ends[0].w.ops->flush(&ends[0].w);
-	end = cour_now_us() + 2000000;
-	do {
-		struct pollfd p = { .fd = ends[1].w.fd, .events = POLLIN };
-
-		poll(&p, 1, 50);
-		ends[1].w.ops->poll(&ends[1].w);
-		cour_mac_counts(ends[1].w.mac, &c);
-	} while (c.forged < 20 && cour_now_us() < end);
+	c = refusals(&ends[1], 20, 0);
 	cr_expect_eq(c.forged, 20, "%" PRIu64 " of 20 refused", c.forged);
 	cr_expect_eq(ends[1].nseen, 0, "%zu forged datagrams reached the engine", ends[1].nseen);
 	cr_expect_eq(ends[1].next, 0);
@@ -724,7 +732,6 @@ Test(udp_wire, keyed_a_captured_datagram_is_accepted_once)
 {
 	static uint8_t cap[2048];
 	struct cour_mac_counts c;
-	uint64_t end;
 
 	wire_key = key_a;
 	open_end(&ends[0], false, false);
@@ -741,14 +748,7 @@ Test(udp_wire, keyed_a_captured_datagram_is_accepted_once)
 	for (int k = 0; k < 2; k++)
 		ends[2].w.ops->send_raw(&ends[2].w, &ends[1].w.bound_sa, ends[1].w.bound_len,
 					(const char *)cap, ends[2].seen[0].len);
-	end = cour_now_us() + 2000000;
-	do {
-		struct pollfd p = { .fd = ends[1].w.fd, .events = POLLIN };
-
-		poll(&p, 1, 50);
-		ends[1].w.ops->poll(&ends[1].w);
-		cour_mac_counts(ends[1].w.mac, &c);
-	} while (c.replayed < 1 && cour_now_us() < end);
+	c = refusals(&ends[1], 0, 1);
 	cr_expect_eq(ends[1].nseen, 1, "the first copy reaches the engine");
 	cr_expect_eq(ends[1].seen[0].len, 600);
 	cr_expect(ends[1].seen[0].intact);
