@@ -65,6 +65,10 @@ Test(lock, none_takes_nothing)
 	cour_lock_acquire(&l);
 	cour_lock_acquire(&l);          /* no lock: nesting is only counted */
 	cr_assert_eq(l.held, 2);
+	/* held, yet neither the mutex nor the spin word is taken */
+	cr_assert_eq(pthread_mutex_trylock(&l.mutex), 0, "the mutex was taken");
+	pthread_mutex_unlock(&l.mutex);
+	cr_assert_eq(l.spin, 0);
 	cour_lock_release(&l);
 	cour_lock_release(&l);
 	cr_assert_eq(l.held, 0);

@@ -15,7 +15,8 @@
  *           32 bytes comes back in every info fi_getinfo returns, as a copy (the hints' buffer
  *           may change or go), and fi_domain and fi_endpoint take it.
  *   badfile fi_domain fails with -FI_EACCES (the key file FI_COURIER_AUTH_KEY_FILE names is
- *           readable by others than its owner; the script checks the warning naming it).
+ *           readable by others than its owner, missing, or a directory; the script checks
+ *           the warning naming it).
  * Every wait is bounded. Exit 0 when every check held.
  */
 #define _GNU_SOURCE

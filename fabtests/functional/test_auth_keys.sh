@@ -12,7 +12,8 @@
 #              packet it cannot check, and both count drop_bad_mac.
 # One process: a key file readable by others (0644) makes fi_domain fail with -FI_EACCES and
 # a warning naming the file; an 8-byte auth_key is refused by fi_getinfo and by fi_domain; a
-# 32-byte one comes back copied in fi_getinfo's infos (auth.c -x api).
+# 32-byte one comes back copied in fi_getinfo's infos (auth.c -x api). FI_EP_MSG connection
+# management with a key (msg_cm.c, one process).
 # Environment as run_pair.sh (COUR_BUILD, COUR_FT_PROVIDER); courier only.
 set -u
 build=${COUR_BUILD:-$PWD}
@@ -102,12 +103,32 @@ for shm in 1 0; do
 	refused client 1
 done
 
-name="key file 0644"
-FI_COURIER_AUTH_KEY_FILE=$out/A644 timeout -k 5 30 "$prog" -p "$prov" -x badfile \
-	>"$out/pair" 2>&1 || fail "auth -x badfile failed"
-grep -q "FI_COURIER_AUTH_KEY_FILE $out/A644: refused" "$out/pair" ||
-	fail "no warning naming the key file"
-grep "^auth: " "$out/pair" | sed "s/^/$name: /"
+# a key file others may read, one that is not there, a directory: fi_domain fails with
+# -FI_EACCES and a warning names the file and says why
+for bad in "A644:refused: others than its owner" "missing:No such file" ".:refused: not a regular"; do
+	file=$out/${bad%%:*}
+	[ "${bad%%:*}" = . ] && file=$out
+	name="key file $file"
+	FI_COURIER_AUTH_KEY_FILE=$file timeout -k 5 30 "$prog" -p "$prov" -x badfile \
+		>"$out/pair" 2>&1 || fail "auth -x badfile failed"
+	grep -q "FI_COURIER_AUTH_KEY_FILE $file: ${bad#*:}" "$out/pair" ||
+		fail "no warning naming the key file and why"
+	grep "^auth: " "$out/pair" | sed "s|^|$name: |"
+done
+
+# FI_EP_MSG: connecting, accepting, rejecting through a keyed passive endpoint (msg_cm.c),
+# every endpoint, the passive one too, with the key
+name="msg_cm with a key"
+cm=$build/fabtests/functional/msg_cm
+if [ -x "$cm" ]; then
+	FI_COURIER_AUTH_KEY_FILE=$out/A FI_COURIER_PEER_TIMEOUT=1500 timeout -k 5 60 "$cm" "$prov" \
+		>"$out/cm" 2>&1 || { cat "$out/cm"; fail "msg_cm failed with a key"; }
+	grep -q "authenticated 1 drop_bad_mac 0 drop_replay 0$" "$out/cm" ||
+		fail "msg_cm's endpoints did not say they authenticated"
+	! grep "courier stats .*: authenticated 1 drop_bad_mac [1-9]" "$out/cm" ||
+		fail "an endpoint of msg_cm refused a datagram of its own job"
+	echo "$name: $(grep -c "authenticated 1 drop_bad_mac 0" "$out/cm") endpoints authenticated"
+fi
 
 name="auth_key in hints"
 timeout -k 5 30 "$prog" -p "$prov" -x api >"$out/pair" 2>&1 || fail "auth -x api failed"

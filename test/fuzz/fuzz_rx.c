@@ -212,15 +212,18 @@ static void alt_addr(unsigned i, struct sockaddr_storage *ss, socklen_t *len)
 }
 
 /* Records A's finished packets (the fault injector, set to change nothing, hands each one to
- * send_raw as a single buffer), then delivers them as the loop wire would. */
+ * send_raw as a single buffer, signed with a key: the seed is the packet without its
+ * trailer), then delivers them as the loop wire would. */
 static void cap_send_raw(struct cour_wire *cw, const void *sa, socklen_t sa_len,
 			 const char *buf, size_t len)
 {
+	size_t plen = cw->mac && len >= COUR_MAC_LEN ? len - COUR_MAC_LEN : len;
+
 	if (w.capturing && w.ncap < CAP_MAX) {
-		w.cap[w.ncap] = malloc(len);
+		w.cap[w.ncap] = malloc(plen ? plen : 1);
 		if (w.cap[w.ncap]) {
-			memcpy(w.cap[w.ncap], buf, len);
-			w.cap_len[w.ncap++] = len;
+			memcpy(w.cap[w.ncap], buf, plen);
+			w.cap_len[w.ncap++] = plen;
 		}
 	}
 	cour_loop_wire.send_raw(cw, sa, sa_len, buf, len);
@@ -856,19 +859,20 @@ static void deliver(int alt, const uint8_t *pkt, size_t len)
 static void loop_raw(const uint8_t *data, size_t len, bool sign)
 {
 	struct cour_ep *a = ep_a(), *b = ep_b();
-	uint8_t *copy = malloc(len ? len : 1);
-	struct cour_mac *mac;
+	uint8_t *copy = malloc(len + COUR_MAC_LEN);
 
 	if (!copy)
 		die("malloc");
 	memcpy(copy, data, len);
 	tag_guard(copy, len);
 	cour_lock_acquire(&a->domain->lock);
-	mac = a->pep.wire.mac;
-	if (!sign)
-		a->pep.wire.mac = NULL;
-	cour_loop_wire.send_raw(&a->pep.wire, &b->pep.wire.bound_sa, b->pep.wire.bound_len, (const char *)copy, len);
-	a->pep.wire.mac = mac;
+	/* (send_raw sends as is: signed here, as a holder of A's key would) */
+	if (sign && a->pep.wire.mac) {
+		cour_mac_sign_buf(a->pep.wire.mac, copy, len);
+		len += COUR_MAC_LEN;
+	}
+	cour_loop_wire.send_raw(&a->pep.wire, &b->pep.wire.bound_sa, b->pep.wire.bound_len,
+				(const char *)copy, len);
 	cour_lock_release(&a->domain->lock);
 	free(copy);
 }

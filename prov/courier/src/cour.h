@@ -183,6 +183,8 @@ int  cour_auth_key_ok(size_t len, const char *what);
 /* A copy of the secret info names: with_ep, its ep_attr->auth_key first; then its
  * domain_attr->auth_key; then FI_COURIER_AUTH_KEY_FILE's. 0 with *len 0: none. */
 int  cour_auth_key(const struct fi_info *info, bool with_ep, void **key, size_t *len);
+/* A copy of len bytes of src in *key (malloc'd), *key_len = len: 0 or -FI_ENOMEM. */
+int  cour_auth_dup(const void *src, size_t len, void **key, size_t *key_len);
 void cour_auth_key_free(void *key, size_t len);
 
 int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **dom,

@@ -274,6 +274,14 @@ static bool cour_attr_names_us(const char *list)
 	return false;
 }
 
+/* No key, or a key of a size courier takes (a size without a key, or the reverse, is none) */
+static bool cour_attr_key_fits(const void *key, size_t size)
+{
+	if (!key && !size)
+		return true;
+	return key && size >= COUR_AUTH_KEY_MIN && size <= COUR_AUTH_KEY_MAX;
+}
+
 static bool cour_match_ep(const struct cour_match *m, const struct fi_info *hints)
 {
 	const struct fi_ep_attr *h = hints->ep_attr, *o = m->offer->ep_attr;
@@ -285,9 +293,7 @@ static bool cour_match_ep(const struct cour_match *m, const struct fi_info *hint
 		return COUR_NOMATCH(m, "ep_attr->type %d asked", (int)h->type);
 	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != o->protocol)
 		return COUR_NOMATCH(m, "ep_attr->protocol %u asked", h->protocol);
-	if ((h->auth_key_size || h->auth_key) &&
-	    (!h->auth_key || h->auth_key_size < COUR_AUTH_KEY_MIN ||
-	     h->auth_key_size > COUR_AUTH_KEY_MAX))
+	if (!cour_attr_key_fits(h->auth_key, h->auth_key_size))
 		return COUR_NOMATCH(m, "ep_attr->auth_key of %zu bytes: courier's keys are "
 				    "secrets of %d to %d bytes", h->auth_key_size,
 				    COUR_AUTH_KEY_MIN, COUR_AUTH_KEY_MAX);
@@ -412,9 +418,7 @@ static bool cour_match_domain(const struct cour_match *m, const struct fi_info *
 	if (cour_attr_pick_mr_mode(m->version, hints, 0) < 0)
 		return COUR_NOMATCH(m, "mr_mode 0x%x invalid for API %u.%u", h->mr_mode,
 				    FI_MAJOR(m->version), FI_MINOR(m->version));
-	if ((h->auth_key_size || h->auth_key) &&
-	    (!h->auth_key || h->auth_key_size < COUR_AUTH_KEY_MIN ||
-	     h->auth_key_size > COUR_AUTH_KEY_MAX))
+	if (!cour_attr_key_fits(h->auth_key, h->auth_key_size))
 		return COUR_NOMATCH(m, "domain_attr->auth_key of %zu bytes: courier's keys are "
 				    "secrets of %d to %d bytes", h->auth_key_size,
 				    COUR_AUTH_KEY_MIN, COUR_AUTH_KEY_MAX);
@@ -571,31 +575,18 @@ static void cour_attr_alter(struct fi_info *fi, uint32_t version, const struct f
 }
 
 /* The keys asked are the keys the endpoints will use: the info says so (fi_getinfo(3)). */
-static int cour_attr_copy_key(void **dst, size_t *dst_len, const void *src, size_t len)
-{
-	if (!len)
-		return 0;
-	*dst = malloc(len);
-	if (!*dst)
-		return -FI_ENOMEM;
-	memcpy(*dst, src, len);
-	*dst_len = len;
-	return 0;
-}
-
 static int cour_attr_copy_keys(struct fi_info *fi, const struct fi_info *hints)
 {
 	int ret = 0;
 
-	if (hints && hints->ep_attr)
-		ret = cour_attr_copy_key((void **)&fi->ep_attr->auth_key,
-					 &fi->ep_attr->auth_key_size, hints->ep_attr->auth_key,
-					 hints->ep_attr->auth_key_size);
-	if (!ret && hints && hints->domain_attr)
-		ret = cour_attr_copy_key((void **)&fi->domain_attr->auth_key,
-					 &fi->domain_attr->auth_key_size,
-					 hints->domain_attr->auth_key,
-					 hints->domain_attr->auth_key_size);
+	if (hints && hints->ep_attr && hints->ep_attr->auth_key_size)
+		ret = cour_auth_dup(hints->ep_attr->auth_key, hints->ep_attr->auth_key_size,
+				    (void **)&fi->ep_attr->auth_key, &fi->ep_attr->auth_key_size);
+	if (!ret && hints && hints->domain_attr && hints->domain_attr->auth_key_size)
+		ret = cour_auth_dup(hints->domain_attr->auth_key,
+				    hints->domain_attr->auth_key_size,
+				    (void **)&fi->domain_attr->auth_key,
+				    &fi->domain_attr->auth_key_size);
 	return ret;
 }
 

@@ -32,8 +32,12 @@ static int cour_auth_key_file(const char *path, void **key, size_t *len)
 		COUR_WARN(FI_LOG_CORE, "FI_COURIER_AUTH_KEY_FILE %s: %s\n", path, strerror(errno));
 		return -FI_EACCES;
 	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & (S_IRWXG | S_IRWXO))) {
+	if (fstat(fd, &st)) {
+		COUR_WARN(FI_LOG_CORE, "FI_COURIER_AUTH_KEY_FILE %s: %s\n", path, strerror(errno));
+		close(fd);
+		return -FI_EACCES;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IRWXG | S_IRWXO))) {
 		COUR_WARN(FI_LOG_CORE, "FI_COURIER_AUTH_KEY_FILE %s: refused: %s (chmod 600, and "
 			  "own it)\n", path, !S_ISREG(st.st_mode) ? "not a regular file" :
 			  st.st_uid != geteuid() ? "owned by another user" :
@@ -62,19 +66,22 @@ static int cour_auth_key_file(const char *path, void **key, size_t *len)
 	return 0;
 }
 
-static int cour_auth_copy(const void *src, size_t len, const char *what, void **key,
-			  size_t *key_len)
+int cour_auth_dup(const void *src, size_t len, void **key, size_t *key_len)
 {
-	int ret = cour_auth_key_ok(len, what);
-
-	if (ret)
-		return ret;
 	*key = malloc(len);
 	if (!*key)
 		return -FI_ENOMEM;
 	memcpy(*key, src, len);
 	*key_len = len;
 	return 0;
+}
+
+static int cour_auth_copy(const void *src, size_t len, const char *what, void **key,
+			  size_t *key_len)
+{
+	int ret = cour_auth_key_ok(len, what);
+
+	return ret ? ret : cour_auth_dup(src, len, key, key_len);
 }
 
 int cour_auth_key(const struct fi_info *info, bool with_ep, void **key, size_t *len)

@@ -117,15 +117,11 @@ static int cour_cm_socket(const struct cour_addr *want, struct cour_addr *got)
 static void cour_cm_pep_send(struct cour_cm_pep *pep, const struct cour_addr *to, uint32_t op,
 			     uint64_t id, const void *data, size_t len)
 {
-	_Alignas(8) char buf[COUR_CM_PKT_MAX + COUR_MAC_LEN];
+	_Alignas(8) char buf[COUR_CM_DGRAM_MAX];
 	union cour_sockaddr sa;
-	size_t n = cour_cm_pack(buf, pep->mac != NULL, op, id, data, len);
+	size_t n = cour_cm_pack(buf, pep->mac, op, id, data, len);
 	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &sa);
 
-	if (pep->mac) {
-		cour_mac_sign_buf(pep->mac, buf, n);
-		n += COUR_MAC_LEN;
-	}
 	if (sendto(pep->fd, buf, n, 0, &sa.sa, sl) < 0)
 		COUR_DBG(FI_LOG_EP_CTRL, "passive endpoint: sendto: %s\n", strerror(errno));
 }
@@ -239,37 +235,23 @@ static void cour_cm_listener_stop(void *arg)
 	cour_fd_kick(((struct cour_cm_pep *)arg)->wake_fd);
 }
 
-/* A keyed passive endpoint hears only what its key authenticates (the active endpoints'
- * wires do the same, wire/cour_wire.c). */
+/* A keyed passive endpoint hears only what its key authenticates, as the active endpoints'
+ * wires do (the lock: fi_reject signs with the same MAC from the application's thread) */
 static bool cour_cm_pep_auth(struct cour_cm_pep *pep, const void *buf, size_t *len,
 			     const struct sockaddr_storage *ss, socklen_t sl)
 {
-	enum cour_mac_verdict v;
-	struct cour_addr from;
-	char str[80] = "?";
+	bool ok;
 
 	pthread_mutex_lock(&pep->lock);
-	v = cour_mac_check_buf(pep->mac, buf, *len);
-	bool log = v != COUR_MAC_OK && cour_mac_log_due(pep->mac);
+	ok = cour_mac_accept(pep->mac, buf, len, ss, sl);
 	pthread_mutex_unlock(&pep->lock);
-	if (v == COUR_MAC_OK) {
-		*len -= COUR_MAC_LEN;
-		return true;
-	}
-	if (log) {
-		if (cour_addr_from_sockaddr(&from, ss, sl) == 0)
-			cour_addr_str(&from, str, sizeof(str));
-		COUR_WARN(FI_LOG_EP_CTRL, "passive endpoint: datagram from %s dropped: %s\n", str,
-			  v == COUR_MAC_FORGED ? "it fails authentication (another key, or none)" :
-			  "a replay, or stamped too far from our clock");
-	}
-	return false;
+	return ok;
 }
 
 static void *cour_cm_listener(void *arg)
 {
 	struct cour_cm_pep *pep = arg;
-	_Alignas(8) char buf[COUR_CM_PKT_MAX + COUR_MAC_LEN + 1];
+	_Alignas(8) char buf[COUR_CM_DGRAM_MAX + 1];
 
 	for (;;) {
 		struct pollfd p[2] = { { .fd = pep->fd, .events = POLLIN },

@@ -5,8 +5,8 @@
  */
 #include "proto/cour_engine.h"
 
-size_t cour_cm_pack(void *buf, bool keyed, uint32_t op, uint64_t conn_id, const void *data,
-		    size_t len)
+size_t cour_cm_pack(void *buf, struct cour_mac *mac, uint32_t op, uint64_t conn_id,
+		    const void *data, size_t len)
 {
 	struct cour_base_hdr *h = buf;
 	struct cour_cm_hdr cm = { .conn_id = conn_id, .op = op, .data_len = (uint32_t)len };
@@ -15,13 +15,16 @@ size_t cour_cm_pack(void *buf, bool keyed, uint32_t op, uint64_t conn_id, const 
 	memset(h, 0, sizeof(*h));
 	h->version = COUR_WIRE_VERSION;
 	h->type = COUR_PKT_CM;
-	h->flags = COUR_F_PCSUM | (keyed ? COUR_F_MAC : 0);
+	h->flags = COUR_F_PCSUM | (mac ? COUR_F_MAC : 0);
 	memcpy(h + 1, &cm, sizeof(cm));
 	if (len)
 		memcpy((char *)(h + 1) + sizeof(cm), data, len);
 	len += sizeof(*h) + sizeof(cm);
 	h->crc = cour_crc32c(0, buf, len);
-	return len;
+	if (!mac)
+		return len;
+	cour_mac_sign_buf(mac, buf, len);
+	return len + COUR_MAC_LEN;
 }
 
 bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr *cm,
@@ -34,7 +37,8 @@ bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr 
 		return false;
 	memcpy(&h, buf, sizeof(h));
 	memcpy(cm, (const char *)buf + sizeof(h), sizeof(*cm));
-	if (h.version != COUR_WIRE_VERSION || h.type != COUR_PKT_CM || h.flags != (COUR_F_PCSUM | (keyed ? COUR_F_MAC : 0)) ||
+	if (h.version != COUR_WIRE_VERSION || h.type != COUR_PKT_CM ||
+	    h.flags != (COUR_F_PCSUM | (keyed ? COUR_F_MAC : 0)) ||
 	    h.src_session || h.dst_session || h.seq ||
 	    cm->op == 0 || cm->op >= COUR_CM_OP_MAX || cm->data_len > COUR_CM_DATA_MAX ||
 	    len != sizeof(h) + sizeof(*cm) + cm->data_len)
@@ -51,9 +55,9 @@ bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr 
 void cour_pep_send_cm(struct cour_pep *ep, const struct cour_addr *to, uint32_t op,
 		      uint64_t conn_id, const void *data, size_t len)
 {
-	_Alignas(8) char buf[COUR_CM_PKT_MAX];
+	_Alignas(8) char buf[COUR_CM_DGRAM_MAX];
 	struct sockaddr_storage ss;
-	size_t n = cour_cm_pack(buf, ep->wire.mac != NULL, op, conn_id, data, len);
+	size_t n = cour_cm_pack(buf, ep->wire.mac, op, conn_id, data, len);
 	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &ss);
 
 	ep->wire.ops->send_raw(&ep->wire, &ss, sl, buf, n);

@@ -102,17 +102,6 @@ static size_t cour_fault_gather(struct msghdr *m, char *dst)
 	return len;
 }
 
-/* A datagram as it is: signed already when the wire has a key (the base wire would sign) */
-static void cour_fault_raw(struct cour_wire *w, const void *sa, socklen_t sa_len, const char *buf,
-			   size_t len)
-{
-	struct cour_mac *mac = w->mac;
-
-	w->mac = NULL;
-	w->base->send_raw(w, sa, sa_len, buf, len);
-	w->mac = mac;
-}
-
 static void cour_fault_sendmsg(struct cour_wire *w, struct msghdr *m)
 {
 	struct cour_fault *f = w->deco;
@@ -128,7 +117,7 @@ static void cour_fault_sendmsg(struct cour_wire *w, struct msghdr *m)
 	len = cour_fault_gather(m, f->scratch);
 	if (w->mac) {
 		/* the injector plays the network, which harms what the sender signed: sign
-		 * first, and hand the base wire finished datagrams (cour_fault_raw) */
+		 * first, and hand the base wire finished datagrams (send_raw sends as is) */
 		cour_mac_sign_buf(w->mac, f->scratch, len);
 		len += COUR_MAC_LEN;
 	}
@@ -144,13 +133,13 @@ static void cour_fault_sendmsg(struct cour_wire *w, struct msghdr *m)
 		f->n_reorder++;
 		return;
 	}
-	cour_fault_raw(w, m->msg_name, m->msg_namelen, f->scratch, len);
+	w->base->send_raw(w, m->msg_name, m->msg_namelen, f->scratch, len);
 	if (cour_fault_hit(f, f->dup)) {
-		cour_fault_raw(w, m->msg_name, m->msg_namelen, f->scratch, len);
+		w->base->send_raw(w, m->msg_name, m->msg_namelen, f->scratch, len);
 		f->n_dup++;
 	}
 	if (f->held_len) {
-		cour_fault_raw(w, &f->held_sa, f->held_salen, f->held, f->held_len);
+		w->base->send_raw(w, &f->held_sa, f->held_salen, f->held, f->held_len);
 		f->held_len = 0;
 	}
 }

@@ -94,13 +94,9 @@ out:
 static void cour_loop_send_raw(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			       const char *buf, size_t len)
 {
-	struct cour_mac_trailer t;
-	struct iovec v[2] = { { .iov_base = (void *)buf, .iov_len = len },
-			      { .iov_base = &t, .iov_len = COUR_MAC_LEN } };
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
 
-	if (w->mac)
-		cour_mac_sign(w->mac, v, 1, &t);
-	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, v, w->mac ? 2 : 1);
+	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, &v, 1);
 }
 
 /* Header plus payload. */
@@ -111,13 +107,8 @@ static void cour_loop_send(struct cour_wire *w, const void *sa, socklen_t sa_len
 
 	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 	w->stats.tx_pkts++;
-	if (w->mac) {
-		cour_mac_sign(w->mac, msg.v, iovcnt + 1, &msg.t);
-		msg.v[iovcnt + 1].iov_base = &msg.t;
-		msg.v[iovcnt + 1].iov_len = COUR_MAC_LEN;
-	}
 	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, msg.v,
-			  iovcnt + 1 + (w->mac ? 1 : 0));
+			  cour_wire_sign(w, msg.v, iovcnt + 1, &msg.t));
 }
 
 static void cour_loop_close(struct cour_wire *w)

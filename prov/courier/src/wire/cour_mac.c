@@ -30,9 +30,7 @@ struct cour_mac {
 	uint64_t        ctr;           /* next counter: a new stream at 2^32 */
 	struct cour_mac_stream *streams;   /* receiving */
 	struct cour_mac_stream *last;      /* the stream heard last: most datagrams' own */
-	size_t          nstreams;
 	uint32_t        purged_s;
-	uint64_t        refusals;
 	struct cour_mac_counts counts;
 };
 
@@ -167,7 +165,6 @@ static void cour_mac_purge(struct cour_mac *m, uint32_t now)
 				m->last = NULL;
 			HASH_DEL(m->streams, s);
 			free(s);
-			m->nstreams--;
 		}
 	}
 }
@@ -191,9 +188,10 @@ static enum cour_mac_verdict cour_mac_once(struct cour_mac *m, uint64_t id, uint
 	if (!s || s->id != id)
 		HASH_FIND(hh, m->streams, &id, sizeof(id), s);
 	if (!s) {
-		if (now - m->purged_s >= m->skew_s || m->nstreams >= COUR_MAC_STREAMS_MAX)
+		if (now - m->purged_s >= m->skew_s ||
+		    HASH_COUNT(m->streams) >= COUR_MAC_STREAMS_MAX)
 			cour_mac_purge(m, now);
-		if (m->nstreams >= COUR_MAC_STREAMS_MAX) {
+		if (HASH_COUNT(m->streams) >= COUR_MAC_STREAMS_MAX) {
 			COUR_WARN(FI_LOG_EP_DATA, "%d senders heard within %u s: a new one is "
 				  "refused\n", COUR_MAC_STREAMS_MAX, 2 * m->skew_s);
 			return COUR_MAC_REPLAYED;
@@ -204,7 +202,6 @@ static enum cour_mac_verdict cour_mac_once(struct cour_mac *m, uint64_t id, uint
 		s->id = id;
 		s->top = c;
 		HASH_ADD(hh, m->streams, id, sizeof(s->id), s);
-		m->nstreams++;
 	} else if (c > s->top) {
 		uint32_t gap = c - s->top;
 
@@ -239,7 +236,6 @@ static bool cour_mac_tag_eq(const uint8_t *a, const uint8_t *b)
 
 static enum cour_mac_verdict cour_mac_refuse(struct cour_mac *m, enum cour_mac_verdict v)
 {
-	m->refusals++;
 	if (v == COUR_MAC_FORGED)
 		m->counts.forged++;
 	else
@@ -287,5 +283,5 @@ void cour_mac_counts(const struct cour_mac *m, struct cour_mac_counts *c)
 
 bool cour_mac_log_due(const struct cour_mac *m)
 {
-	return m->refusals % 1024 == 1;
+	return (m->counts.forged + m->counts.replayed) % 1024 == 1;
 }

@@ -13,8 +13,9 @@
  *   time    u32  the sender's CLOCK_REALTIME in seconds, low 32 bits
  *   tag     16   UMAC-128(key, nonce = stream || ctr, everything before the tag)
  *
- * The nonce never repeats under one key (UMAC, as GMAC, is only as good as that): a stream is 64 random bits (two senders of one job
- * share one with odds of n^2 / 2^65), and its counter never wraps. Replays: a receiver keeps,
+ * The nonce never repeats under one key (UMAC, as GMAC, is only as good as that): a stream is
+ * 64 random bits (two senders of one job share one with odds of n^2 / 2^65), and its counter
+ * never wraps. Replays: a receiver keeps,
  * per stream it heard within the last 2 * skew seconds, a window of the last
  * COUR_MAC_WINDOW counters it accepted, and refuses a datagram whose time is more than skew
  * (FI_COURIER_AUTH_SKEW) from its own clock: a copy is either stale or in a window.

@@ -17,8 +17,9 @@
  *                   check, on a second interface ("courier-shm"; UDP is "courier-udp")
  *
  * A capture file holds raw IP packets: the IPv4 or IPv6 and UDP headers are made up from the
- * socket's addresses (ours, the peer's), IPv4 or IPv6 as the endpoint's socket is. Ring packets get the two endpoints' UDP addresses too
- * (a ring's tag is the sender's bound address), so one conversation reads the same on both
+ * socket's addresses (ours, the peer's), IPv4 or IPv6 as the endpoint's socket is. Ring
+ * packets get the two endpoints' UDP addresses too (a ring's tag is the sender's bound
+ * address), so one conversation reads the same on both
  * paths and only the interface tells them apart. FI_COURIER_TRACE_SNAP bytes of each packet
  * are kept, FI_COURIER_TRACE_MAX MiB per file at most (cour_pcapng.h: buffering, the bound).
  *

@@ -276,14 +276,9 @@ static void cour_udp_queue(struct cour_wire *w, const void *sa, socklen_t sa_len
 	m->msg_name = (void *)sa;
 	m->msg_namelen = sa_len;
 	m->msg_iov = w->tx_iov[i];
-	m->msg_iovlen = iovcnt + 1;
-	if (w->mac) {
-		cour_mac_sign(w->mac, w->tx_iov[i], iovcnt + 1, &w->tx_trl[i]);
-		w->tx_iov[i][iovcnt + 1].iov_base = &w->tx_trl[i];
-		w->tx_iov[i][iovcnt + 1].iov_len = COUR_MAC_LEN;
-		m->msg_iovlen++;
+	m->msg_iovlen = cour_wire_sign(w, w->tx_iov[i], iovcnt + 1, &w->tx_trl[i]);
+	if (w->mac)
 		w->tx_len[i] += COUR_MAC_LEN;
-	}
 	m->msg_control = NULL;
 	m->msg_controllen = 0;
 	m->msg_flags = 0;
@@ -482,12 +477,7 @@ static int cour_udp_send_now(struct cour_wire *w, const void *sa,
 	struct cour_wire_msg msg;
 
 	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
-	if (w->mac) {
-		cour_mac_sign(w->mac, msg.v, iovcnt + 1, &msg.t);
-		msg.v[iovcnt + 1].iov_base = &msg.t;
-		msg.v[iovcnt + 1].iov_len = COUR_MAC_LEN;
-		msg.m.msg_iovlen++;
-	}
+	msg.m.msg_iovlen = cour_wire_sign(w, msg.v, iovcnt + 1, &msg.t);
 	w->stats.tx_pkts++;
 	while (sendmsg(w->fd, &msg.m, 0) < 0) {
 		int e = errno;
@@ -837,16 +827,10 @@ static int cour_udp_poll(struct cour_wire *w)
 static void cour_udp_send_raw(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			      const char *buf, size_t len)
 {
-	struct cour_mac_trailer t;
-	struct iovec v[2] = { { .iov_base = (void *)buf, .iov_len = len },
-			      { .iov_base = &t, .iov_len = COUR_MAC_LEN } };
-	struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sa_len, .msg_iov = v,
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr m = { .msg_name = (void *)sa, .msg_namelen = sa_len, .msg_iov = &v,
 			    .msg_iovlen = 1 };
 
-	if (w->mac) {
-		cour_mac_sign(w->mac, v, 1, &t);
-		m.msg_iovlen = 2;
-	}
 	if (sendmsg(w->fd, &m, 0) < 0) {
 		int e = errno;
 

@@ -96,16 +96,16 @@ void cour_wire_auth_fini(struct cour_wire *w)
 }
 
 /* A refusal: counted by the MAC; said with the sender's address, the first and every 1024th */
-static void cour_wire_auth_refused(struct cour_wire *w, enum cour_mac_verdict v,
+static void cour_wire_auth_refused(struct cour_mac *m, enum cour_mac_verdict v,
 				   const struct sockaddr_storage *sa, socklen_t sa_len)
 {
 	struct cour_mac_counts c;
 	struct cour_addr from;
 	char str[80] = "?";
 
-	if (!cour_mac_log_due(w->mac))
+	if (!cour_mac_log_due(m))
 		return;
-	cour_mac_counts(w->mac, &c);
+	cour_mac_counts(m, &c);
 	if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0)
 		cour_addr_str(&from, str, sizeof(str));
 	COUR_WARN(FI_LOG_EP_DATA, "datagram from %s dropped: %s (so far %" PRIu64
@@ -117,20 +117,23 @@ static void cour_wire_auth_refused(struct cour_wire *w, enum cour_mac_verdict v,
 		  "a copy of one already accepted", c.forged, c.replayed);
 }
 
-bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
-		       const struct sockaddr_storage *sa, socklen_t sa_len)
+bool cour_mac_accept(struct cour_mac *m, const void *buf, size_t *len,
+		     const struct sockaddr_storage *sa, socklen_t sa_len)
 {
-	enum cour_mac_verdict v;
+	enum cour_mac_verdict v = cour_mac_check_buf(m, buf, *len);
 
-	if (!w->mac)
-		return true;
-	v = cour_mac_check_buf(w->mac, buf, *len);
 	if (COUR_LIKELY(v == COUR_MAC_OK)) {
 		*len -= COUR_MAC_LEN;
 		return true;
 	}
-	cour_wire_auth_refused(w, v, sa, sa_len);
+	cour_wire_auth_refused(m, v, sa, sa_len);
 	return false;
+}
+
+bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
+		       const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	return !w->mac || cour_mac_accept(w->mac, buf, len, sa, sa_len);
 }
 
 bool cour_wire_rx_auth_split(struct cour_wire *w, const void *hdr, size_t hdr_len,
@@ -142,6 +145,6 @@ bool cour_wire_rx_auth_split(struct cour_wire *w, const void *hdr, size_t hdr_le
 
 	if (COUR_LIKELY(r == COUR_MAC_OK))
 		return true;
-	cour_wire_auth_refused(w, r, sa, sa_len);
+	cour_wire_auth_refused(w->mac, r, sa, sa_len);
 	return false;
 }

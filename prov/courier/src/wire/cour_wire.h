@@ -17,7 +17,8 @@
  *   poll      read up to COUR_WIRE_RX_BATCH datagrams and hand each to w->rx->packet;
  *             returns the count read;
  *   send_now  one datagram now (ACK, RESET, HELLO, datagram endpoint): 0 or -FI_EAGAIN;
- *   send_raw  one datagram already in a single buffer (the fault decorator, test harnesses);
+ *   send_raw  one datagram already in a single buffer, sent as it is: with a key, its sender
+ *             signed it already (cour_mac_sign_buf; CM, the fault decorator, test harnesses);
  *   peer_mtu  largest datagram (header included) worth sending to that address; 0 when this
  *             wire cannot send there at all (the engine then fails the peer's operations with
  *             FI_EHOSTUNREACH instead of retrying into the peer timeout).
@@ -200,10 +201,28 @@ void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len,
 		      size_t hdr_len, const struct iovec *iov, size_t iovcnt);
 /* A datagram the wire could not read (too big): counted, said at debug level. */
 void cour_wire_drop(struct cour_wire *w, const char *why);
+/* With a key, sign the datagram v[0..n) into t and append t as v[n] (v has room for it):
+ * returns the datagram's iovec count, n or n + 1. Inline: without a key, one branch per
+ * datagram sent. */
+static inline size_t cour_wire_sign(struct cour_wire *w, struct iovec *v, size_t n,
+				    struct cour_mac_trailer *t)
+{
+	if (!w->mac)
+		return n;
+	cour_mac_sign(w->mac, v, n, t);
+	v[n].iov_base = t;
+	v[n].iov_len = COUR_MAC_LEN;
+	return n + 1;
+}
 /* From now on, authenticate with key (before open, or before the first peer's MTU is asked:
  * the trailer takes room). 0, or -FI_EINVAL/-FI_ENOMEM (logged). */
 int  cour_wire_auth(struct cour_wire *w, const void *key, size_t len, uint32_t skew_s);
 void cour_wire_auth_fini(struct cour_wire *w);
+/* Check a received datagram of *len bytes in buf from sa with m: true (and *len without the
+ * trailer) to take it; false when refused (counted, logged with sa). Also the passive
+ * endpoint's, which has no wire. */
+bool cour_mac_accept(struct cour_mac *m, const void *buf, size_t *len,
+		     const struct sockaddr_storage *sa, socklen_t sa_len);
 /* Check a received datagram of *len bytes in buf with the wire's key, if it has one: true
  * (and *len without the trailer) to hand it up; false when refused (counted, logged). */
 bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
