@@ -26,7 +26,7 @@ local TWO32 = 4294967296
 
 local T = { ACK = 1, RESET = 2, EAGER = 3, RTS = 4, CTS = 5, RDATA = 6, DONE = 7, WRITE = 8,
 	    READ_REQ = 9, READ_RESP = 10, RMA_RESP = 11, ATOMIC = 12, DGRAM = 13, HELLO = 14,
-	    CM = 15 }
+	    CM = 15, SHORT = 16 }
 local type_names = {}
 for name, v in pairs(T) do type_names[v] = name end
 
@@ -67,7 +67,7 @@ local function flag_meaning(t, n)
 			return "a grant: copy [offset, total_len) at raddr under lease tag, generation data"
 		end
 		if t == T.DONE then return "the initiator's half of a granted RMA is over" end
-	elseif n == F_RXCTX and (t == T.EAGER or t == T.RTS) then
+	elseif n == F_RXCTX and (t == T.EAGER or t == T.RTS or t == T.SHORT) then
 		return "rx_id is the scalable endpoint's receive context"
 	end
 	return FLAGS[n + 1][2]
@@ -244,7 +244,7 @@ local function courier_body_len(tvb, pinfo)
 	local len, cap = tvb:reported_len(), tvb:len()
 	if len < BASE_LEN or cap < 16 then return nil end
 	local t, flags = tvb(1, 1):uint(), tvb(2, 2):le_uint()
-	if tvb(0, 1):uint() ~= WIRE_VERSION or t < T.ACK or t > T.CM or flags >= FLAGS_LIMIT then
+	if tvb(0, 1):uint() ~= WIRE_VERSION or t < T.ACK or t > T.SHORT or flags >= FLAGS_LIMIT then
 		return nil
 	end
 	local body = len
@@ -326,7 +326,7 @@ local function dissect_op(tvb, tree, t, flags)
 		rxi:add_le(pf.atomic_dt, rx)
 		rxi:add_le(pf.atomic_kind, rx)
 		rxi:add_le(pf.atomic_count, rx)
-	elseif (t == T.EAGER or t == T.RTS) and bit(flags, F_RXCTX) then
+	elseif (t == T.EAGER or t == T.RTS or t == T.SHORT) and bit(flags, F_RXCTX) then
 		rxi:add_le(pf.rx_ctx, rx)
 	elseif t == T.RMA_RESP or t == T.DONE then
 		rxi:add_le(pf.prov_errno, rx)
@@ -466,6 +466,9 @@ local function dissect(tvb, pinfo, tree, body)
 	end
 	if flags ~= 0 then info[#info + 1] = "[" .. flags_text(flags) .. "]" end
 
+	if t == T.SHORT and path ~= "shm" then
+		root:add(courier, tvb(1, 1), "SHORT outside a ring: receivers drop it"):set_generated()
+	end
 	if bit(flags, F_MAC) and path == "shm" then
 		root:add(courier, tvb(2, 2), "MAC flag set, but a ring packet carries no trailer")
 			:set_generated()

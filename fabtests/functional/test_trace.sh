@@ -146,6 +146,27 @@ pingpong() {
 	expect "$1: sessions of the pings" "$(wc -l <"$tmp/$(basename "$1").pingsess" | tr -d ' ')" 1
 }
 
+# shortpong FILE DIR_PINGS DIR_PONGS: over shared memory the first messages are EAGER, in
+# sequence, and once the peer's ring is in use the rest go as SHORT (seq 0, outside the
+# sequence): N pings and N pongs all the same, message ids consecutive in the order sent,
+# each one 64 bytes in one packet, the SHORTs on the courier-shm interface alone
+shortpong() {
+	local kind
+	for kind in "$2 1 pings" "$3 2 pongs"; do
+		set -- "$1" $kind
+		ts "$1" -Y "frame.p2p_dir == $2 && (courier.type == 3 || courier.type == 16) &&
+			    courier.tag == $3" -T fields -e courier.msg_id >"$tmp/ids"
+		awk -v n="$n" 'NR == 1 { first = $1 } $1 != first + NR - 1 { bad = 1 }
+			       END { exit !(NR == n && !bad) }' "$tmp/ids" ||
+			bad "$1: $4 not $n consecutive message ids: $(tr '\n' ' ' <"$tmp/ids" | cut -c1-200)"
+	done
+	expect "$1: messages that are not 64-byte tagged pings or pongs" \
+		"$(count "$1" "(courier.type == 3 || courier.type == 16) && !(courier.total_len == 64 && courier.payload_len == 64 && courier.offset == 0 && courier.flags.tagged == 1 && (courier.tag == 1 || courier.tag == 2))")" 0
+	expect "$1: SHORTs off the shm interface" \
+		"$(count "$1" 'courier.type == 16 && frame.interface_name != "courier-shm"')" 0
+	expect "$1: SHORTs with a sequence number" "$(count "$1" 'courier.type == 16 && courier.seq != 0')" 0
+}
+
 # ---- 1. UDP, the client dropping some of what it sends ----
 CLIENT_EXTRA="FI_COURIER_FAULT=drop=5,seed=11" run udp FI_COURIER_SHM=0 || exit 1
 clean "$srv"
@@ -169,8 +190,8 @@ expect "udp: shm packets" "$(count "$cli" 'frame.interface_name == "courier-shm"
 CLIENT_EXTRA="" run shm FI_COURIER_SHM=1 || exit 1
 clean "$srv"
 clean "$cli"
-pingpong "$cli" 0 1
-pingpong "$srv" 1 0
+shortpong "$cli" 0 1
+shortpong "$srv" 1 0
 expect "shm: HELLO pids the client sent" "$(ts "$cli" -Y "courier.type == 14 && frame.p2p_dir == 0" \
 	-T fields -e courier.hello.pid | sort -u)" "$cli_pid"
 expect "shm: HELLO pids the client received" "$(ts "$cli" -Y "courier.type == 14 && frame.p2p_dir == 1" \
@@ -178,10 +199,11 @@ expect "shm: HELLO pids the client received" "$(ts "$cli" -Y "courier.type == 14
 expect "shm: HELLOs off the UDP interface" \
 	"$(count "$cli" 'courier.type == 14 && frame.interface_name != "courier-udp"')" 0
 for f in "$cli" "$srv"; do
-	ring=$(count "$f" 'frame.interface_name == "courier-shm" && courier.type == 3')
-	info=$(ts "$f" -Y 'frame.interface_name == "courier-shm" && courier.type == 3' | grep -c "\[shm\] EAGER")
-	echo "test_trace: shm: $(basename "$f"): $ring EAGERs through the rings"
-	[ "$ring" -ge $n ] || bad "shm: $f: only $ring EAGERs on the shm interface"
+	ring=$(count "$f" 'frame.interface_name == "courier-shm" && courier.type == 16')
+	info=$(ts "$f" -Y 'frame.interface_name == "courier-shm" && courier.type == 16' | grep -c "\[shm\] SHORT")
+	echo "test_trace: shm: $(basename "$f"): $ring SHORT messages through the rings"
+	# both directions are in each capture; only the first few of each go as EAGER
+	[ "$ring" -ge $((2 * n - 40)) ] || bad "shm: $f: only $ring SHORTs on the shm interface"
 	expect "shm: $f: [shm] in the Info column" "$info" "$ring"
 done
 

@@ -103,6 +103,9 @@ struct fi_courier_stats {
 					     * (or a key here and none there), or forged */
 	uint64_t drop_replay;               /* authentic datagrams refused as copies: seen
 					     * already, or stamped too far from our clock */
+	/* same-host small messages (issue 31) */
+	uint64_t shm_short;                 /* messages sent through a ring outside the
+					     * sequence, completed as put (SHORT) */
 };
 
 struct fi_courier_ops_ep {

@@ -105,6 +105,18 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 	return true;
 }
 
+/* A message sent outside the sequence (SHORT, cour_short_send): its cost if the units are
+ * there and no eager message sent as RTS waits ahead of it, else 0 and the engine sends it.
+ * The caller adds the cost to tx_credit_used once the message is in the ring. */
+uint32_t cour_credit_short(const struct cour_peer *peer, uint64_t len)
+{
+	uint32_t avail = cour_seq_lt(peer->tx_credit_used, peer->tx_credit_limit) ?
+			 peer->tx_credit_limit - peer->tx_credit_used : 0;
+	uint32_t cost = cour_credit_cost(COUR_PKT_EAGER, len);
+
+	return cost <= avail && !peer->short_rts ? cost : 0;
+}
+
 /* ---- receiver ---- */
 
 bool cour_credit_admit(struct cour_peer *peer, unsigned type, uint64_t total_len)

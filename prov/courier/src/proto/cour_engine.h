@@ -665,6 +665,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
  * eager message into an RTS, or stall (false). Receiver: admit a new message within the
  * grant (false: beyond it), give consumed units back, lend more to a peer that wants them. */
 bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe);
+uint32_t cour_credit_short(const struct cour_peer *peer, uint64_t len);
 bool cour_credit_admit(struct cour_peer *peer, unsigned type, uint64_t total_len);
 void cour_peer_credit_return(struct cour_peer *peer, uint32_t units);
 void cour_credit_want(struct cour_peer *peer, uint64_t len);
@@ -844,6 +845,16 @@ int  cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_
 /* A finished unsequenced packet to the peer, through its ring if mapped. */
 int  cour_peer_send_now(struct cour_peer *peer, const void *hdr, size_t hdr_len,
 			const struct iovec *iov, size_t iovcnt);
+/* A send of one packet to a peer reached through its ring, put there as SHORT and completed
+ * at once, without the engine: true if done, false if the engine must send it (not eligible,
+ * or the ring is full). */
+/* The receiver's side of it, when a plain receive waits (cour_msg_proto.c): false, having
+ * changed nothing, for the whole path. */
+bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			   const char *payload, size_t plen);
+bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct iovec *iov,
+		     size_t count, size_t len, uint64_t tag, uint64_t data, void *context,
+		     uint64_t flags, uint64_t cq_flags);
 int  cour_shm_poll(struct cour_pep *ep);
 bool cour_shm_arm(struct cour_pep *ep);         /* before sleeping: false if packets wait */
 void cour_shm_disarm(struct cour_pep *ep);

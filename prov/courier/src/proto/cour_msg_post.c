@@ -62,14 +62,8 @@ static int cour_dgram_send(struct cour_pep *ep, const struct iovec *iov, size_t 
 	return 0;
 }
 
-int cour_txe_get(struct cour_pep *ep, fi_addr_t dest, const char *what, struct cour_peer **peer,
-		 struct cour_txe **txe)
+static int cour_txe_alloc(struct cour_pep *ep, struct cour_txe **txe)
 {
-	*peer = cour_peer_get_locked(ep, dest);
-	if (COUR_UNLIKELY(!*peer)) {
-		COUR_WARN(FI_LOG_EP_DATA, "%s to fi_addr %" PRIu64 " not in the AV\n", what, dest);
-		return -FI_EINVAL;
-	}
 	if (COUR_UNLIKELY(ep->tx_outstanding >= cour_params.tx_size))
 		return -FI_EAGAIN;
 	*txe = cour_pool_get(&ep->txe_pool);
@@ -78,6 +72,17 @@ int cour_txe_get(struct cour_pep *ep, fi_addr_t dest, const char *what, struct c
 	(*txe)->owner = ep->tx_owner;
 	(*txe)->group = NULL;           /* (an RMA part sets its own after its memset) */
 	return 0;
+}
+
+int cour_txe_get(struct cour_pep *ep, fi_addr_t dest, const char *what, struct cour_peer **peer,
+		 struct cour_txe **txe)
+{
+	*peer = cour_peer_get_locked(ep, dest);
+	if (COUR_UNLIKELY(!*peer)) {
+		COUR_WARN(FI_LOG_EP_DATA, "%s to fi_addr %" PRIu64 " not in the AV\n", what, dest);
+		return -FI_EINVAL;
+	}
+	return cour_txe_alloc(ep, txe);
 }
 
 int cour_txe_set_data(struct cour_pep *ep, struct cour_txe *txe, const struct iovec *iov,
@@ -128,7 +133,15 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 		COUR_WARN(FI_LOG_EP_DATA, "message of %zu bytes exceeds max_msg_size\n", len);
 		return -FI_EMSGSIZE;
 	}
-	ret = cour_txe_get(ep, dest, "send", &peer, &txe);
+	peer = cour_peer_get_locked(ep, dest);
+	if (COUR_UNLIKELY(!peer)) {
+		COUR_WARN(FI_LOG_EP_DATA, "send to fi_addr %" PRIu64 " not in the AV\n", dest);
+		return -FI_EINVAL;
+	}
+	if (peer->via_shm &&
+	    cour_short_send(ep, peer, iov, count, len, tag, data, context, flags, cq_flags))
+		return 0;
+	ret = cour_txe_alloc(ep, &txe);
 	if (COUR_UNLIKELY(ret))
 		return ret;
 	ep->tx_outstanding++;

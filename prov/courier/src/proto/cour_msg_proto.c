@@ -470,6 +470,39 @@ static void cour_handle_new_in(struct cour_peer *peer, const struct cour_pkt_hdr
 		cour_rx_eager_data(peer, m, payload, plen);
 }
 
+/* A SHORT message (one packet outside the sequence, cour_peer_rx.c) for which a plain receive
+ * is posted: what cour_handle_new_in, cour_bind and cour_rx_eager_done would do for it, with
+ * the record on the stack. false, having changed nothing: anything else (no receive yet, a
+ * multi-receive buffer, receive contexts, RMA ordering to keep) takes the whole path. */
+bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			   const char *payload, size_t plen)
+{
+	struct cour_pep *ep = peer->ep;
+	bool tagged = hdr->base.flags & COUR_F_TAGGED;
+	struct cour_rxe *rxe;
+
+	if (COUR_UNLIKELY(ep->nrxq || peer->ctrlq || peer->rx_cur || peer->grants_open ||
+			  (hdr->base.flags & (COUR_F_RXCTX | COUR_F_DC))))
+		return false;
+	rxe = cour_msg_find_rxe(ep, tagged, hdr->msg.tag, cour_peer_fi_addr(peer));
+	if (!rxe || (rxe->op_flags & FI_MULTI_RECV) ||
+	    !cour_credit_admit(peer, COUR_PKT_EAGER, plen))
+		return false;
+
+	struct cour_rxmsg m = {
+		.peer = peer, .rxe = rxe, .q = ep->rxq, .session = peer->local_session,
+		.hdr_flags = hdr->base.flags, .tag = hdr->msg.tag, .data = hdr->msg.data,
+		.total_len = plen, .received = plen, .accept_len = COUR_MIN(plen, rxe->buf_len),
+		.units = cour_credit_cost(COUR_PKT_EAGER, plen),
+	};
+
+	DL_DELETE(*cour_rxq(ep, tagged), rxe);
+	cour_rx_copy(&m, 0, payload, plen);
+	cour_rxmsg_finish(ep, &m, 0, 0);
+	cour_msg_credit_return(peer, &m);
+	return true;
+}
+
 /* The queue a new message goes to: the endpoint's (an endpoint that is not scalable has one:
  * a context index is ignored), or on a scalable endpoint the receive context its sender
  * named (fi_rx_addr; context 0 when it named none). NULL: no such context open here. */

@@ -66,13 +66,13 @@ static void cour_peer_ack_at_pass_end(struct cour_peer *peer, uint64_t now)
  * the live sessions gets here; end the session, so both sides fail their operations with an
  * error instead of hanging. false: the session is gone.
  */
-static bool cour_peer_deliver(struct cour_peer *peer, char *buf, size_t len)
+static bool cour_peer_deliver(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
+			      const char *payload, size_t plen)
 {
-	const struct cour_pkt_hdr *hdr = (const struct cour_pkt_hdr *)buf;
 	uint64_t bad = peer->ep->stats.drop_bad_hdr;
 	char str[80];
 
-	cour_msg_handle(peer, hdr, buf + COUR_PKT_HDR_LEN, len - COUR_PKT_HDR_LEN);
+	cour_msg_handle(peer, hdr, payload, plen);
 	if (COUR_LIKELY(peer->ep->stats.drop_bad_hdr == bad))
 		return true;
 	COUR_WARN(FI_LOG_EP_DATA, "peer %s: packet %u (type %u) does not fit the session; "
@@ -92,7 +92,8 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 	 * acknowledge the packet that caused it */
 	peer->rx_next++;
 	peer->rx_since_ack++;
-	if (!cour_peer_deliver(peer, buf, len))
+	if (!cour_peer_deliver(peer, (const struct cour_pkt_hdr *)buf, buf + COUR_PKT_HDR_LEN,
+			       len - COUR_PKT_HDR_LEN))
 		return;
 	ep->rx_placed = false;      /* only that packet's payload was read into place */
 	while (peer->rx_held && cour_rxslot_of(peer, peer->rx_next)->buf) {
@@ -103,11 +104,34 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 		peer->rx_held--;
 		peer->rx_next++;
 		peer->rx_since_ack++;
-		bool ok = cour_peer_deliver(peer, held, slot->len);
+		bool ok = cour_peer_deliver(peer, held, (char *)held + COUR_PKT_HDR_LEN,
+					    slot->len - COUR_PKT_HDR_LEN);
 		cour_pool_put(&ep->rxbuf_pool, held);
 		if (!ok)
 			return;
 	}
+}
+
+/* A SHORT message (cour_short_send): an EAGER message of one packet outside the sequence. It
+ * can keep its order only in a ring; over UDP it is a forgery or a broken sender. */
+static void cour_peer_rx_short(struct cour_peer *peer, const struct cour_pkt_hdr *pkt,
+			       size_t len)
+{
+	struct cour_pkt_hdr hdr;
+
+	const char *payload = (const char *)(pkt + 1);
+	size_t plen = len - COUR_PKT_HDR_LEN;
+
+	if (COUR_UNLIKELY(!peer->ep->rx_borrowed || pkt->msg.offset ||
+			  pkt->msg.total_len != plen || plen > COUR_EAGER_LIMIT)) {
+		COUR_DROP_BAD(peer->ep, "SHORT message not from a ring, or not whole");
+		return;
+	}
+	if (cour_msg_short_posted(peer, pkt, payload, plen))
+		return;
+	hdr = *pkt;
+	hdr.base.type = COUR_PKT_EAGER;
+	cour_peer_deliver(peer, &hdr, payload, plen);
 }
 
 /* Whether a payload piece of len bytes (header included) has more of its data after it. */
@@ -142,7 +166,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	struct cour_addr from;
 	uint32_t w = (uint32_t)cour_params.window;
 	uint64_t now;
-	bool probe;
+	bool probe, msg;
 
 	if (COUR_UNLIKELY(len >= COUR_BASE_HDR_LEN && h->type == COUR_PKT_CM)) {
 		if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0) {
@@ -187,8 +211,8 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		ep->stats.drop_stale_session++;
 		return buf;
 	}
-	peer = cour_peer_by_addr_locked(ep, &from, cour_pkt_sequenced(h->type) || probe ||
-					h->type == COUR_PKT_HELLO);
+	msg = cour_pkt_sequenced(h->type) || h->type == COUR_PKT_SHORT;
+	peer = cour_peer_by_addr_locked(ep, &from, msg || probe || h->type == COUR_PKT_HELLO);
 	if (!peer) {
 		ep->stats.drop_stale_session++;
 		return buf;
@@ -197,7 +221,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		/* meant for an earlier session of ours: tell the sender, unless it is itself
 		 * only a plain ACK or a RESET (never answer those: two sides must not ping-pong) */
 		ep->stats.drop_stale_session++;
-		if (cour_pkt_sequenced(h->type) || probe)
+		if (msg || probe)
 			cour_send_reset(ep, peer, h->src_session);
 		return buf;
 	}
@@ -237,6 +261,10 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	if (COUR_UNLIKELY(h->type == COUR_PKT_HELLO))
 		cour_shm_hello_handle(peer, (const struct cour_shm_hello *)
 				      ((const char *)buf + COUR_BASE_HDR_LEN));
+	if (h->type == COUR_PKT_SHORT) {
+		cour_peer_rx_short(peer, hdr, len);
+		return buf;
+	}
 	if (!cour_pkt_sequenced(h->type))
 		return buf;
 

@@ -297,6 +297,60 @@ int cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t
 	return ret;
 }
 
+/*
+ * The short path (issue 31): a message of one packet to a peer whose ring we write goes in as
+ * SHORT and completes here, with no descriptor, no window slot and no sequence number. The
+ * engine would do the same work and more: in the ring means acknowledged, so an EAGER
+ * message's txe lived only from the post to the put. The ring keeps the order of what is put
+ * in it, so the message may skip the sequence only while nothing sequenced waits here to be
+ * put ahead of it (queues empty, ring not refusing) and no eager message sent as RTS for lack
+ * of credit waits for its CTS (it must complete first). The receiver matches it as EAGER
+ * (cour_peer_rx.c), so credits, matching, unexpected messages and receive contexts are the
+ * engine's own. Delivery-complete and fenced sends keep the engine's path.
+ */
+bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct iovec *iov,
+		     size_t count, size_t len, uint64_t tag, uint64_t data, void *context,
+		     uint64_t flags, uint64_t cq_flags)
+{
+	struct cour_pkt_hdr h;
+	uint32_t cost;
+
+	if (!peer->via_shm || peer->txq || peer->ctrlq || peer->shm_blocked ||
+	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) ||
+	    len + COUR_PKT_HDR_LEN > peer->mtu || len > cour_cma_eager_max(peer))
+		return false;
+	cost = cour_credit_short(peer, len);
+	if (!cost)
+		return false;
+	memset(&h, 0, sizeof(h));
+	h.base.type = COUR_PKT_SHORT;
+	h.base.flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
+		       (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0);
+	if (COUR_UNLIKELY(ep->tx_rx_ctx)) {
+		h.base.flags |= COUR_F_RXCTX;
+		h.msg.rx_id = ep->tx_rx_ctx;
+	}
+	h.msg.msg_id = peer->next_msg_id;
+	h.msg.tag = tag;
+	h.msg.data = data;
+	h.msg.total_len = len;
+	cour_hdr_finish_fields(peer, &h);
+	if (cour_shm_put(peer, &h, COUR_PKT_HDR_LEN, iov, count))
+		return false;           /* full: the engine queues it and retries in order */
+	peer->next_msg_id++;
+	peer->tx_credit_used += cost;
+	ep->stats.tx_bytes += len;
+	ep->stats.shm_short++;
+
+	struct cour_txe done = {
+		.context = context, .owner = ep->tx_owner, .op_flags = flags,
+		.cq_flags = cq_flags, .msg_len = len, .tag = tag,
+	};
+	ep->up->tx_done(ep, &done, 0, 0);
+	ep->stats.tx_msgs++;
+	return true;
+}
+
 /* An unsequenced packet (ACK, RESET) already finished: through the ring when the peer is
  * mapped, else (or when the ring is full) over the endpoint's wire. */
 int cour_peer_send_now(struct cour_peer *peer, const void *hdr, size_t hdr_len,

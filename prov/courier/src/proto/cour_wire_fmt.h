@@ -61,6 +61,10 @@
  *   CM        base header + struct cour_cm_hdr + data_len bytes of the application's CM
  *             data (always checksummed): connection management of FI_EP_MSG endpoints
  *             (cour_cm.c); sessions 0, never sequenced
+ *   SHORT     an EAGER message of one packet (offset 0, payload total_len bytes) outside the
+ *             sequence: seq 0, the sender completed it when it put it. Only in a ring, only
+ *             while nothing sequenced waits at the sender, so that the ring's order is the
+ *             order of sending (proto/cour_shm_peer.c, cour_short_send)
  *
  * RMA packets need no credits (they consume no receive buffer) and ride the control queue,
  * behind earlier control packets and ahead of credit-stalled messages.
@@ -95,6 +99,7 @@ enum cour_pkt_type {
 	COUR_PKT_DGRAM,
 	COUR_PKT_HELLO,     /* unsequenced: "I am on your host: here is my shared-memory ring" */
 	COUR_PKT_CM,        /* unsequenced: connection management of FI_EP_MSG endpoints */
+	COUR_PKT_SHORT,     /* unsequenced, rings only: a whole small message (see below) */
 	COUR_PKT_TYPE_MAX
 };
 

@@ -1,0 +1,6 @@
+#!/bin/sh
+# shm_short over two processes on this host, with shared memory (messages go as SHORT
+# through the rings) and without (none may): see shm_short.c and run_pair.sh
+here=$(dirname "$0")
+FI_COURIER_SHM=1 "$here/run_pair.sh" shm_short "$@" || exit $?
+FI_COURIER_SHM=0 exec "$here/run_pair.sh" shm_short "$@"
