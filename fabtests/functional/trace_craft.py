@@ -11,7 +11,7 @@ import socket
 import struct
 import sys
 
-ACK, RESET, EAGER, RMA_RESP, ATOMIC, DGRAM, HELLO, CM = 1, 2, 3, 11, 12, 13, 14, 15
+ACK, RESET, EAGER, RMA_RESP, ATOMIC, DGRAM, HELLO, CM, SHORT = 1, 2, 3, 11, 12, 13, 14, 15, 16
 F_TAGGED, F_CQ_DATA, F_DC, F_PCSUM, F_RXCTX, F_MAC = 1, 2, 4, 8, 256, 1024
 
 
@@ -66,7 +66,9 @@ def opt(code, val):
 
 def main(path):
     packets = []
-    a4, b4 = ("198.18.0.1", 5000), ("198.18.0.2", 6000)
+    # ephemeral ports, as courier binds: a fixed low port may be another protocol's (5000 is
+    # TAPA's, whose dissector then claims what it can)
+    a4, b4 = ("198.18.0.1", 41000), ("198.18.0.2", 42000)
 
     def add(payload, src=a4, dst=b4):
         packets.append(ip_udp(src[0], dst[0], src[1], dst[1], payload))
@@ -106,7 +108,10 @@ def main(path):
     add(base(EAGER, 0, seq=1, version=2) + op())
     # 11 through a ring (interface 1): an ACK finished for UDP (flag MAC) but with no trailer
     add(base(ACK, F_MAC, ack=7))
-    ifaces = [0] * 10 + [1]
+    # 12 through a ring: a SHORT message, tagged with CQ data, outside the sequence (seq 0)
+    add(base(SHORT, F_TAGGED | F_CQ_DATA, ack=11) +
+        op(msg_id=42, tag=5, data=0x66, total_len=3) + b"abc")
+    ifaces = [0] * 10 + [1, 1]
 
     out = block(0x0a0d0d0a, struct.pack("<IHHq", 0x1a2b3c4d, 1, 0, -1) + opt(0, b""))
     for name in (b"courier-udp", b"courier-shm"):
