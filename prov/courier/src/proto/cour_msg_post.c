@@ -53,11 +53,7 @@ static int cour_dgram_send(struct cour_pep *ep, const struct iovec *iov, size_t 
 	if (ret)
 		return ret;
 	ep->stats.tx_bytes += len;
-	struct cour_txe tmp = {
-		.context = context, .owner = ep->tx_owner, .op_flags = flags,
-		.cq_flags = cq_flags, .msg_len = len,
-	};
-	ep->up->tx_done(ep, &tmp, 0, 0);
+	cour_tx_done_now(ep, context, flags, cq_flags, len, tag);
 	ep->stats.tx_msgs++;
 	return 0;
 }

@@ -341,12 +341,7 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 	peer->tx_credit_used += cost;
 	ep->stats.tx_bytes += len;
 	ep->stats.shm_short++;
-
-	struct cour_txe done = {
-		.context = context, .owner = ep->tx_owner, .op_flags = flags,
-		.cq_flags = cq_flags, .msg_len = len, .tag = tag,
-	};
-	ep->up->tx_done(ep, &done, 0, 0);
+	cour_tx_done_now(ep, context, flags, cq_flags, len, tag);
 	ep->stats.tx_msgs++;
 	return true;
 }
