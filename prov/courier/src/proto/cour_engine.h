@@ -845,9 +845,6 @@ int  cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_
 /* A finished unsequenced packet to the peer, through its ring if mapped. */
 int  cour_peer_send_now(struct cour_peer *peer, const void *hdr, size_t hdr_len,
 			const struct iovec *iov, size_t iovcnt);
-/* A send of one packet to a peer reached through its ring, put there as SHORT and completed
- * at once, without the engine: true if done, false if the engine must send it (not eligible,
- * or the ring is full). */
 /* An application's send that completes as it is posted (a datagram, a SHORT): tx_done is
  * given the fields of a txe it reads, and no others (a txe is 464 bytes: clearing one was a
  * third of a short send's own instructions). */
@@ -866,13 +863,16 @@ static inline void cour_tx_done_now(struct cour_pep *ep, void *context, uint64_t
 	ep->up->tx_done(ep, &t, 0, 0);
 }
 
+/* A send of one packet to a peer whose ring is in use (peer->via_shm, the caller checks), put
+ * there as SHORT and completed at once, without the engine: true if done, false if the engine
+ * must send it (not eligible, or the ring is full). */
+bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct iovec *iov,
+		     size_t count, size_t len, uint64_t tag, uint64_t data, void *context,
+		     uint64_t flags, uint64_t cq_flags);
 /* The receiver's side of it, when a plain receive waits (cour_msg_proto.c): false, having
  * changed nothing, for the whole path. */
 bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			   const char *payload, size_t plen);
-bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct iovec *iov,
-		     size_t count, size_t len, uint64_t tag, uint64_t data, void *context,
-		     uint64_t flags, uint64_t cq_flags);
 int  cour_shm_poll(struct cour_pep *ep);
 bool cour_shm_arm(struct cour_pep *ep);         /* before sleeping: false if packets wait */
 void cour_shm_disarm(struct cour_pep *ep);

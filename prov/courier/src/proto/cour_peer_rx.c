@@ -117,10 +117,9 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 static void cour_peer_rx_short(struct cour_peer *peer, const struct cour_pkt_hdr *pkt,
 			       size_t len)
 {
-	struct cour_pkt_hdr hdr;
-
 	const char *payload = (const char *)(pkt + 1);
 	size_t plen = len - COUR_PKT_HDR_LEN;
+	struct cour_pkt_hdr hdr;
 
 	if (COUR_UNLIKELY(!peer->ep->rx_borrowed || pkt->msg.offset ||
 			  pkt->msg.total_len != plen || plen > COUR_EAGER_LIMIT)) {

@@ -315,7 +315,8 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 	struct cour_pkt_hdr h;
 	uint32_t cost;
 
-	if (!peer->via_shm || peer->txq || peer->ctrlq || peer->shm_blocked ||
+	assert(peer->via_shm);
+	if (peer->txq || peer->ctrlq || peer->shm_blocked ||
 	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) ||
 	    len + COUR_PKT_HDR_LEN > peer->mtu || len > cour_cma_eager_max(peer))
 		return false;
