@@ -430,6 +430,61 @@ Test(rxwin, malformed_headers_are_dropped)
 	cr_assert_eq(capwire.count, 0, "malformed packets are never answered");
 }
 
+/* ---- SHORT: a whole message outside the sequence, from a same-host ring only ---- */
+
+static void rx_short(uint32_t msg_id, uint64_t total_len, const char *payload, size_t len)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_SHORT, 0, 0, 0, 8);
+
+	h.msg.msg_id = msg_id;
+	h.msg.total_len = total_len;
+	capwire_rx(ep, &h, payload, len);
+}
+
+Test(rxwin, a_short_message_is_taken_only_whole_and_only_from_a_ring)
+{
+	uint32_t ids[4];
+
+	rx_short(7, 3, "abc", 3);
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, 1, "SHORT over UDP: nothing keeps its order");
+	ep->pep.rx_borrowed = true;             /* (as cour_shm_poll sets it) */
+	rx_short(7, 4, "abc", 3);
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, 2, "total_len is not the payload's length");
+	rx_short(7, 3, "abc", 3);
+	ep->pep.rx_borrowed = false;
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, 2);
+	cr_assert_eq(unexp_ids(ids, 4), 1, "no receive posted: it waits as unexpected");
+	cr_assert_eq(ids[0], 7);
+	cr_assert_eq(peer->rx_next, 0, "it took no sequence number");
+	cr_assert_eq(capwire.count, 0, "and drew no ACK");
+}
+
+Test(rxwin, a_short_message_fills_a_posted_receive_and_gives_its_credit_back)
+{
+	char early[8] = "", posted[8] = "";
+	struct iovec iov = { .iov_base = early, .iov_len = sizeof(early) };
+	uint32_t granted = peer->credits_granted;
+
+	ep->pep.rx_borrowed = true;
+	rx_short(1, 3, "abc", 3);
+	ep->pep.rx_borrowed = false;
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_str_eq(early, "abc");
+	/* posted first: placed at once, no record kept */
+	iov.iov_base = posted;
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	ep->pep.rx_borrowed = true;
+	rx_short(2, 4, "wxyz", 4);
+	ep->pep.rx_borrowed = false;
+	cr_assert_str_eq(posted, "wxyz");
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 2);
+	cr_assert_eq(capwire_cq_entry(&capwire.rx_cq, 1)->len, 4);
+	cr_assert_null(ep->pep.rxq->umsg);
+	cr_assert_null(ep->pep.rxq->msg, "the receive was taken");
+	cr_assert_eq(peer->credits_granted, granted + 2, "each message's unit granted again");
+	cr_assert_eq(peer->rx_next, 0);
+}
+
 /* ---- sessions ---- */
 
 Test(session, a_packet_for_an_old_session_of_ours_is_answered_with_reset)
