@@ -20,7 +20,7 @@ local WIRE_VERSION = 3
 local BASE_LEN, OP_LEN = 32, 80
 local MAC_LEN = 32          -- authentication trailer, when flag MAC is set (UDP only)
 local SACK_EXT_MAX = 512    -- bytes of an ACK's extended SACK bitmap
-local HELLO_LEN = 72
+local HELLO_LEN = 80
 local CM_HDR_LEN, CM_DATA_MAX = 16, 256
 local TWO32 = 4294967296
 
@@ -156,6 +156,12 @@ field("hello_probe", ProtoField.uint64("courier.hello.probe", "Single-copy probe
 				       base.HEX))
 field("hello_uid",   ProtoField.uint32("courier.hello.uid", "Uid", base.DEC))
 field("hello_flags", ProtoField.uint32("courier.hello.flags", "Flags", base.HEX))
+field("hello_box_gen", ProtoField.uint32("courier.hello.box_gen",
+				       "Mailbox for the receiver: generation (0: none)", base.DEC))
+field("hello_box_idx", ProtoField.uint32("courier.hello.box_idx", "Mailbox index", base.DEC))
+field("ring_put",    ProtoField.uint32("courier.ring_put",
+				     "Ring put (in a ring the crc field counts the sender's puts)",
+				     base.DEC))
 for _, f in ipairs(hello_flags) do
 	field("hello_" .. f[2]:lower(),
 	      ProtoField.bool("courier.hello.flags." .. f[2]:lower(), f[2], 32, nil, 2 ^ f[1]))
@@ -392,6 +398,8 @@ local function dissect_hello(tvb, tree)
 		fi:add_le(pf["hello_" .. f[2]:lower()], tvb(o + 68, 4))
 		if bit(v, f[1]) then names[#names + 1] = f[2] end
 	end
+	h:add_le(pf.hello_box_gen, tvb(o + 72, 4))
+	h:add_le(pf.hello_box_idx, tvb(o + 76, 4))
 	return tvb(o + 32, 4):le_uint(), table.concat(names, "|")
 end
 
@@ -472,6 +480,11 @@ local function dissect(tvb, pinfo, tree, body)
 	if bit(flags, F_MAC) and path == "shm" then
 		root:add(courier, tvb(2, 2), "MAC flag set, but a ring packet carries no trailer")
 			:set_generated()
+	end
+	if path == "shm" then
+		-- no checksum in a ring: the field orders the packet against the sender's
+		-- mailbox entries, which no capture shows (docs/protocol.md, Mailboxes)
+		root:add_le(pf.ring_put, tvb(4, 4)):set_generated()
 	end
 	if body < len then
 		if cap >= len then

@@ -88,9 +88,9 @@ def main(path):
            raddr=0x7f0000001000) + bytes(48))
     # 4 RMA_RESP refusing msg 10: COUR_E_BOUNDS (10)
     add(base(RMA_RESP, 0, seq=7, ack=9) + op(msg_id=10, rx_id=10), src=b4, dst=a4)
-    # 5 HELLO with a trailer: pid 4242, fd 7, flags REPLY|MAPPED
-    hello = (bytes(range(16)) + struct.pack("<QQIiQQQII", 4026531840, 4026531836, 4242, 7,
-                                            0xc0ffee, 4390912, 0x7ffd0000, 1000, 3))
+    # 5 HELLO with a trailer: pid 4242, fd 7, flags REPLY|MAPPED, mailbox 2 of generation 5
+    hello = (bytes(range(16)) + struct.pack("<QQIiQQQIIII", 4026531840, 4026531836, 4242, 7,
+                                            0xc0ffee, 4390912, 0x7ffd0000, 1000, 3, 5, 2))
     add(base(HELLO, F_PCSUM | F_MAC, src=0x5e55a001, dst=0) + hello +
         mac(0x99, 8, 1700000001, bytes([0xbb] * 16)))
     # 6 CM ACCEPT of connection 0xabcdef with 5 bytes of data

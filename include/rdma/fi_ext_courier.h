@@ -106,6 +106,9 @@ struct fi_courier_stats {
 	/* same-host small messages (issue 31) */
 	uint64_t shm_short;                 /* messages sent through a ring outside the
 					     * sequence, completed as put (SHORT) */
+	uint64_t shm_box;                   /* ...of them, through the peer's mailbox */
+	uint64_t shm_box_rx;                /* messages taken from our peers' mailboxes */
+	uint64_t shm_box_broken;            /* mailboxes given up: an entry broke the rules */
 };
 
 struct fi_courier_ops_ep {

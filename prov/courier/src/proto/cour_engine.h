@@ -316,6 +316,13 @@ struct cour_peer {
 	bool                 peer_pulls;      /* it can single-copy with us (its HELLO said) */
 	bool                 pinned;          /* messages refer to it (cour_peer_evict_strangers) */
 	uint32_t             grants_open;     /* its RMA copies shared with it (ep->grants) */
+	/* mailboxes (wire/cour_shm_box.h): ours to it in our file, its to us in its file */
+	struct cour_box_tx   box;
+	struct cour_box_rx   inbox;
+	uint32_t             ring_puts;       /* packets we put into its ring (a box entry's stamp) */
+	uint32_t             ring_got;        /* the put index of its last ring packet handled */
+	uint32_t             box_stamp;       /* its box entry waiting for a ring packet: stamp */
+	bool                 box_blocked;     /* ...there is one */
 };
 
 /* Target side of a big RMA whose copy the initiator shares (proto/cour_rma_split.c): we copy
@@ -384,6 +391,9 @@ struct cour_pep {
 	/* same-host peers (proto/cour_shm_peer.c): our receive ring, NULL when shm is off */
 	struct cour_shm_ring *shm_ring;
 	struct cour_shm_locator shm_loc;
+	struct cour_peer    *inboxes[COUR_BOX_COUNT];   /* peers whose boxes we poll */
+	uint32_t             ninboxes;
+	bool                 box_blocked;     /* an inbox waits for the ring (cour_shm_poll) */
 	bool                 rx_borrowed;     /* the packet being handled lives in the ring */
 	bool                 rx_placed;       /* ...its payload is already where it belongs */
 	bool                 shm_armed;       /* we asked producers for a doorbell (sleeping) */
@@ -874,6 +884,9 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			   const char *payload, size_t plen);
 int  cour_shm_poll(struct cour_pep *ep);
+/* The peer's mailbox entries stamped before its ring put `before` (it is being handled). */
+void cour_shm_box_drain(struct cour_peer *peer, uint32_t before);
+void cour_peer_rx_box(struct cour_peer *peer, const struct cour_box_ent *e, const void *payload);
 bool cour_shm_arm(struct cour_pep *ep);         /* before sleeping: false if packets wait */
 void cour_shm_disarm(struct cour_pep *ep);
 

@@ -35,8 +35,9 @@ static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 		return false;
 	if (h->type == COUR_PKT_HELLO && len != hlen + sizeof(struct cour_shm_hello))
 		return false;
-	if (ep->rx_borrowed && !(h->flags & COUR_F_PCSUM))
-		return true;    /* from a same-host ring: no checksum (cour_hdr_finish_fields) */
+	if (ep->rx_borrowed)
+		return true;    /* from a same-host ring, where the crc field is the sender's put
+				 * count (cour_shm_put): memory has no bit errors to catch */
 	if (cour_params.checksum && hlen == COUR_PKT_HDR_LEN && !(h->flags & COUR_F_PCSUM))
 		return false;
 	if (ep->rx_placed)
@@ -131,6 +132,46 @@ static void cour_peer_rx_short(struct cour_peer *peer, const struct cour_pkt_hdr
 	hdr = *pkt;
 	hdr.base.type = COUR_PKT_EAGER;
 	cour_peer_deliver(peer, &hdr, payload, plen);
+}
+
+/* A SHORT from the peer's mailbox (cour_short_box): the same message as a ring SHORT, in the
+ * box's compact header. The box belongs to the pair, so there is no address, session or
+ * sequence to check; the credits it carries are the peer's grant to us. */
+void cour_peer_rx_box(struct cour_peer *peer, const struct cour_box_ent *e, const void *payload)
+{
+	struct cour_pep *ep = peer->ep;
+	struct cour_pkt_hdr hdr;
+
+	ep->stats.rx_pkts++;
+	ep->stats.shm_rx_pkts++;
+	ep->stats.shm_box_rx++;
+	ep->stats.rx_bytes += sizeof(*e) + e->len;
+	peer->last_heard_us = ep->now_us;
+	if (cour_seq_gt(e->credits, peer->tx_credit_limit) &&
+	    cour_seq_le(e->credits - COUR_CREDIT_WIN_MAX, peer->tx_credit_used)) {
+		peer->tx_credit_limit = e->credits;
+		cour_peer_push(peer);           /* (nothing to do unless sends wait for them) */
+	}
+	if (COUR_UNLIKELY(e->len > COUR_EAGER_LIMIT ||
+			  (e->flags & ~(COUR_F_TAGGED | COUR_F_CQ_DATA | COUR_F_RXCTX)))) {
+		COUR_DROP_BAD(ep, "mailbox entry too long or with flags it cannot have");
+		return;
+	}
+	hdr.base.flags = e->flags;
+	hdr.msg.tag = e->tag;
+	hdr.msg.data = e->data;
+	if (cour_msg_short_posted(peer, &hdr, payload, e->len))
+		return;
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.base.type = COUR_PKT_EAGER;
+	hdr.base.flags = e->flags;
+	hdr.base.src_session = peer->remote_session;
+	hdr.base.dst_session = peer->local_session;
+	hdr.msg.rx_id = e->rx_id;
+	hdr.msg.tag = e->tag;
+	hdr.msg.data = e->data;
+	hdr.msg.total_len = e->len;
+	cour_peer_deliver(peer, &hdr, payload, e->len);
 }
 
 /* Whether a payload piece of len bytes (header included) has more of its data after it. */
@@ -242,6 +283,13 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			return buf;
 		}
 		peer->remote_session = h->src_session;
+	}
+	if (ep->rx_borrowed) {
+		/* from the ring, where the crc field is the peer's count of its puts to us
+		 * (cour_shm_put): what it sent through its mailbox before this goes first */
+		if (peer->inbox.gen)
+			cour_shm_box_drain(peer, h->crc);
+		peer->ring_got = h->crc;
 	}
 	now = cour_ep_clock(ep);
 	peer->last_heard_us = now;

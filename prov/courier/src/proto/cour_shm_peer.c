@@ -113,8 +113,42 @@ void cour_shm_ep_close(struct cour_pep *ep)
 	ep->shm_ring = NULL;
 }
 
+/* Stop polling the peer's box to us (our mapping of its file must still be there). */
+static void cour_shm_inbox_close(struct cour_peer *peer)
+{
+	struct cour_pep *ep = peer->ep;
+
+	if (!peer->inbox.gen)
+		return;
+	cour_box_rx_close(&peer->inbox);
+	for (uint32_t i = 0; i < ep->ninboxes; i++)
+		if (ep->inboxes[i] == peer) {
+			ep->inboxes[i] = ep->inboxes[--ep->ninboxes];
+			break;
+		}
+	peer->box_blocked = false;
+}
+
+/* The peer named a box of its file for us (its HELLO): poll it, and say so in its control line,
+ * which is what lets the peer use it. A HELLO naming none, or another one, ends the old. */
+static void cour_shm_inbox_open(struct cour_peer *peer, const struct cour_shm_hello *h)
+{
+	struct cour_pep *ep = peer->ep;
+
+	if (peer->inbox.gen == h->box_gen && peer->inbox.idx == h->box_idx)
+		return;
+	cour_shm_inbox_close(peer);
+	if (!h->box_gen || ep->ninboxes == COUR_BOX_COUNT ||
+	    cour_shm_box_open(peer->shm, h->box_idx, h->box_gen, &peer->inbox))
+		return;
+	ep->inboxes[ep->ninboxes++] = peer;
+}
+
 void cour_shm_peer_detach(struct cour_peer *peer)
 {
+	cour_shm_inbox_close(peer);
+	if (peer->ep->shm_ring)
+		cour_shm_box_free(peer->ep->shm_ring, &peer->box);
 	peer->push_held_us = 0;
 	peer->hello_tries = 0;
 	peer->hello_next_us = 0;
@@ -150,6 +184,11 @@ void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
 	hello.flags = flags;
 	if (peer->shm)
 		hello.flags |= COUR_HELLO_MAPPED | (peer->cma_off ? 0 : COUR_HELLO_PULLS);
+	/* a mailbox of ours for a peer we know to be here: it polls it once it reads this */
+	if (peer->shm && !peer->box.gen && ep->shm_ring)
+		(void)cour_shm_box_claim(ep->shm_ring, &peer->box);
+	hello.box_gen = peer->box.gen;
+	hello.box_idx = peer->box.idx;
 	memset(&hdr.base, 0, sizeof(hdr.base));
 	hdr.base.type = COUR_PKT_HELLO;
 	hdr.base.flags = COUR_F_PCSUM;
@@ -228,6 +267,7 @@ void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *
 	COUR_INFO(FI_LOG_EP_CTRL, "peer %s reached through shared memory (pid %u)\n",
 		  cour_addr_str(&peer->addr, str, sizeof(str)), h->pid);
 answer:
+	cour_shm_inbox_open(peer, h);
 	if (h->flags & COUR_HELLO_MAPPED) {
 		peer->peer_mapped = true;
 		peer->peer_pulls = h->flags & COUR_HELLO_PULLS;
@@ -259,18 +299,23 @@ static void cour_shm_doorbell(struct cour_peer *peer)
 		peer->ep->stats.shm_doorbells++;
 }
 
-/* One finished packet into the peer's ring, the doorbell if the peer sleeps. */
-static int cour_shm_put(struct cour_peer *peer, const void *hdr, size_t hdr_len,
+/* One finished packet into the peer's ring, the doorbell if the peer sleeps. Its crc field,
+ * which nobody checks in a ring, carries the count of our puts to this peer, this one
+ * included: a box entry carries the count before it, and the peer takes the two in the order
+ * they were sent (cour_shm_poll). */
+static int cour_shm_put(struct cour_peer *peer, struct cour_base_hdr *hdr, size_t hdr_len,
 			const struct iovec *iov, size_t iovcnt)
 {
 	struct cour_pep *ep = peer->ep;
 	bool wake = false;
 	int ret;
 
+	hdr->crc = peer->ring_puts + 1;
 	ret = cour_shm_ring_put(peer->shm, &ep->wire.bound_sa, ep->wire.bound_len, hdr, hdr_len, iov,
 				iovcnt, &wake);
 	if (COUR_UNLIKELY(ret))
 		return ret;
+	peer->ring_puts++;
 	if (COUR_UNLIKELY(ep->wire.trace))
 		cour_trace_shm(&ep->wire, true, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt);
 	ep->stats.shm_tx_pkts++;
@@ -289,12 +334,43 @@ int cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t
 
 	memcpy(&h, hdr, hdr_len);
 	cour_hdr_finish_fields(peer, &h);
-	h.base.crc = 0;
-	ret = cour_shm_put(peer, &h, hdr_len, iov, iovcnt);
+	ret = cour_shm_put(peer, &h.base, hdr_len, iov, iovcnt);
 	if (ret == 0)
 		for (size_t k = 0; k < iovcnt; k++)
 			peer->ep->stats.tx_bytes += iov[k].iov_len;
 	return ret;
+}
+
+/* A SHORT through the peer's mailbox (wire/cour_shm_box.h): the same message in a 40-byte
+ * header, with no address, session or sequence fields, as the box belongs to the pair. Its
+ * stamp is the count of our ring puts before it: the peer takes it only after those
+ * (cour_shm_poll), and takes it before any ring packet we put after it. false: no room, the
+ * caller puts it into the ring. Tracing (FI_COURIER_TRACE) keeps every packet in the ring,
+ * where the capture sees it. */
+static bool cour_short_box(struct cour_pep *ep, struct cour_peer *peer, const struct iovec *iov,
+			   size_t count, size_t len, uint64_t tag, uint64_t data, uint64_t flags,
+			   uint64_t cq_flags)
+{
+	struct cour_box_ent e;
+
+	e.len = (uint32_t)len;
+	e.flags = (uint16_t)((cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
+			     (flags & FI_REMOTE_CQ_DATA ? COUR_F_CQ_DATA : 0) |
+			     (ep->tx_rx_ctx ? COUR_F_RXCTX : 0));
+	e.rx_id = (uint16_t)ep->tx_rx_ctx;
+	e.credits = peer->credits_granted;
+	e.stamp = peer->ring_puts;
+	e.tag = tag;
+	e.data = data;
+	if (cour_box_put(&peer->box, &e, iov, count))
+		return false;
+	peer->credits_sent = peer->credits_granted;
+	ep->stats.shm_box++;
+	ep->stats.shm_tx_pkts++;
+	ep->stats.tx_pkts++;
+	if (COUR_UNLIKELY(cour_shm_ring_wake(peer->shm)))
+		cour_shm_doorbell(peer);
+	return true;
 }
 
 /*
@@ -323,6 +399,10 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 	cost = cour_credit_short(peer, len);
 	if (!cost)
 		return false;
+	if (peer->box.gen && len <= COUR_BOX_PAYLOAD_MAX && ep->tx_rx_ctx <= UINT16_MAX &&
+	    !ep->wire.trace && cour_box_tx_live(&peer->box) &&
+	    cour_short_box(ep, peer, iov, count, len, tag, data, flags, cq_flags))
+		goto sent;
 	memset(&h, 0, sizeof(h));
 	h.base.type = COUR_PKT_SHORT;
 	h.base.flags = (cq_flags & FI_TAGGED ? COUR_F_TAGGED : 0) |
@@ -336,9 +416,10 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 	h.msg.data = data;
 	h.msg.total_len = len;
 	cour_hdr_finish_fields(peer, &h);
-	if (cour_shm_put(peer, &h, COUR_PKT_HDR_LEN, iov, count))
+	if (cour_shm_put(peer, &h.base, COUR_PKT_HDR_LEN, iov, count))
 		return false;           /* full: the engine queues it and retries in order */
 	peer->next_msg_id++;
+sent:
 	peer->tx_credit_used += cost;
 	ep->stats.tx_bytes += len;
 	ep->stats.shm_short++;
@@ -354,9 +435,95 @@ int cour_peer_send_now(struct cour_peer *peer, const void *hdr, size_t hdr_len,
 {
 	struct cour_pep *ep = peer->ep;
 
-	if (peer->via_shm && cour_shm_put(peer, hdr, hdr_len, iov, iovcnt) == 0)
-		return 0;
+	if (peer->via_shm && hdr_len <= sizeof(struct cour_pkt_hdr)) {
+		struct cour_pkt_hdr h;        /* (its crc is the UDP wire's, if the ring is full) */
+
+		memcpy(&h, hdr, hdr_len);
+		if (cour_shm_put(peer, &h.base, hdr_len, iov, iovcnt) == 0)
+			return 0;
+	}
 	return cour_wire_send_now(ep, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt);
+}
+
+/*
+ * Taking a peer's mailbox entries in the order it sent them, among its ring packets. Each
+ * entry carries the count of the peer's ring puts before it (stamp), and each ring packet its
+ * own count (cour_shm_put), of which the last handled is ring_got:
+ *  - an entry stamped after ring_got waits: a ring packet sent before it is still in the ring
+ *    (published before the entry, so it is there to take);
+ *  - before a ring packet is handled, the entries stamped before it are (the packet's own
+ *    count says which, cour_shm_box_drain).
+ * A ring packet dropped before its peer was found (a stale session) leaves ring_got behind:
+ * the entry waits only until the ring is seen empty, which proves everything put before the
+ * entry was taken (cour_shm_poll).
+ */
+static int cour_shm_box_take(struct cour_peer *peer, int max, bool until, uint32_t before)
+{
+	struct cour_pep *ep = peer->ep;
+	struct cour_box_ent e;
+	const void *payload;
+	bool broken = false;
+	int n = 0;
+
+	while (n < max && peer->inbox.gen &&
+	       (payload = cour_box_peek(&peer->inbox, &e, &broken)) != NULL) {
+		if (until ? !cour_seq_lt(e.stamp, before) : cour_seq_gt(e.stamp, peer->ring_got)) {
+			if (!until) {
+				peer->box_blocked = true;
+				peer->box_stamp = e.stamp;
+				ep->box_blocked = true;
+			}
+			break;
+		}
+		cour_box_pop(&peer->inbox);
+		cour_peer_rx_box(peer, &e, payload);
+		n++;
+	}
+	if (COUR_UNLIKELY(broken)) {
+		char str[80];
+
+		ep->stats.shm_box_broken++;
+		COUR_WARN(FI_LOG_EP_DATA, "peer %s: its mailbox holds an entry that cannot be; "
+			  "no longer read (its messages go through the ring when it sees that)\n",
+			  cour_addr_str(&peer->addr, str, sizeof(str)));
+		cour_shm_inbox_close(peer);
+	} else if (peer->inbox.gen) {
+		cour_box_release(&peer->inbox);
+	}
+	return n;
+}
+
+void cour_shm_box_drain(struct cour_peer *peer, uint32_t before)
+{
+	cour_shm_box_take(peer, INT32_MAX, true, before);
+}
+
+static int cour_shm_boxes_poll(struct cour_pep *ep)
+{
+	int n = 0;
+
+	ep->box_blocked = false;
+	/* (a handler may close an inbox, which moves the last one into its place: it waits
+	 * for the next pass) */
+	for (uint32_t i = 0; i < ep->ninboxes; i++) {
+		struct cour_peer *peer = ep->inboxes[i];
+
+		peer->box_blocked = false;
+		n += cour_shm_box_take(peer, COUR_SHM_POLL_MAX, false, 0);
+	}
+	return n;
+}
+
+/* The ring is empty, so the entries that waited for ring packets wait for nothing. */
+static int cour_shm_boxes_unblock(struct cour_pep *ep)
+{
+	for (uint32_t i = 0; i < ep->ninboxes; i++) {
+		struct cour_peer *peer = ep->inboxes[i];
+
+		if (peer->box_blocked && cour_seq_gt(peer->box_stamp, peer->ring_got))
+			peer->ring_got = peer->box_stamp;
+	}
+	return cour_shm_boxes_poll(ep);
 }
 
 int cour_shm_poll(struct cour_pep *ep)
@@ -364,9 +531,11 @@ int cour_shm_poll(struct cour_pep *ep)
 	struct sockaddr_storage sa;
 	const void *pkt, *tag;
 	uint32_t len, tag_len;
-	int n = 0;
+	int n = 0, boxed = 0;
 
 	ep->rx_borrowed = true;
+	if (ep->ninboxes)
+		boxed = cour_shm_boxes_poll(ep);
 	while (n < COUR_SHM_POLL_MAX &&
 	       (pkt = cour_shm_ring_peek(ep->shm_ring, &len, &tag, &tag_len)) != NULL) {
 		n++;
@@ -383,13 +552,25 @@ int cour_shm_poll(struct cour_pep *ep)
 		}
 		cour_shm_ring_pop(ep->shm_ring);
 	}
+	if (COUR_UNLIKELY(ep->box_blocked) && cour_shm_ring_idle(ep->shm_ring))
+		boxed += cour_shm_boxes_unblock(ep);
 	ep->rx_borrowed = false;
-	return n;
+	return n + boxed;
 }
 
 bool cour_shm_arm(struct cour_pep *ep)
 {
-	return !ep->shm_ring || cour_shm_ring_arm(ep->shm_ring);
+	if (!ep->shm_ring)
+		return true;
+	if (!cour_shm_ring_arm(ep->shm_ring))
+		return false;
+	/* armed (seq_cst): a producer publishing in a box from now on sees it and rings */
+	for (uint32_t i = 0; i < ep->ninboxes; i++)
+		if (cour_box_pending(&ep->inboxes[i]->inbox)) {
+			cour_shm_ring_disarm(ep->shm_ring);
+			return false;
+		}
+	return true;
 }
 
 void cour_shm_disarm(struct cour_pep *ep)

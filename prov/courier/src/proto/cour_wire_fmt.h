@@ -214,8 +214,10 @@ struct cour_shm_hello {
 	uint64_t probe;             /* address of 8 bytes holding nonce: a single-copy test */
 	uint32_t uid;
 	uint32_t flags;
+	uint32_t box_gen;           /* the sender's mailbox for the receiver (0: none), its */
+	uint32_t box_idx;           /* generation and index in the sender's ring file */
 };
-_Static_assert(sizeof(struct cour_shm_hello) == 72, "HELLO payload is 72 bytes on the wire");
+_Static_assert(sizeof(struct cour_shm_hello) == 80, "HELLO payload is 80 bytes on the wire");
 
 /*
  * CM payload. conn_id is the connecting endpoint's random name for one connection: every

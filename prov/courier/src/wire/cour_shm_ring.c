@@ -56,6 +56,11 @@ struct cour_shm_ring {
 	/* owner: which grant slots are free (bit set), and the last lease's generation */
 	uint64_t             grant_free;
 	uint64_t             grant_gen;
+
+	/* owner: which boxes are free (bit set), and the last claim's generation */
+	uint32_t             box_free;
+	uint32_t             box_gen;
+	uint32_t             ncells;
 };
 
 static inline struct cour_shm_slot *cour_shm_slot_at(const struct cour_shm_ring *r, uint64_t pos)
@@ -193,7 +198,7 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 	if (page <= 0)
 		page = 4096;
 	cell_size = cour_shm_cell_size(cell_payload);
-	bytes = cour_shm_cell_off(ncells, cell_size, ncells);
+	bytes = cour_shm_box_off(ncells, cell_size, COUR_BOX_COUNT);
 	bytes = (bytes + (size_t)page - 1) & ~((size_t)page - 1);
 
 	r = calloc(1, sizeof(*r));
@@ -234,6 +239,8 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 	r->owner = true;
 	r->bytes = bytes;
 	r->grant_free = ~0ull;
+	r->box_free = ~0u;
+	r->ncells = ncells;
 
 	/* the file is fresh (all zeroes); nobody can map it before the locator leaves us */
 	for (uint32_t i = 0; i < ncells; i++)
@@ -292,8 +299,8 @@ static int cour_shm_check_hdr(const struct cour_shm_hdr *h, const struct cour_sh
 		why = "cell count or payload";
 	else if (size != cour_shm_cell_size(payload))
 		why = "cell size";
-	else if (cour_shm_cell_off(n, size, n) > bytes)
-		why = "cells past the end";
+	else if (cour_shm_box_off(n, size, COUR_BOX_COUNT) > bytes)
+		why = "cells or boxes past the end";
 	if (why) {
 		COUR_WARN(FI_LOG_EP_CTRL, "shm ring /proc/%u/fd/%d: bad %s\n", loc->pid, loc->fd, why);
 		return -FI_EINVAL;
@@ -382,6 +389,7 @@ int cour_shm_ring_attach(const struct cour_shm_locator *loc, struct cour_shm_rin
 	r->cell_size = cour_shm_cell_size(cell_payload);
 	r->cells = (uint8_t *)base + cour_shm_cell_off(ncells, r->cell_size, 0);
 	r->mask = ncells - 1;
+	r->ncells = ncells;
 	r->cell_payload = cell_payload;
 	r->pid = pid;
 	r->fd = -1;
@@ -718,6 +726,62 @@ bool cour_shm_ring_owner_holds(const struct cour_shm_ring *r)
 
 	return !r->owner && stat(r->owner_path, &st) == 0 && st.st_dev == r->owner_dev &&
 	       st.st_ino == r->owner_ino;
+}
+
+/* ---- mailboxes ---- */
+
+static uint8_t *cour_shm_box_lines(const struct cour_shm_ring *r, uint32_t idx)
+{
+	return (uint8_t *)r->hdr + cour_shm_box_off(r->ncells, r->cell_size, idx);
+}
+
+int cour_shm_box_claim(struct cour_shm_ring *r, struct cour_box_tx *b)
+{
+	uint32_t idx;
+
+	assert(r->owner);
+	if (!r->box_free)
+		return -FI_EAGAIN;
+	idx = (uint32_t)__builtin_ctz(r->box_free);
+	r->box_free &= ~(1u << idx);
+	r->box_gen = r->box_gen % COUR_BOX_GEN_MAX + 1;
+	cour_box_tx_init(b, cour_shm_box_lines(r, idx), &r->hdr->box[idx], (uint16_t)idx,
+			 r->box_gen);
+	return 0;
+}
+
+void cour_shm_box_free(struct cour_shm_ring *r, struct cour_box_tx *b)
+{
+	if (!b->gen)
+		return;
+	assert(r->owner && b->idx < COUR_BOX_COUNT);
+	/* a consumer still polling sees no entry of this generation again */
+	__atomic_store_n(&r->hdr->box[b->idx].polled, 0, __ATOMIC_RELAXED);
+	r->box_free |= 1u << b->idx;
+	b->gen = 0;
+	b->live = false;
+}
+
+int cour_shm_box_open(struct cour_shm_ring *r, uint32_t idx, uint32_t gen, struct cour_box_rx *b)
+{
+	if (r->owner || idx >= COUR_BOX_COUNT || !gen || gen > COUR_BOX_GEN_MAX)
+		return -FI_EINVAL;
+	cour_box_rx_open(b, cour_shm_box_lines(r, idx), &r->hdr->box[idx], (uint16_t)idx, gen);
+	return 0;
+}
+
+bool cour_shm_ring_wake(struct cour_shm_ring *r)
+{
+	bool wake = false;
+
+	cour_shm_wake_check(r, &wake);
+	return wake;
+}
+
+bool cour_shm_ring_idle(const struct cour_shm_ring *r)
+{
+	return __atomic_load_n(cour_shm_state_at(r, r->head), __ATOMIC_SEQ_CST) ==
+	       cour_shm_word(r->head, COUR_SHM_FREE, 0);
 }
 
 /* ---- grants ---- */

@@ -20,7 +20,8 @@
  *   192         | armed  (the consumer may be asleep: wake it after publishing)  |
  *   256         | grant[64] (leases on the owner's memory, see Grants)           |
  *   768         | window[32] (regions producers may write into, cour_shm_window.h)|
- *   2816        +---------------------------------------------------------------+
+ *   2816        | box[32] (mailbox control lines, written by their consumers)    |
+ *   6912        +---------------------------------------------------------------+
  *               | (unused: the header is alone in its 64 KiB, see cour_shm_slot_off)|
  *   65536       +---------------------------------------------------------------+
  *               | slot 0: state (8) | len (4) | tag_len (4) | packet, then tag (240)|  256 bytes
@@ -29,6 +30,9 @@
  *               | cell 0: data of a packet too big for its slot                  |  cell_size
  *               | cell 1 ... cell ncells-1                                       |  bytes each,
  *               +---------------------------------------------------------------+  64-aligned
+ *               | (to a page boundary) box 0 ... box 31: mailboxes this ring's   |  8 KiB each
+ *               | owner writes to one peer each (cour_shm_box.h)                 |
+ *               +---------------------------------------------------------------+
  *
  * Position p owns slot p and cell p (mod ncells). A packet that fits its slot with its tag
  * (cour_shm_fits_slot) lives there, the tag right behind it; a bigger one lives in its cell
@@ -132,6 +136,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "wire/cour_shm_box.h"
+
 #define COUR_SHM_TAG_MAX 32
 
 struct cour_shm_ring;                       /* one mapping: the owner's, or a producer's */
@@ -198,6 +204,20 @@ uint32_t cour_shm_grants_open(const struct cour_shm_ring *r);       /* owner: le
 bool cour_shm_grant_take(struct cour_shm_ring *r, uint32_t slot, uint64_t gen);
 void cour_shm_grant_finish(struct cour_shm_ring *r, uint32_t slot, uint64_t gen, bool ok);
 
+/* ---- mailboxes (cour_shm_box.h) ---- */
+/* Owner: claim a box of our file for one peer, started for it; -FI_EAGAIN when all are taken. */
+int  cour_shm_box_claim(struct cour_shm_ring *r, struct cour_box_tx *b);
+void cour_shm_box_free(struct cour_shm_ring *r, struct cour_box_tx *b);  /* b->gen becomes 0 */
+/* Producer of a peer's ring: poll the box idx of generation gen in that peer's file.
+ * -FI_EINVAL: no such box. */
+int  cour_shm_box_open(struct cour_shm_ring *r, uint32_t idx, uint32_t gen,
+		       struct cour_box_rx *b);
+/* Producer, after publishing in a box of ours: does the consumer of this (its) ring sleep?
+ * true once per arming, as cour_shm_ring_put's *wake. */
+bool cour_shm_ring_wake(struct cour_shm_ring *r);
+/* Owner: is the head cell free, so that nothing published before now is still in the ring? */
+bool cour_shm_ring_idle(const struct cour_shm_ring *r);
+
 /* The owner's header, for cour_shm_window.c (a producer's view of it is untrusted) */
 struct cour_shm_hdr *cour_shm_ring_hdr(const struct cour_shm_ring *r);
 bool cour_shm_ring_is_owner(const struct cour_shm_ring *r);
@@ -212,8 +232,8 @@ void cour_shm_ring_forget_pages(struct cour_shm_ring *r);
 
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
-#define COUR_SHM_VERSION 6u      /* 3: windows; 4: state words apart; 5: small packets in slots;
-				  * 6: the tag behind the packet */
+#define COUR_SHM_VERSION 7u      /* 3: windows; 4: state words apart; 5: small packets in slots;
+				  * 6: the tag behind the packet; 7: mailboxes */
 #define COUR_SHM_SLOT    256u    /* a position's state word, lengths, tag and small packet */
 
 #define COUR_SHM_SEQ_SHIFT   24
@@ -256,13 +276,15 @@ struct cour_shm_hdr {
 	alignas(64) uint32_t armed; /* 1: consumer may sleep; a producer exchanges it to 0 */
 	alignas(64) uint64_t grant[COUR_SHM_GRANTS];  /* gen << 3 | state */
 	alignas(64) struct cour_shm_window window[COUR_SHM_WINDOWS];
+	alignas(64) struct cour_box_ctl box[COUR_BOX_COUNT];   /* written by each box's consumer */
 };
 static_assert(offsetof(struct cour_shm_hdr, head) == 64, "head on its own line");
 static_assert(offsetof(struct cour_shm_hdr, tail) == 128, "tail on its own line");
 static_assert(offsetof(struct cour_shm_hdr, armed) == 192, "armed on its own line");
 static_assert(offsetof(struct cour_shm_hdr, grant) == 256, "grants on lines of their own");
 static_assert(offsetof(struct cour_shm_hdr, window) == 768, "windows on lines of their own");
-static_assert(sizeof(struct cour_shm_hdr) == 2816, "the header's size is fixed");
+static_assert(offsetof(struct cour_shm_hdr, box) == 2816, "box control lines after windows");
+static_assert(sizeof(struct cour_shm_hdr) == 6912, "the header's size is fixed");
 
 struct cour_shm_slot {
 	uint64_t state;             /* see the state word above */
@@ -296,6 +318,14 @@ static inline size_t cour_shm_slot_off(uint32_t i)
 static inline size_t cour_shm_cell_off(uint32_t ncells, uint32_t cell_size, uint32_t i)
 {
 	return cour_shm_slot_off(ncells) + (size_t)i * cell_size;
+}
+
+/* The mailboxes (cour_shm_box.h) follow the cells, from a page boundary: a box's pages are
+ * touched only once a pair uses it. */
+static inline size_t cour_shm_box_off(uint32_t ncells, uint32_t cell_size, uint32_t i)
+{
+	return ((cour_shm_cell_off(ncells, cell_size, ncells) + 4095) & ~(size_t)4095) +
+	       (size_t)i * COUR_BOX_BYTES;
 }
 
 static inline uint64_t cour_shm_word(uint64_t pos, unsigned state, uint32_t pid)
