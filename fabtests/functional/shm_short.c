@@ -41,6 +41,7 @@ struct st {
 	struct cour_ft_buf buf;
 	struct fi_context2 ctx[ORDER_N + 32];
 	uint64_t short_before;
+	uint64_t box_before;        /* of them, through the mailbox */
 };
 
 static size_t order_size(int i)
@@ -48,11 +49,14 @@ static size_t order_size(int i)
 	return order_sizes[i % COUR_FT_ARRAY_SIZE(order_sizes)];
 }
 
-static uint64_t shm_short_count(struct st *s)
+static uint64_t shm_short_count(struct st *s, uint64_t *box)
 {
 	struct fi_courier_stats st;
 
-	return func_get_stats(s->f.ft.ep, &st) == 0 ? st.shm_short : 0;
+	if (func_get_stats(s->f.ft.ep, &st))
+		return *box = 0;
+	*box = st.shm_box;
+	return st.shm_short;
 }
 
 /* ---- 0. warm-up: round trips until the peers' rings are in use (the first messages go
@@ -309,27 +313,36 @@ int main(int argc, char **argv)
 
 	ret = warmup(&s);
 	if (!ret && !f->ft.is_server && func_is_courier(f))
-		s.short_before = shm_short_count(&s);
+		s.short_before = shm_short_count(&s, &s.box_before);
 	if (!ret)
 		ret = f->ft.is_server ? order_server(&s) : order_client(&s);
 	if (!ret && !f->ft.is_server && func_is_courier(f)) {
-		uint64_t warm = s.short_before;
+		uint64_t warm = s.short_before, warm_box = s.box_before;
 
-		s.short_before = shm_short_count(&s);
-		if (shm_on && s.short_before == warm)
-			FUNC_ASSERT(f, 0, "order phase: no message went as SHORT");
+		s.short_before = shm_short_count(&s, &s.box_before);
+		/* the order phase must have switched between the three paths: the mailbox (up
+		 * to 984 bytes), the ring (SHORT up to a packet, sequenced beyond) */
+		if (shm_on && s.box_before == warm_box)
+			FUNC_ASSERT(f, 0, "order phase: no message went through the mailbox");
+		if (shm_on && s.short_before - s.box_before == warm - warm_box)
+			FUNC_ASSERT(f, 0, "order phase: no message went as SHORT through the ring");
 	}
 	if (!ret)
 		ret = f->ft.is_server ? posted_server(&s) : posted_client(&s);
 	if (!ret && func_is_courier(f) && func_get_stats(f->ft.ep, &st) == 0) {
-		printf("shm_short: %s: shm_short %llu (order phase %llu), credit_rts %llu, "
-		       "unexpected %llu\n", f->ft.is_server ? "server" : "client",
+		printf("shm_short: %s: shm_short %llu (order phase %llu), shm_box %llu "
+		       "(order phase %llu), shm_box_rx %llu, credit_rts %llu, unexpected %llu\n",
+		       f->ft.is_server ? "server" : "client",
 		       (unsigned long long)st.shm_short, (unsigned long long)s.short_before,
+		       (unsigned long long)st.shm_box, (unsigned long long)s.box_before,
+		       (unsigned long long)st.shm_box_rx,
 		       (unsigned long long)st.credit_rts, (unsigned long long)st.unexpected_msgs);
 		FUNC_ASSERT(f, st.drop_bad_hdr == 0, "%llu bad packets dropped",
 			    (unsigned long long)st.drop_bad_hdr);
+		FUNC_ASSERT(f, st.shm_box_broken == 0, "a mailbox broken");
 		if (!shm_on)
-			FUNC_ASSERT(f, st.shm_short == 0, "SHORT messages without shared memory");
+			FUNC_ASSERT(f, st.shm_short == 0 && st.shm_box_rx == 0,
+				    "SHORT messages without shared memory");
 		else if (!f->ft.is_server)
 			FUNC_ASSERT(f, st.shm_short > s.short_before,
 				    "posted phase: no message went as SHORT");
