@@ -80,7 +80,14 @@ timers:
 			cour_ep_timers(ep, now);
 		}
 	} else if (COUR_UNLIKELY(ep->quiet != NULL)) {
-		cour_peer_win_sweep(ep, cour_ep_clock_refresh(ep, false));
+		/* (a polling caller's clock moves every few microseconds: look then, not at
+		 * every pass) */
+		uint64_t t = cour_ep_clock_refresh(ep, false);
+
+		if (t != ep->quiet_swept_us) {
+			ep->quiet_swept_us = t;
+			cour_peer_win_sweep(ep, t);
+		}
 	}
 	ep->in_progress = false;
 }

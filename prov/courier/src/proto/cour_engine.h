@@ -418,6 +418,7 @@ struct cour_pep {
 	uint64_t             peer_cache_gen;
 	struct cour_peer    *active;          /* DL via act_next/act_prev */
 	struct cour_peer    *quiet;           /* left active holding windows, oldest first */
+	uint64_t             quiet_swept_us;  /* the clock at the last look at them */
 	struct cour_rxq     *rxq;             /* &own_rxq, or a shared receive context's; on a
 					       * scalable endpoint the context being posted to or
 					       * the one a message being handled names */

@@ -285,9 +285,10 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		peer->remote_session = h->src_session;
 	}
 	if (ep->rx_borrowed) {
-		/* from the ring, where the crc field is the peer's count of its puts to us
-		 * (cour_shm_put): what it sent through its mailbox before this goes first */
-		if (peer->inbox.gen)
+		/* from the ring, where the crc field is the peer's count of its ordered puts to
+		 * us (cour_shm_put): what it sent through its mailbox before an ordered packet
+		 * goes first */
+		if (peer->inbox.gen && cour_pkt_ordered(h->type))
 			cour_shm_box_drain(peer, h->crc);
 		peer->ring_got = h->crc;
 	}

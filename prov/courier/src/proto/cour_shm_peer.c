@@ -300,22 +300,24 @@ static void cour_shm_doorbell(struct cour_peer *peer)
 }
 
 /* One finished packet into the peer's ring, the doorbell if the peer sleeps. Its crc field,
- * which nobody checks in a ring, carries the count of our puts to this peer, this one
- * included: a box entry carries the count before it, and the peer takes the two in the order
- * they were sent (cour_shm_poll). */
+ * which nobody checks in a ring, carries the count of our ordered puts to this peer (packets
+ * with a sequence number, and SHORTs), this one included: a box entry carries the count
+ * before it, and the peer takes the two in the order they were sent (cour_shm_poll). An ACK
+ * or a RESET orders nothing, so it counts nothing: an entry never waits for one. */
 static int cour_shm_put(struct cour_peer *peer, struct cour_base_hdr *hdr, size_t hdr_len,
 			const struct iovec *iov, size_t iovcnt)
 {
 	struct cour_pep *ep = peer->ep;
+	uint32_t ordered = cour_pkt_ordered(hdr->type);
 	bool wake = false;
 	int ret;
 
-	hdr->crc = peer->ring_puts + 1;
+	hdr->crc = peer->ring_puts + ordered;
 	ret = cour_shm_ring_put(peer->shm, &ep->wire.bound_sa, ep->wire.bound_len, hdr, hdr_len, iov,
 				iovcnt, &wake);
 	if (COUR_UNLIKELY(ret))
 		return ret;
-	peer->ring_puts++;
+	peer->ring_puts += ordered;
 	if (COUR_UNLIKELY(ep->wire.trace))
 		cour_trace_shm(&ep->wire, true, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt);
 	ep->stats.shm_tx_pkts++;
@@ -509,7 +511,8 @@ static int cour_shm_boxes_poll(struct cour_pep *ep)
 		struct cour_peer *peer = ep->inboxes[i];
 
 		peer->box_blocked = false;
-		n += cour_shm_box_take(peer, COUR_SHM_POLL_MAX, false, 0);
+		if (cour_box_ready(&peer->inbox))
+			n += cour_shm_box_take(peer, COUR_SHM_POLL_MAX, false, 0);
 	}
 	return n;
 }

@@ -108,6 +108,13 @@ static inline int cour_pkt_sequenced(unsigned type)
 	return type >= COUR_PKT_EAGER && type <= COUR_PKT_ATOMIC;
 }
 
+/* Does a packet's place among a sender's messages matter? (a same-host ring orders it against
+ * the sender's mailbox entries, proto/cour_shm_peer.c) */
+static inline uint32_t cour_pkt_ordered(unsigned type)
+{
+	return cour_pkt_sequenced(type) || type == COUR_PKT_SHORT;
+}
+
 /* Messages take a receive buffer at the target, so they need a credit; nothing else does. */
 static inline int cour_pkt_needs_credit(unsigned type)
 {

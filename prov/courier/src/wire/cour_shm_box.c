@@ -130,10 +130,8 @@ const void *cour_box_peek(struct cour_box_rx *b, struct cour_box_ent *ent, bool 
 	return NULL;
 }
 
-void cour_box_release(struct cour_box_rx *b)
+void cour_box_release_now(struct cour_box_rx *b)
 {
-	if (b->pos == b->told)
-		return;
 	b->told = b->pos;
 	__atomic_store_n(&b->ctl->consumed,
 			 (uint64_t)b->gen << COUR_BOX_POS_BITS | (b->pos & COUR_BOX_POS_MASK),

@@ -141,8 +141,21 @@ static inline void cour_box_pop(struct cour_box_rx *b)
 	b->pos += b->cur;
 	b->cur = 0;
 }
+/* Consumer: is the next entry published? (the poll's test, before anything else is read) */
+static inline bool cour_box_ready(const struct cour_box_rx *b)
+{
+	const struct cour_box_ent *e = (const struct cour_box_ent *)
+		(b->lines + (b->pos % COUR_BOX_LINES) * COUR_BOX_LINE);
+
+	return __atomic_load_n(&e->word, __ATOMIC_ACQUIRE) == cour_box_word(b->gen, b->pos);
+}
 /* Consumer: tell the producer how far we read (after a batch). */
-void cour_box_release(struct cour_box_rx *b);
+void cour_box_release_now(struct cour_box_rx *b);
+static inline void cour_box_release(struct cour_box_rx *b)
+{
+	if (b->pos != b->told)
+		cour_box_release_now(b);
+}
 /* Consumer, before sleeping (after arming, seq_cst): is an entry published? */
 bool cour_box_pending(const struct cour_box_rx *b);
 
