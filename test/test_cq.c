@@ -210,9 +210,16 @@ Test(cq, read_count_zero_progresses)
 	cr_assert_eq(cour_test_progress_calls, before + 1, "fi_cq_read(count 0) did not progress");
 	put(cq, 0);
 	cr_assert_eq(fi_cq_read(cq, NULL, 0), 0);
+	cr_assert_eq(cour_test_progress_calls, before + 2,
+		     "fi_cq_read(count 0) with a completion waiting did not progress");
+	/* a read that finds completions waiting returns them without a pass */
 	cr_assert_eq(fi_cq_read(cq, &ent, 1), 1, "count 0 consumed the entry");
+	cr_assert_eq(cour_test_progress_calls, before + 2);
 	put_err(cq, 1, FI_EIO, COUR_E_SEND, 0);
 	cr_assert_eq(fi_cq_read(cq, NULL, 0), -FI_EAVAIL);
+	cr_assert_eq(cour_test_progress_calls, before + 3);
+	/* nothing waiting: the read progresses */
+	cr_assert_eq(fi_cq_read(cq, &ent, 1), -FI_EAVAIL);
 	cr_assert_eq(cour_test_progress_calls, before + 4);
 	close_cq(cq);
 }
