@@ -485,6 +485,43 @@ Test(rxwin, a_short_message_fills_a_posted_receive_and_gives_its_credit_back)
 	cr_assert_eq(peer->rx_next, 0);
 }
 
+/* A mailbox entry (cour_shm_box.h) is the same SHORT in a compact header: unexpected or
+ * placed, its credit grant taken, and one with flags a SHORT cannot have, or too long for an
+ * eager message, dropped as bad with nothing completed. */
+Test(rxwin, a_mailbox_entry_is_taken_as_a_short_message)
+{
+	char early[8] = "", posted[8] = "";
+	struct iovec iov = { .iov_base = early, .iov_len = sizeof(early) };
+	struct cour_box_ent e = { .len = 3, .credits = peer->tx_credit_limit + 5 };
+	uint32_t granted = peer->credits_granted;
+	uint64_t bad = ep->pep.stats.drop_bad_hdr;
+
+	ep->pep.rx_borrowed = true;
+	cour_peer_rx_box(peer, &e, "abc");
+	ep->pep.rx_borrowed = false;
+	cr_assert_eq(peer->tx_credit_limit, e.credits, "the entry's credit grant was not taken");
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cr_assert_str_eq(early, "abc");
+	iov.iov_base = posted;
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	e.len = 4;
+	ep->pep.rx_borrowed = true;
+	cour_peer_rx_box(peer, &e, "wxyz");
+	e.flags = COUR_F_DC;                    /* delivery complete never goes as SHORT */
+	cour_peer_rx_box(peer, &e, "bad!");
+	e.flags = 0;
+	e.len = COUR_EAGER_LIMIT + 1;
+	cour_peer_rx_box(peer, &e, "bad!");
+	ep->pep.rx_borrowed = false;
+	cr_assert_str_eq(posted, "wxyz");
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 2, "a bad entry completed something");
+	cr_assert_null(ep->pep.rxq->umsg, "a bad entry waits as unexpected");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, bad + 2);
+	cr_assert_eq(ep->pep.stats.shm_box_rx, 4);
+	cr_assert_eq(peer->credits_granted, granted + 2, "each message's unit granted again");
+	cr_assert_eq(peer->rx_next, 0, "an entry took a sequence number");
+}
+
 /* ---- sessions ---- */
 
 Test(session, a_packet_for_an_old_session_of_ours_is_answered_with_reset)
