@@ -522,6 +522,38 @@ Test(rxwin, a_mailbox_entry_is_taken_as_a_short_message)
 	cr_assert_eq(peer->rx_next, 0, "an entry took a sequence number");
 }
 
+/* An entry stamped after ring packets the receiver never handled (dropped before their peer
+ * was found) waits only until the receiver's ring is seen empty: then everything put before
+ * it was taken, and it is delivered (cour_shm_poll). */
+Test(rxwin, a_mailbox_entry_waiting_for_a_lost_ring_packet_goes_once_the_ring_is_empty)
+{
+	static uint8_t lines[COUR_BOX_BYTES] __attribute__((aligned(64)));
+	static struct cour_box_ctl ctl;
+	struct cour_shm_locator loc;
+	struct cour_box_tx tx;
+	struct cour_box_ent e = { .len = 3, .stamp = 7 };
+	struct iovec piov = { .iov_base = "abc", .iov_len = 3 };
+	char got[8] = "";
+	struct iovec iov = { .iov_base = got, .iov_len = sizeof(got) };
+
+	cr_assert_eq(cour_shm_ring_create(16, 1024, &ep->pep.shm_ring, &loc), 0);
+	cour_box_tx_init(&tx, lines, &ctl, 0, 1);
+	cour_box_rx_open(&peer->inbox, lines, &ctl, 0, 1);
+	ep->pep.inboxes[ep->pep.ninboxes++] = peer;
+	peer->ring_got = 4;                     /* puts 5..7 never reached this peer */
+	cr_assert_eq(cour_box_put(&tx, &e, &piov, 1), 0);
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cour_shm_poll(&ep->pep);
+	cr_assert_str_eq(got, "abc", "the entry still waits with the ring empty");
+	cr_assert_eq(ep->pep.stats.shm_box_rx, 1);
+	cr_assert_eq(peer->ring_got, 7);
+	cr_assert(!ep->pep.box_blocked && !peer->box_blocked);
+	cour_shm_peer_detach(peer);             /* stops polling: the box is ours */
+	cr_assert_eq(ep->pep.ninboxes, 0);
+	cour_shm_ring_close(ep->pep.shm_ring);
+	ep->pep.shm_ring = NULL;
+}
+
 /* ---- sessions ---- */
 
 Test(session, a_packet_for_an_old_session_of_ours_is_answered_with_reset)
