@@ -522,24 +522,42 @@ Test(rxwin, a_mailbox_entry_is_taken_as_a_short_message)
 	cr_assert_eq(peer->rx_next, 0, "an entry took a sequence number");
 }
 
+/* A mailbox from the peer to us in static memory, polled by the endpoint, which gets a ring
+ * of its own for cour_shm_poll; box_done undoes it. */
+static uint8_t box_lines[COUR_BOX_BYTES] __attribute__((aligned(64)));
+static struct cour_box_ctl box_ctl;
+
+static void box_open(struct cour_box_tx *tx)
+{
+	struct cour_shm_locator loc;
+
+	cr_assert_eq(cour_shm_ring_create(16, 1024, &ep->pep.shm_ring, &loc), 0);
+	memset(box_lines, 0, sizeof(box_lines));
+	cour_box_tx_init(tx, box_lines, &box_ctl, 0, 1);
+	cour_box_rx_open(&peer->inbox, box_lines, &box_ctl, 0, 1);
+	ep->pep.inboxes[ep->pep.ninboxes++] = peer;
+}
+
+static void box_done(void)
+{
+	cour_shm_peer_detach(peer);             /* stops polling: the box is ours */
+	cr_assert_eq(ep->pep.ninboxes, 0);
+	cour_shm_ring_close(ep->pep.shm_ring);
+	ep->pep.shm_ring = NULL;
+}
+
 /* An entry stamped after ring packets the receiver never handled (dropped before their peer
  * was found) waits only until the receiver's ring is seen empty: then everything put before
  * it was taken, and it is delivered (cour_shm_poll). */
 Test(rxwin, a_mailbox_entry_waiting_for_a_lost_ring_packet_goes_once_the_ring_is_empty)
 {
-	static uint8_t lines[COUR_BOX_BYTES] __attribute__((aligned(64)));
-	static struct cour_box_ctl ctl;
-	struct cour_shm_locator loc;
 	struct cour_box_tx tx;
 	struct cour_box_ent e = { .len = 3, .stamp = 7 };
 	struct iovec piov = { .iov_base = "abc", .iov_len = 3 };
 	char got[8] = "";
 	struct iovec iov = { .iov_base = got, .iov_len = sizeof(got) };
 
-	cr_assert_eq(cour_shm_ring_create(16, 1024, &ep->pep.shm_ring, &loc), 0);
-	cour_box_tx_init(&tx, lines, &ctl, 0, 1);
-	cour_box_rx_open(&peer->inbox, lines, &ctl, 0, 1);
-	ep->pep.inboxes[ep->pep.ninboxes++] = peer;
+	box_open(&tx);
 	peer->ring_got = 4;                     /* puts 5..7 never reached this peer */
 	cr_assert_eq(cour_box_put(&tx, &e, &piov, 1), 0);
 	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
@@ -548,10 +566,29 @@ Test(rxwin, a_mailbox_entry_waiting_for_a_lost_ring_packet_goes_once_the_ring_is
 	cr_assert_eq(ep->pep.stats.shm_box_rx, 1);
 	cr_assert_eq(peer->ring_got, 7);
 	cr_assert(!ep->pep.box_blocked && !peer->box_blocked);
-	cour_shm_peer_detach(peer);             /* stops polling: the box is ours */
-	cr_assert_eq(ep->pep.ninboxes, 0);
-	cour_shm_ring_close(ep->pep.shm_ring);
-	ep->pep.shm_ring = NULL;
+	box_done();
+}
+
+/* A box whose entry cannot be is given up: counted, no longer polled, its producer told
+ * (polled cleared, so it goes back to the ring), and nothing delivered from it. */
+Test(rxwin, a_mailbox_with_an_entry_that_cannot_be_is_given_up)
+{
+	struct cour_box_tx tx;
+	struct cour_box_ent e = { .len = 3 };
+	struct iovec piov = { .iov_base = "abc", .iov_len = 3 };
+
+	box_open(&tx);
+	cr_assert(cour_box_tx_live(&tx));
+	cr_assert_eq(cour_box_put(&tx, &e, &piov, 1), 0);
+	((struct cour_box_ent *)box_lines)->len = 5000;   /* past the box's end */
+	cour_shm_poll(&ep->pep);
+	cr_assert_eq(ep->pep.stats.shm_box_broken, 1);
+	cr_assert_eq(ep->pep.stats.shm_box_rx, 0);
+	cr_assert_eq(ep->pep.ninboxes, 0, "the broken box is still polled");
+	cr_assert_eq(peer->inbox.gen, 0);
+	cr_assert(!cour_box_tx_live(&tx), "its producer was not told");
+	cr_assert_null(ep->pep.rxq->umsg, "something was taken from the broken box");
+	box_done();
 }
 
 /* ---- sessions ---- */

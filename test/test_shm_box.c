@@ -15,7 +15,6 @@
 
 #include <criterion/criterion.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -26,19 +25,7 @@
 
 TestSuite(shm_box, .timeout = 60);
 
-/* linked without libfabric, as test_shm_ring is: the two logging entry points are ours */
-struct fi_provider cour_prov = { .name = "courier" };
-
-int fi_log_enabled(const struct fi_provider *prov, enum fi_log_level level,
-		   enum fi_log_subsys subsys)
-{
-	return 0;
-}
-
-void fi_log(const struct fi_provider *prov, enum fi_log_level level, enum fi_log_subsys subsys,
-	    const char *func, int line, const char *fmt, ...)
-{
-}
+/* linked without libfabric: cour_prov and a silent fi_log are test_log_silent.c's */
 
 struct mem {
 	struct cour_box_ctl ctl;
@@ -52,6 +39,14 @@ static struct mem *mem_new(void)
 
 	cr_assert(m != MAP_FAILED);
 	return m;
+}
+
+/* A producer and a consumer of one box in m, of generation gen. */
+static void pair_open(struct mem *m, struct cour_box_tx *tx, struct cour_box_rx *rx, uint16_t idx,
+		      uint32_t gen)
+{
+	cour_box_tx_init(tx, m->lines, &m->ctl, idx, gen);
+	cour_box_rx_open(rx, m->lines, &m->ctl, idx, gen);
 }
 
 static void fill(uint8_t *p, size_t len, uint32_t seed)
@@ -140,8 +135,7 @@ Test(shm_box, a_full_box_refuses_and_has_room_once_the_consumer_says_so)
 	bool broken = false;
 	uint32_t n = 0;
 
-	cour_box_tx_init(&tx, m->lines, &m->ctl, 0, 1);
-	cour_box_rx_open(&rx, m->lines, &m->ctl, 0, 1);
+	pair_open(m, &tx, &rx, 0, 1);
 	while (cour_box_put(&tx, &e, &iov, 1) == 0)
 		n++;
 	cr_assert_eq(n, COUR_BOX_LINES, "%u one-line entries fit a box of %u lines", n,
@@ -165,8 +159,7 @@ Test(shm_box, a_closed_box_stops_its_producer)
 	struct cour_box_ent e = { .len = 0 };
 	uint32_t n = 0;
 
-	cour_box_tx_init(&tx, m->lines, &m->ctl, 0, 9);
-	cour_box_rx_open(&rx, m->lines, &m->ctl, 0, 9);
+	pair_open(m, &tx, &rx, 0, 9);
 	cr_assert(cour_box_tx_live(&tx));
 	cour_box_rx_close(&rx);
 	/* the look before each entry (cour_short_send's) */
@@ -192,8 +185,7 @@ Test(shm_box, a_line_of_an_earlier_generation_is_never_read)
 	for (uint32_t k = 0; k < 20; k++)
 		cr_assert_eq(put_k(&tx, k), 0);
 	/* claimed again by the producer, for another consumer: the old lines stay */
-	cour_box_tx_init(&tx, m->lines, &m->ctl, 0, 5);
-	cour_box_rx_open(&rx, m->lines, &m->ctl, 0, 5);
+	pair_open(m, &tx, &rx, 0, 5);
 	cr_assert_null(cour_box_peek(&rx, &e, &broken));
 	cr_assert(!broken);
 	cr_assert(!cour_box_pending(&rx));
@@ -218,8 +210,7 @@ Test(shm_box, an_entry_that_cannot_be_is_reported_and_not_read)
 	struct cour_box_ent *first = (struct cour_box_ent *)m->lines;
 	bool broken = false;
 
-	cour_box_tx_init(&tx, m->lines, &m->ctl, 0, 2);
-	cour_box_rx_open(&rx, m->lines, &m->ctl, 0, 2);
+	pair_open(m, &tx, &rx, 0, 2);
 	cr_assert_eq(put_k(&tx, 1), 0);
 	first->len = 5000;                            /* longer than an entry may be */
 	cr_assert_null(cour_box_peek(&rx, &e, &broken));
@@ -250,8 +241,7 @@ Test(shm_box, a_consumed_position_nobody_wrote_leaves_no_room)
 	struct cour_box_ent e = { .len = 0 };
 	uint32_t n = 0;
 
-	cour_box_tx_init(&tx, m->lines, &m->ctl, 0, 6);
-	cour_box_rx_open(&rx, m->lines, &m->ctl, 0, 6);
+	pair_open(m, &tx, &rx, 0, 6);
 	while (cour_box_put(&tx, &e, NULL, 0) == 0)
 		n++;
 	cr_assert_eq(n, COUR_BOX_LINES);
@@ -288,8 +278,7 @@ Test(shm_box, another_process_s_entries_arrive_in_order)
 	int status;
 	pid_t pid;
 
-	cour_box_tx_init(&tx, m->lines, &m->ctl, 1, 11);
-	cour_box_rx_open(&rx, m->lines, &m->ctl, 1, 11);
+	pair_open(m, &tx, &rx, 1, 11);
 	pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {

@@ -10,25 +10,13 @@
 
 #include <criterion/criterion.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 TestSuite(shm_window, .timeout = 60);
 
-struct fi_provider cour_prov = { .name = "courier" };
-
-int fi_log_enabled(const struct fi_provider *prov, enum fi_log_level level,
-		   enum fi_log_subsys subsys)
-{
-	return 0;
-}
-
-void fi_log(const struct fi_provider *prov, enum fi_log_level level, enum fi_log_subsys subsys,
-	    const char *func, int line, const char *fmt, ...)
-{
-}
+/* cour_prov and a silent fi_log: test_log_silent.c */
 
 static void pair(struct cour_shm_ring **own, struct cour_shm_ring **prod)
 {

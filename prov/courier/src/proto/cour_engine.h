@@ -680,6 +680,17 @@ uint32_t cour_credit_short(const struct cour_peer *peer, uint64_t len);
 bool cour_credit_admit(struct cour_peer *peer, unsigned type, uint64_t total_len);
 void cour_peer_credit_return(struct cour_peer *peer, uint32_t units);
 void cour_credit_want(struct cour_peer *peer, uint64_t len);
+/* Sender: the peer's grant, as a packet or a mailbox entry carries it, taken if it moves the
+ * limit forward and no further than a window ahead of use (an old or forged value moves
+ * nothing). true if it moved. */
+static inline bool cour_credit_granted(struct cour_peer *peer, uint32_t credits)
+{
+	if (!cour_seq_gt(credits, peer->tx_credit_limit) ||
+	    !cour_seq_le(credits - COUR_CREDIT_WIN_MAX, peer->tx_credit_used))
+		return false;
+	peer->tx_credit_limit = credits;
+	return true;
+}
 void cour_credit_peer_end(struct cour_peer *peer);
 void cour_credit_rts_cleared(struct cour_peer *peer, struct cour_txe *txe);
 /* The acknowledgement fields of any valid packet from the peer (ext: an ACK's SACK bitmap). */

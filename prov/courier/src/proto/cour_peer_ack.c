@@ -182,9 +182,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 {
 	uint32_t w = (uint32_t)cour_params.window;
 
-	if (cour_seq_gt(h->credits, peer->tx_credit_limit) &&
-	    cour_seq_le(h->credits - COUR_CREDIT_WIN_MAX, peer->tx_credit_used))
-		peer->tx_credit_limit = h->credits;
+	cour_credit_granted(peer, h->credits);
 
 	if (!peer->txwin || peer->tx_una == peer->tx_next)
 		goto push;

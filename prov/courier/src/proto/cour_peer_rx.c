@@ -147,11 +147,8 @@ void cour_peer_rx_box(struct cour_peer *peer, const struct cour_box_ent *e, cons
 	ep->stats.shm_box_rx++;
 	ep->stats.rx_bytes += sizeof(*e) + e->len;
 	peer->last_heard_us = ep->now_us;
-	if (cour_seq_gt(e->credits, peer->tx_credit_limit) &&
-	    cour_seq_le(e->credits - COUR_CREDIT_WIN_MAX, peer->tx_credit_used)) {
-		peer->tx_credit_limit = e->credits;
+	if (cour_credit_granted(peer, e->credits))
 		cour_peer_push(peer);           /* (nothing to do unless sends wait for them) */
-	}
 	if (COUR_UNLIKELY(e->len > COUR_EAGER_LIMIT ||
 			  (e->flags & ~(COUR_F_TAGGED | COUR_F_CQ_DATA | COUR_F_RXCTX)))) {
 		COUR_DROP_BAD(ep, "mailbox entry too long or with flags it cannot have");

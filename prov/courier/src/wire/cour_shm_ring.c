@@ -755,8 +755,8 @@ void cour_shm_box_free(struct cour_shm_ring *r, struct cour_box_tx *b)
 	if (!b->gen)
 		return;
 	assert(r->owner && b->idx < COUR_BOX_COUNT);
-	/* a consumer still polling sees no entry of this generation again */
-	__atomic_store_n(&r->hdr->box[b->idx].polled, 0, __ATOMIC_RELAXED);
+	/* nothing to clear: a consumer still polling it sees no entry of the next claim's
+	 * generation, and the claim resets the control lines */
 	r->box_free |= 1u << b->idx;
 	b->gen = 0;
 	b->live = false;
