@@ -206,6 +206,20 @@ static int cour_cq_grow_locked(struct cour_cq *cq)
 	return 0;
 }
 
+/* Field by field: e was just built on the caller's stack by 8-byte stores, and a copy in
+ * 16-byte loads cannot be forwarded from them (it waits for the stores to retire: a fifth of
+ * a small message's receive time in perf) */
+static inline void cour_cq_entry_copy(struct cour_cq_entry *dst, const struct cour_cq_entry *e)
+{
+	const uint64_t *from = (const uint64_t *)e;
+	uint64_t *to = (uint64_t *)dst;
+
+	_Static_assert(sizeof(*e) % 8 == 0, "an entry is whole words");
+#pragma GCC unroll 8
+	for (size_t i = 0; i < sizeof(*e) / 8; i++)
+		__atomic_store_n(&to[i], __atomic_load_n(&from[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
+
 int cour_cq_write_locked(struct cour_cq *cq, const struct cour_cq_entry *e)
 {
 	bool was_empty;
@@ -218,7 +232,7 @@ int cour_cq_write_locked(struct cour_cq *cq, const struct cour_cq_entry *e)
 			return ret;
 	}
 	was_empty = cour_cq_empty_locked(cq);
-	cq->ring[(cq->head + cq->count) & (cq->ring_cap - 1)] = *e;
+	cour_cq_entry_copy(&cq->ring[(cq->head + cq->count) & (cq->ring_cap - 1)], e);
 	cq->count++;
 	cq->succ_in++;
 	cour_cq_notify_locked(cq, was_empty);

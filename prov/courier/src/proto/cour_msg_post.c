@@ -315,9 +315,17 @@ int cour_msg_recv(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	rxe->ignore = tagged ? ignore : 0;
 	rxe->src = src;
 	rxe->iov_count = (uint32_t)count;
-	if (count)
-		memcpy(rxe->iov, iov, count * sizeof(*iov));
-	rxe->buf_len = cour_iov_len(iov, count);
+	if (COUR_LIKELY(count == 1)) {
+		/* word by word: the caller's iovec was just stored a word at a time, and
+		 * memcpy's one 16-byte load would wait for those stores to retire */
+		rxe->iov[0].iov_base = __atomic_load_n(&iov[0].iov_base, __ATOMIC_RELAXED);
+		rxe->iov[0].iov_len = __atomic_load_n(&iov[0].iov_len, __ATOMIC_RELAXED);
+		rxe->buf_len = rxe->iov[0].iov_len;
+	} else {
+		if (count)
+			memcpy(rxe->iov, iov, count * sizeof(*iov));
+		rxe->buf_len = cour_iov_len(iov, count);
+	}
 	rxe->multi_off = 0;
 	rxe->multi_pending = 0;
 	rxe->multi_retired = false;

@@ -96,28 +96,31 @@ struct cour_rxe *cour_msg_find_rxe(struct cour_pep *ep, bool tagged, uint64_t ta
 	return NULL;
 }
 
-/* Copy bytes [off, off + len) of a message into the receive it matched, within accept_len. */
-static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, size_t len)
+/* Copy len bytes from src to byte dst_off onwards of iov[0..count) (which holds them). */
+static void cour_iov_copy_in(const struct iovec *iov, uint32_t count, uint64_t dst_off,
+			     const char *src, size_t len)
 {
-	struct cour_rxe *rxe = m->rxe;
-	uint64_t dst_off;
-
-	if (off >= m->accept_len)
-		return;
-	len = COUR_MIN(len, m->accept_len - off);
-	dst_off = m->slice_off + off;
-	for (uint32_t i = 0; i < rxe->iov_count && len; i++) {
-		size_t l = rxe->iov[i].iov_len;
+	for (uint32_t i = 0; i < count && len; i++) {
+		size_t l = iov[i].iov_len;
 		if (dst_off >= l) {
 			dst_off -= l;
 			continue;
 		}
 		size_t take = COUR_MIN(l - dst_off, len);
-		memcpy((char *)rxe->iov[i].iov_base + dst_off, src, take);
+		memcpy((char *)iov[i].iov_base + dst_off, src, take);
 		src += take;
 		len -= take;
 		dst_off = 0;
 	}
+}
+
+/* Copy bytes [off, off + len) of a message into the receive it matched, within accept_len. */
+static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, size_t len)
+{
+	if (off >= m->accept_len)
+		return;
+	cour_iov_copy_in(m->rxe->iov, m->rxe->iov_count, m->slice_off + off, src,
+			 COUR_MIN(len, m->accept_len - off));
 }
 
 /* A matched RTS|CMA: take the data from the sender's memory ourselves. true: done (CTS|CMA
@@ -484,31 +487,31 @@ bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	if (COUR_UNLIKELY(ep->nrxq || peer->ctrlq || peer->rx_cur || peer->grants_open ||
 			  (hdr->base.flags & (COUR_F_RXCTX | COUR_F_DC))))
 		return false;
-	rxe = cour_msg_find_rxe(ep, tagged, hdr->msg.tag, cour_peer_fi_addr(peer));
+	fi_addr_t src = cour_peer_fi_addr(peer);
+	rxe = cour_msg_find_rxe(ep, tagged, hdr->msg.tag, src);
 	if (!rxe || (rxe->op_flags & FI_MULTI_RECV) ||
 	    !cour_credit_admit(peer, COUR_PKT_EAGER, plen))
 		return false;
 
-	/* only the fields cour_rx_copy, cour_rxmsg_finish and cour_msg_credit_return read: a
-	 * whole record is 240 bytes to clear, a fifth of this receive's instructions */
-	struct cour_rxmsg m;
-
-	m.peer = peer;
-	m.rxe = rxe;
-	m.session = peer->local_session;
-	m.credit_early = false;
-	m.units = cour_credit_cost(COUR_PKT_EAGER, plen);
-	m.hdr_flags = hdr->base.flags;
-	m.tag = hdr->msg.tag;
-	m.data = hdr->msg.data;
-	m.total_len = plen;
-	m.slice_off = 0;
-	m.accept_len = COUR_MIN(plen, rxe->buf_len);
+	/* what cour_rx_copy, cour_rxmsg_finish and cour_msg_credit_return do for a message
+	 * that is all here, of this session, and not counted as unexpected: no record */
+	size_t accept = COUR_MIN(plen, rxe->buf_len);
+	uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
+	uint64_t data = 0;
 
 	DL_DELETE(*cour_rxq(ep, tagged), rxe);
-	cour_rx_copy(&m, 0, payload, plen);
-	cour_rxmsg_finish(ep, &m, 0, 0);
-	cour_msg_credit_return(peer, &m);
+	if (COUR_LIKELY(rxe->iov_count == 1))
+		memcpy(rxe->iov[0].iov_base, payload, accept);
+	else
+		cour_iov_copy_in(rxe->iov, rxe->iov_count, 0, payload, accept);
+	if (hdr->base.flags & COUR_F_CQ_DATA) {
+		flags |= FI_REMOTE_CQ_DATA;
+		data = hdr->msg.data;
+	}
+	cour_msg_report_rx(ep, rxe, flags, accept, plen - accept, rxe->iov[0].iov_base,
+			   hdr->msg.tag, data, src, 0, 0);
+	cour_rxe_free(ep, rxe);
+	cour_peer_credit_return(peer, cour_credit_cost(COUR_PKT_EAGER, plen));
 	return true;
 }
 

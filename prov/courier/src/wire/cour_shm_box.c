@@ -64,8 +64,18 @@ int cour_box_put(struct cour_box_tx *b, const struct cour_box_ent *hdr, const st
 		b->head += pad;
 	}
 	e = cour_box_at(b->lines, b->head);
-	memcpy((uint8_t *)e + sizeof(e->word), (const uint8_t *)hdr + sizeof(hdr->word),
-	       sizeof(*e) - sizeof(e->word));
+	/* field by field (loads the compiler may not merge): the caller just built hdr on its
+	 * stack, and a load wider than the store it reads waits for that store to retire
+	 * instead of being forwarded */
+#define COUR_BOX_FIELD(f) (e->f = __atomic_load_n(&hdr->f, __ATOMIC_RELAXED))
+	COUR_BOX_FIELD(len);
+	COUR_BOX_FIELD(flags);
+	COUR_BOX_FIELD(rx_id);
+	COUR_BOX_FIELD(credits);
+	COUR_BOX_FIELD(stamp);
+	COUR_BOX_FIELD(tag);
+	COUR_BOX_FIELD(data);
+#undef COUR_BOX_FIELD
 	p = (uint8_t *)(e + 1);
 	for (size_t i = 0; i < iovcnt; i++) {
 		memcpy(p, iov[i].iov_base, iov[i].iov_len);
