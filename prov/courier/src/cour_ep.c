@@ -286,6 +286,8 @@ int cour_ep_bind_common(struct cour_ep *ep, struct fid *bfid, uint64_t flags)
 		ret = cour_sink_bind_cntr(&ep->b, ep->pep.type,
 					  COUR_CONTAINER_OF(bfid, struct cour_cntr, cntr_fid.fid),
 					  flags);
+		if (!ret)
+			ep->pep.tx_counted = true;
 		cour_ep_update_target_events(ep);
 		break;
 	case FI_CLASS_AV:

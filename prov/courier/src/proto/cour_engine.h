@@ -428,6 +428,7 @@ struct cour_pep {
 	uint32_t             nrxq;
 	/* what the object layer posts through: set around a post, under the lock */
 	void                *tx_owner;        /* a transmit context, copied into each txe */
+	bool                 tx_counted;      /* a counter is bound to the endpoint itself */
 	uint32_t             tx_rx_ctx;       /* receive context a send names (fi_rx_addr) */
 	void                *tx_group;        /* RMA parts: their group, copied into each txe */
 	bool                 tx_part;         /* ...and this part is not the last (COUR_F_PART) */
@@ -875,6 +876,9 @@ static inline void cour_tx_done_now(struct cour_pep *ep, void *context, uint64_t
 {
 	struct cour_txe t;
 
+	/* an inject with no counter to move reports nothing (the common MPI send) */
+	if ((cq_flags & COUR_CQF_NOCOMP) && !ep->tx_owner && !ep->tx_counted)
+		return;
 	t.group = NULL;
 	t.owner = ep->tx_owner;
 	t.context = context;

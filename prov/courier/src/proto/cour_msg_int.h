@@ -24,7 +24,10 @@ static inline bool cour_msg_src_match(struct cour_pep *ep, fi_addr_t want, fi_ad
 	return src != FI_ADDR_NOTAVAIL && ep->up->av_same(ep, want, src);
 }
 struct cour_rxe *cour_msg_find_rxe(struct cour_pep *ep, bool tagged, uint64_t tag, fi_addr_t src);
-struct cour_rxe **cour_rxq(struct cour_pep *ep, bool tagged);
+static inline struct cour_rxe **cour_rxq(struct cour_pep *ep, bool tagged)
+{
+	return tagged ? &ep->rxq->tag : &ep->rxq->msg;
+}
 /* m was unexpected (already off its queue): give it rxe and finish what can be finished. */
 /* true: rxe is retired (consumed, or a full multi-receive): it may be gone, do not touch it */
 bool cour_msg_bind_unexp(struct cour_pep *ep, struct cour_rxmsg *m, struct cour_rxe *rxe);

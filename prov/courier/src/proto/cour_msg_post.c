@@ -375,6 +375,8 @@ int cour_msg_recv(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	/* Unexpected messages are taken in arrival order; a multi-receive buffer may take
 	 * several until it retires. */
 	uint64_t ign = rxe->ignore;
+	if (!*cour_unexpq(ep, tagged))
+		return 0;               /* (the usual case: no call for an empty queue) */
 	while ((m = cour_find_unexp(ep, tagged, tag, ign, src))) {
 		DL_DELETE(*cour_unexpq(ep, tagged), m);
 		if (!m->peer) {

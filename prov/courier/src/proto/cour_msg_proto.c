@@ -46,11 +46,6 @@ static void cour_rxe_free(struct cour_pep *ep, struct cour_rxe *rxe)
 	cour_pool_put(&rxe->q->rxe_pool, rxe);
 }
 
-struct cour_rxe **cour_rxq(struct cour_pep *ep, bool tagged)
-{
-	return tagged ? &ep->rxq->tag : &ep->rxq->msg;
-}
-
 /* A matched message is complete (or failed): report it, release its receive. */
 static void cour_rxmsg_finish(struct cour_pep *ep, struct cour_rxmsg *m, int err, int prov_errno)
 {
