@@ -468,10 +468,11 @@ static void cour_handle_new_in(struct cour_peer *peer, const struct cour_pkt_hdr
 		cour_rx_eager_data(peer, m, payload, plen);
 }
 
-/* A SHORT message (one packet outside the sequence, cour_peer_rx.c) for which a plain receive
- * is posted: what cour_handle_new_in, cour_bind and cour_rx_eager_done would do for it, with
- * the record on the stack. false, having changed nothing: anything else (no receive yet, a
- * multi-receive buffer, receive contexts, RMA ordering to keep) takes the whole path. */
+/* A SHORT message (one packet outside the sequence, cour_peer_rx.c), or an EAGER one of one
+ * packet, for which a plain receive is posted: what cour_handle_new_in, cour_bind and
+ * cour_rx_eager_done would do for it, without a record. false, having changed nothing:
+ * anything else (no receive yet, a multi-receive buffer, receive contexts, delivery
+ * complete, RMA ordering to keep) takes the whole path. */
 bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,
 			   const char *payload, size_t plen)
 {
@@ -537,6 +538,10 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 	bool tagged = hdr->base.flags & COUR_F_TAGGED;
 	struct cour_rxmsg **uq, *tail;
 
+	/* a whole message in one packet, for a plain receive that waits: as a SHORT, no record */
+	if (hdr->base.type == COUR_PKT_EAGER && plen == hdr->msg.total_len &&
+	    cour_msg_short_posted(peer, hdr, payload, plen))
+		return;
 	if (COUR_LIKELY(q)) {
 		ep->rxq = q;
 		cour_handle_new_in(peer, hdr, payload, plen);
