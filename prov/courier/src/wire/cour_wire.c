@@ -39,6 +39,7 @@ void cour_wire_init(struct cour_wire *w, const struct cour_wire_ops *ops,
 
 int cour_wire_rxbufs_init(struct cour_wire *w)
 {
+	w->rx_stale = 0;
 	for (int i = 0; i < COUR_WIRE_RX_BATCH; i++) {
 		w->rx_bufs[i] = cour_pool_get(w->rxbuf_pool);
 		if (!w->rx_bufs[i]) {

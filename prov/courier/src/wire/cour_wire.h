@@ -153,7 +153,9 @@ struct cour_wire {
 	 * is checked and loses it before the engine sees it (cour_mac.h) */
 	struct cour_mac     *mac;
 
-	/* receive batch: buffers owned by the batch until the engine keeps one */
+	/* receive batch: buffers owned by the batch until the engine keeps one; the first
+	 * rx_stale headers to set again before the next call (0: all) */
+	uint32_t             rx_stale;
 	void                *rx_bufs[COUR_WIRE_RX_BATCH];
 	struct mmsghdr       rx_msgs[COUR_WIRE_RX_BATCH];
 	struct iovec         rx_iov[COUR_WIRE_RX_BATCH];
