@@ -57,6 +57,30 @@ static inline ssize_t cour_recv_common(struct fid_ep *ep_fid, const struct iovec
 
 #define COUR_IOV1(buf, len) (&(struct iovec){ .iov_base = (void *)(buf), .iov_len = (len) })
 
+/* A send of one buffer: first straight into a same-host peer's mailbox when nothing about the
+ * post needs the generic path (a scalable endpoint's context or receive-context addressing,
+ * a trigger), then the generic path. */
+static inline ssize_t cour_send1(struct fid_ep *ep_fid, const void *buf, size_t len,
+				 fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
+				 uint64_t flags, uint64_t cq_flags)
+{
+	struct cour_ep *ep = cour_ep_of(ep_fid);
+
+	if (COUR_LIKELY(ep->pep.shm_ring && cour_ep_is_plain(ep_fid) &&
+			!(flags & FI_TRIGGER) && (!ep->av || !ep->av->rx_ctx_bits))) {
+		bool done;
+
+		cour_lock_acquire(&ep->domain->lock);
+		done = cour_short_send1(&ep->pep, dest, buf, len, tag, data, context, flags,
+					cq_flags);
+		cour_lock_release(&ep->domain->lock);
+		if (done)
+			return 0;
+	}
+	return cour_send_common(ep_fid, COUR_IOV1(buf, len), 1, dest, tag, data, context, flags,
+				cq_flags);
+}
+
 /* ---- fi_msg ---- */
 
 static ssize_t cour_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
@@ -82,8 +106,8 @@ static ssize_t cour_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_
 static ssize_t cour_send(struct fid_ep *ep, const void *buf, size_t len, void *desc,
 			 fi_addr_t dest, void *context)
 {
-	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, 0, context,
-				COUR_TX_FLAGS(ep, 0), FI_SEND | FI_MSG);
+	return cour_send1(ep, buf, len, dest, 0, 0, context,
+			  COUR_TX_FLAGS(ep, 0), FI_SEND | FI_MSG);
 }
 
 static ssize_t cour_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
@@ -101,25 +125,25 @@ static ssize_t cour_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_
 
 static ssize_t cour_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
 {
-	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, 0, NULL,
-				COUR_TX_FLAGS(ep, FI_INJECT),
-				FI_SEND | FI_MSG | COUR_CQF_NOCOMP);
+	return cour_send1(ep, buf, len, dest, 0, 0, NULL,
+			  COUR_TX_FLAGS(ep, FI_INJECT),
+			  FI_SEND | FI_MSG | COUR_CQF_NOCOMP);
 }
 
 static ssize_t cour_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
 			     uint64_t data, fi_addr_t dest, void *context)
 {
-	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, data, context,
-				COUR_TX_FLAGS(ep, FI_REMOTE_CQ_DATA),
-				FI_SEND | FI_MSG);
+	return cour_send1(ep, buf, len, dest, 0, data, context,
+			  COUR_TX_FLAGS(ep, FI_REMOTE_CQ_DATA),
+			  FI_SEND | FI_MSG);
 }
 
 static ssize_t cour_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
 			       fi_addr_t dest)
 {
-	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, 0, data, NULL,
-				COUR_TX_FLAGS(ep, FI_INJECT | FI_REMOTE_CQ_DATA),
-				FI_SEND | FI_MSG | COUR_CQF_NOCOMP);
+	return cour_send1(ep, buf, len, dest, 0, data, NULL,
+			  COUR_TX_FLAGS(ep, FI_INJECT | FI_REMOTE_CQ_DATA),
+			  FI_SEND | FI_MSG | COUR_CQF_NOCOMP);
 }
 
 struct fi_ops_msg cour_msg_ops = {
@@ -161,8 +185,8 @@ static ssize_t cour_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
 static ssize_t cour_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc,
 			  fi_addr_t dest, uint64_t tag, void *context)
 {
-	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, 0, context,
-				COUR_TX_FLAGS(ep, 0), FI_SEND | FI_TAGGED);
+	return cour_send1(ep, buf, len, dest, tag, 0, context,
+			  COUR_TX_FLAGS(ep, 0), FI_SEND | FI_TAGGED);
 }
 
 static ssize_t cour_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
@@ -181,25 +205,25 @@ static ssize_t cour_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
 static ssize_t cour_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 			    uint64_t tag)
 {
-	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, 0, NULL,
-				COUR_TX_FLAGS(ep, FI_INJECT),
-				FI_SEND | FI_TAGGED | COUR_CQF_NOCOMP);
+	return cour_send1(ep, buf, len, dest, tag, 0, NULL,
+			  COUR_TX_FLAGS(ep, FI_INJECT),
+			  FI_SEND | FI_TAGGED | COUR_CQF_NOCOMP);
 }
 
 static ssize_t cour_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
 			      uint64_t data, fi_addr_t dest, uint64_t tag, void *context)
 {
-	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, data, context,
-				COUR_TX_FLAGS(ep, FI_REMOTE_CQ_DATA),
-				FI_SEND | FI_TAGGED);
+	return cour_send1(ep, buf, len, dest, tag, data, context,
+			  COUR_TX_FLAGS(ep, FI_REMOTE_CQ_DATA),
+			  FI_SEND | FI_TAGGED);
 }
 
 static ssize_t cour_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
 				fi_addr_t dest, uint64_t tag)
 {
-	return cour_send_common(ep, COUR_IOV1(buf, len), 1, dest, tag, data, NULL,
-				COUR_TX_FLAGS(ep, FI_INJECT | FI_REMOTE_CQ_DATA),
-				FI_SEND | FI_TAGGED | COUR_CQF_NOCOMP);
+	return cour_send1(ep, buf, len, dest, tag, data, NULL,
+			  COUR_TX_FLAGS(ep, FI_INJECT | FI_REMOTE_CQ_DATA),
+			  FI_SEND | FI_TAGGED | COUR_CQF_NOCOMP);
 }
 
 struct fi_ops_tagged cour_tagged_ops = {

@@ -895,6 +895,11 @@ static inline void cour_tx_done_now(struct cour_pep *ep, void *context, uint64_t
 bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct iovec *iov,
 		     size_t count, size_t len, uint64_t tag, uint64_t data, void *context,
 		     uint64_t flags, uint64_t cq_flags);
+/* The same for one buffer, from the API call itself when the peer's mailbox takes it (no
+ * iovec array, no cour_msg_send): false, with nothing sent, for the whole path. Lock held. */
+bool cour_short_send1(struct cour_pep *ep, fi_addr_t dest, const void *buf, size_t len,
+		      uint64_t tag, uint64_t data, void *context, uint64_t flags,
+		      uint64_t cq_flags);
 /* The receiver's side of it, when a plain receive waits (cour_msg_proto.c), and of an EAGER
  * message of one packet: false, having changed nothing, for the whole path. */
 bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,

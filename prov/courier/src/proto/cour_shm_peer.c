@@ -386,6 +386,35 @@ static bool cour_short_box(struct cour_pep *ep, struct cour_peer *peer, const st
  * (cour_peer_rx.c), so credits, matching, unexpected messages and receive contexts are the
  * engine's own. Delivery-complete and fenced sends keep the engine's path.
  */
+/* May a message of len bytes go as SHORT to this peer now? Its credit cost, or 0. */
+static inline uint32_t cour_short_cost(struct cour_peer *peer, size_t len, uint64_t flags)
+{
+	if (peer->txq || peer->ctrlq || peer->shm_blocked ||
+	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) ||
+	    len + COUR_PKT_HDR_LEN > peer->mtu || len > cour_cma_eager_max(peer))
+		return 0;
+	return cour_credit_short(peer, len);
+}
+
+/* ...and through the peer's mailbox? */
+static inline bool cour_short_boxable(struct cour_pep *ep, struct cour_peer *peer, size_t len)
+{
+	return peer->box.gen && len <= COUR_BOX_PAYLOAD_MAX && ep->tx_rx_ctx <= UINT16_MAX &&
+	       !ep->wire.trace && cour_box_tx_live(&peer->box);
+}
+
+/* A SHORT is in: its credit spent, the send completed. */
+static inline void cour_short_sent(struct cour_pep *ep, struct cour_peer *peer, uint32_t cost,
+				   size_t len, uint64_t tag, void *context, uint64_t flags,
+				   uint64_t cq_flags)
+{
+	peer->tx_credit_used += cost;
+	ep->stats.tx_bytes += len;
+	ep->stats.shm_short++;
+	cour_tx_done_now(ep, context, flags, cq_flags, len, tag);
+	ep->stats.tx_msgs++;
+}
+
 bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct iovec *iov,
 		     size_t count, size_t len, uint64_t tag, uint64_t data, void *context,
 		     uint64_t flags, uint64_t cq_flags)
@@ -394,15 +423,10 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 	uint32_t cost;
 
 	assert(peer->via_shm);
-	if (peer->txq || peer->ctrlq || peer->shm_blocked ||
-	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) ||
-	    len + COUR_PKT_HDR_LEN > peer->mtu || len > cour_cma_eager_max(peer))
-		return false;
-	cost = cour_credit_short(peer, len);
+	cost = cour_short_cost(peer, len, flags);
 	if (!cost)
 		return false;
-	if (peer->box.gen && len <= COUR_BOX_PAYLOAD_MAX && ep->tx_rx_ctx <= UINT16_MAX &&
-	    !ep->wire.trace && cour_box_tx_live(&peer->box) &&
+	if (cour_short_boxable(ep, peer, len) &&
 	    cour_short_box(ep, peer, iov, count, len, tag, data, flags, cq_flags))
 		goto sent;
 	memset(&h, 0, sizeof(h));
@@ -422,11 +446,35 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 		return false;           /* full: the engine queues it and retries in order */
 	peer->next_msg_id++;
 sent:
-	peer->tx_credit_used += cost;
-	ep->stats.tx_bytes += len;
-	ep->stats.shm_short++;
-	cour_tx_done_now(ep, context, flags, cq_flags, len, tag);
-	ep->stats.tx_msgs++;
+	cour_short_sent(ep, peer, cost, len, tag, context, flags, cq_flags);
+	return true;
+}
+
+/*
+ * A send of one buffer that the peer's mailbox takes, straight from the API call: what
+ * cour_msg_send and cour_short_send would do for it, without their generality (an iovec
+ * array, the endpoint types, the ring, the engine). Open MPI's small sends come here. false,
+ * having changed nothing but perhaps made the peer: the caller takes the whole path.
+ */
+bool cour_short_send1(struct cour_pep *ep, fi_addr_t dest, const void *buf, size_t len,
+		      uint64_t tag, uint64_t data, void *context, uint64_t flags,
+		      uint64_t cq_flags)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct cour_peer *peer;
+	uint32_t cost;
+
+	if (len > COUR_BOX_PAYLOAD_MAX || ep->type == FI_EP_DGRAM ||
+	    ((flags & FI_INJECT) && len > cour_params.inject_size))
+		return false;
+	peer = cour_peer_get_locked(ep, dest);
+	if (!peer || !peer->via_shm)
+		return false;
+	cost = cour_short_cost(peer, len, flags);
+	if (!cost || !cour_short_boxable(ep, peer, len) ||
+	    !cour_short_box(ep, peer, &iov, 1, len, tag, data, flags, cq_flags))
+		return false;
+	cour_short_sent(ep, peer, cost, len, tag, context, flags, cq_flags);
 	return true;
 }
 
