@@ -207,9 +207,9 @@ static __attribute__((noinline, cold)) int cour_cq_grow_locked(struct cour_cq *c
 	return 0;
 }
 
-/* Field by field: e was just built on the caller's stack by 8-byte stores, and a copy in
- * 16-byte loads cannot be forwarded from them (it waits for the stores to retire: a fifth of
- * a small message's receive time in perf) */
+/* Word by word: e was just built on the caller's stack by 8-byte stores, and a copy in
+ * 16-byte loads cannot be forwarded from them but waits for them to retire (this write was
+ * 6.6% of a message-rate run's cycles in perf, 2.4% once copied this way) */
 static inline void cour_cq_entry_copy(struct cour_cq_entry *dst, const struct cour_cq_entry *e)
 {
 	const uint64_t *from = (const uint64_t *)e;

@@ -375,17 +375,6 @@ static bool cour_short_box(struct cour_pep *ep, struct cour_peer *peer, const st
 	return true;
 }
 
-/*
- * The short path (issue 31): a message of one packet to a peer whose ring we write goes in as
- * SHORT and completes here, with no descriptor, no window slot and no sequence number. The
- * engine would do the same work and more: in the ring means acknowledged, so an EAGER
- * message's txe lived only from the post to the put. The ring keeps the order of what is put
- * in it, so the message may skip the sequence only while nothing sequenced waits here to be
- * put ahead of it (queues empty, ring not refusing) and no eager message sent as RTS for lack
- * of credit waits for its CTS (it must complete first). The receiver matches it as EAGER
- * (cour_peer_rx.c), so credits, matching, unexpected messages and receive contexts are the
- * engine's own. Delivery-complete and fenced sends keep the engine's path.
- */
 /* May a message of len bytes go as SHORT to this peer now? Its credit cost, or 0. */
 static inline uint32_t cour_short_cost(struct cour_peer *peer, size_t len, uint64_t flags)
 {
@@ -415,6 +404,17 @@ static inline void cour_short_sent(struct cour_pep *ep, struct cour_peer *peer, 
 	ep->stats.tx_msgs++;
 }
 
+/*
+ * The short path (issue 31): a message of one packet to a peer whose ring we write goes in as
+ * SHORT and completes here, with no descriptor, no window slot and no sequence number. The
+ * engine would do the same work and more: in the ring means acknowledged, so an EAGER
+ * message's txe lived only from the post to the put. The ring keeps the order of what is put
+ * in it, so the message may skip the sequence only while nothing sequenced waits here to be
+ * put ahead of it (queues empty, ring not refusing) and no eager message sent as RTS for lack
+ * of credit waits for its CTS (it must complete first). The receiver matches it as EAGER
+ * (cour_peer_rx.c), so credits, matching, unexpected messages and receive contexts are the
+ * engine's own. Delivery-complete and fenced sends keep the engine's path.
+ */
 bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct iovec *iov,
 		     size_t count, size_t len, uint64_t tag, uint64_t data, void *context,
 		     uint64_t flags, uint64_t cq_flags)
