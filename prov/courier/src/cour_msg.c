@@ -57,28 +57,28 @@ static inline ssize_t cour_recv_common(struct fid_ep *ep_fid, const struct iovec
 
 #define COUR_IOV1(buf, len) (&(struct iovec){ .iov_base = (void *)(buf), .iov_len = (len) })
 
-/* A send of one buffer: first straight into a same-host peer's mailbox when nothing about the
- * post needs the generic path (a scalable endpoint's context or receive-context addressing,
- * a trigger), then the generic path. */
+/* A send of one buffer. On an endpoint posted to directly (not through a scalable
+ * endpoint's context or with receive-context addressing) and without a trigger, under one
+ * lock: straight into a same-host peer's mailbox if it takes it, else the generic send
+ * (cour_post_begin and cour_post_end have nothing to do there). Otherwise the generic post. */
 static inline ssize_t cour_send1(struct fid_ep *ep_fid, const void *buf, size_t len,
 				 fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
 				 uint64_t flags, uint64_t cq_flags)
 {
 	struct cour_ep *ep = cour_ep_of(ep_fid);
+	ssize_t ret = 0;
 
-	if (COUR_LIKELY(ep->pep.shm_ring && cour_ep_is_plain(ep_fid) &&
-			!(flags & FI_TRIGGER) && (!ep->av || !ep->av->rx_ctx_bits))) {
-		bool done;
-
-		cour_lock_acquire(&ep->domain->lock);
-		done = cour_short_send1(&ep->pep, dest, buf, len, tag, data, context, flags,
-					cq_flags);
-		cour_lock_release(&ep->domain->lock);
-		if (done)
-			return 0;
-	}
-	return cour_send_common(ep_fid, COUR_IOV1(buf, len), 1, dest, tag, data, context, flags,
-				cq_flags);
+	if (COUR_UNLIKELY(!cour_ep_is_plain(ep_fid) || (flags & FI_TRIGGER) ||
+			  (ep->av && ep->av->rx_ctx_bits)))
+		return cour_send_common(ep_fid, COUR_IOV1(buf, len), 1, dest, tag, data,
+					context, flags, cq_flags);
+	cour_lock_acquire(&ep->domain->lock);
+	if (!ep->pep.shm_ring || !cour_short_send1(&ep->pep, dest, buf, len, tag, data, context,
+						   flags, cq_flags))
+		ret = cour_msg_send(&ep->pep, COUR_IOV1(buf, len), 1, dest, tag, data, context,
+				    flags, cq_flags);
+	cour_lock_release(&ep->domain->lock);
+	return ret;
 }
 
 /* ---- fi_msg ---- */
