@@ -509,6 +509,16 @@ static int run_table(bool selective, bool shm)
 		cr_assert_gt(a->stats.shm_box, 0, "no send went through a mailbox");
 		cr_log_info("%" PRIu64 " short sends, %" PRIu64 " through the mailbox\n",
 			    a->stats.shm_short, a->stats.shm_box);
+
+		/* what the mailbox does not take is refused as the generic send refuses it */
+		static char big[8192];
+		uint64_t sent = a->stats.tx_msgs;
+
+		cr_assert_eq(fi_send(t.s[0].ep, big, 8, NULL, t.s[1].fa + 99, NULL), -FI_EINVAL,
+			     "a send to an address not in the AV");
+		cr_assert_eq(fi_tinject(t.s[0].ep, big, t.info->tx_attr->inject_size + 1,
+					t.s[1].fa, 1), -FI_EINVAL, "an inject past inject_size");
+		cr_assert_eq(a->stats.tx_msgs, sent, "a refused send was counted as sent");
 	}
 	close_all();
 	return rows;
