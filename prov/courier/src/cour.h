@@ -108,6 +108,8 @@ struct cour_domain {
 	struct cour_trig   *trig_ready;      /* ...and reached, to post (cour_trigger.c) */
 	struct cour_mcond  *mconds;          /* FI_WAIT_MUTEX_COND CQs and counters (cour_cq.h) */
 	bool                idle_yield;      /* an endpoint waits on the network (cour_idle_poll) */
+	uint64_t            quick_tsc;       /* time-stamp counter at the last full pass a poll
+					      * ran (cour_domain_poll_locked) */
 	/* the secret its endpoints authenticate datagrams with unless they bring their own
 	 * (cour_auth.c): domain_attr->auth_key, else FI_COURIER_AUTH_KEY_FILE's; len 0: none */
 	void               *auth_key;
@@ -117,6 +119,10 @@ struct cour_domain {
 /* Run the protocol engine once for every endpoint of the domain. Lock held. */
 struct cour_trig;
 void cour_domain_progress_locked(struct cour_domain *dom);
+
+/* An application's poll (fi_cq_read): a full pass, or when only rings and mailboxes can
+ * bring anything and they hold nothing, a look at them alone (cour_progress.c). Lock held. */
+void cour_domain_poll_locked(struct cour_domain *dom);
 
 /* Lock, progress, unlock: what every CQ/counter/EQ read and wait does first. */
 static inline void cour_domain_progress(struct cour_domain *dom)

@@ -54,14 +54,14 @@ void cour_cntr_inc_err_locked(struct cour_cntr *c)
 }
 
 /* fi_cntr_read and fi_cntr_readerr: progress first, so that polling a counter is enough to
- * make manual progress. */
+ * make manual progress (a poll: OpenSHMEM waits in loops of these). */
 static uint64_t cour_cntr_get(struct cour_cntr *c, volatile uint64_t *field)
 {
 	struct cour_domain *dom = c->domain;
 	uint64_t v;
 
 	cour_lock_acquire(&dom->lock);
-	cour_domain_progress_locked(dom);
+	cour_domain_poll_locked(dom);
 	cour_cntr_disarm_locked(c);
 	v = __atomic_load_n(field, __ATOMIC_ACQUIRE);
 	cour_lock_release(&dom->lock);

@@ -373,8 +373,10 @@ static ssize_t cour_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	 * ping-pong's next send waits for the last one's completion, found by the pass that
 	 * brought the reply, and paid a second read, 2 us of its 5). The next call progresses.
 	 * A read of count 0 asks for progress alone, and always gets it. */
-	if (!cq->count || !count)
+	if (!count)
 		cour_domain_progress_locked(dom);
+	else if (!cq->count)
+		cour_domain_poll_locked(dom);
 	ret = cour_cq_take_locked(cq, buf, count, src_addr);
 	yield = cour_idle_poll(&cq->idle_polls, ret != -FI_EAGAIN, dom->idle_yield);
 	cour_lock_release(&dom->lock);

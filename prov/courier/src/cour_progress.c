@@ -126,6 +126,62 @@ void cour_domain_progress_locked(struct cour_domain *dom)
 		cour_domain_mcond_retry_locked(dom);
 }
 
+/*
+ * An application's poll: the pass above costs about 200 instructions when it finds nothing
+ * (the clock, the socket's gap, the timers, the sweeps, every box and ring). On one core, two
+ * ranks spinning in it take turns with the very instructions that carry the next message.
+ * When every endpoint has same-host peers, what comes soonest comes through a ring or a
+ * mailbox, so a poll reads only those (cour_shm_poll) until the time-stamp counter has moved
+ * COUR_QUICK_TICKS since the last full pass: what waits on time (timers, the socket every
+ * udp_gap_us, sweeps) is then no later than the clock the full pass keeps (COUR_TICKS_GAP)
+ * would make it anyway. Anything else to do (sends to flush or retry, a sleeping thread's
+ * armed ring, a box waiting for its ring, connections, RMA grants, triggered operations,
+ * mutex waits) takes the full pass at once. Without a time-stamp counter every poll is a
+ * full pass.
+ */
+#if defined(__x86_64__)
+#ifndef COUR_QUICK_TICKS        /* (a build for callgrind, whose clock crawls, sets it higher) */
+#define COUR_QUICK_TICKS COUR_TICKS_GAP
+#endif
+static inline bool cour_ep_rings_only(const struct cour_pep *ep)
+{
+	return ep->shm_ring && ep->stats.shm_peers && !ep->tx_deferred && !ep->tx_blocked &&
+	       !ep->wire.tx_blocked && !ep->shm_armed && !ep->box_blocked && !ep->cm_deadline &&
+	       !ep->grants;
+}
+
+void cour_domain_poll_locked(struct cour_domain *dom)
+{
+	struct cour_pep *ep;
+	uint64_t t;
+
+	if (dom->trig_ready || dom->mconds)
+		goto full;
+	DL_FOREACH2(dom->pdom.peps, ep, pdom_next)
+		if (!cour_ep_rings_only(ep))
+			goto full;      /* (a UDP endpoint's poll pays no counter read) */
+	t = __rdtsc();
+	if (t - dom->quick_tsc >= COUR_QUICK_TICKS) {
+		dom->quick_tsc = t;
+		goto full;
+	}
+	__atomic_store_n(&dom->app_polls, dom->app_polls + 1, __ATOMIC_RELAXED);
+	DL_FOREACH2(dom->pdom.peps, ep, pdom_next) {
+		ep->in_progress = true;
+		cour_shm_poll(ep);
+		ep->in_progress = false;
+	}
+	return;
+full:
+	cour_domain_progress_locked(dom);
+}
+#else
+void cour_domain_poll_locked(struct cour_domain *dom)
+{
+	cour_domain_progress_locked(dom);
+}
+#endif
+
 int64_t cour_domain_next_timer_locked(struct cour_domain *dom, uint64_t now)
 {
 	struct cour_pep *ep;
