@@ -167,12 +167,18 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 				peer->rto_deadline = now + peer->rto_us;
 			} else {
 				cour_peer_silence_warn(peer, quiet);
-				/* resend the unacknowledged head of the window, then back off */
+				/* Resend the unacknowledged head of the window, then back off. The
+				 * oldest packet goes even when SACKed (RFC 2018's rule). A peer that
+				 * answers while it delivers held packets (an RMA_RESP for the write
+				 * the last one completed) acknowledges up to the next held one, which
+				 * an earlier ACK SACKed: if the ACKs after that are lost, every packet
+				 * in flight is SACKed and only a copy of the oldest draws the
+				 * cumulative ACK again. */
 				uint32_t n = 0;
 				for (uint32_t s = peer->tx_una; s != peer->tx_next &&
 				     n <= COUR_SACK_BITS; s++, n++) {
 					struct cour_txpkt *slot = cour_txslot(peer, s);
-					if (slot->sacked)
+					if (slot->sacked && s != peer->tx_una)
 						continue;
 					cour_slot_send(peer, slot, now);
 					ep->stats.retrans_timeout++;
