@@ -131,23 +131,19 @@ void cour_domain_progress_locked(struct cour_domain *dom)
  * (the clock, the socket's gap, the timers, the sweeps, every box and ring). On one core, two
  * ranks spinning in it take turns with the very instructions that carry the next message.
  * When every endpoint has same-host peers, what comes soonest comes through a ring or a
- * mailbox, so a poll reads only those (cour_shm_poll) until the time-stamp counter has moved
- * COUR_QUICK_TICKS since the last full pass: what waits on time (timers, the socket every
- * udp_gap_us, sweeps) is then no later than the clock the full pass keeps (COUR_TICKS_GAP)
- * would make it anyway. Anything else to do (sends to flush or retry, a sleeping thread's
- * armed ring, a box waiting for its ring, connections, RMA grants, triggered operations,
+ * mailbox, so a poll reads only those (cour_shm_poll, which also frees a box waiting for its
+ * ring) until the time-stamp counter has moved COUR_TICKS_GAP since the last full pass: what
+ * waits on time (timers, the socket every udp_gap_us, sweeps) is then no later than the
+ * clock the full pass keeps would make it anyway. Anything else to do (sends to flush or
+ * retry, a sleeping thread's armed ring, connections, RMA grants, triggered operations,
  * mutex waits) takes the full pass at once. Without a time-stamp counter every poll is a
  * full pass.
  */
 #if defined(__x86_64__)
-#ifndef COUR_QUICK_TICKS        /* (a build for callgrind, whose clock crawls, sets it higher) */
-#define COUR_QUICK_TICKS COUR_TICKS_GAP
-#endif
 static inline bool cour_ep_rings_only(const struct cour_pep *ep)
 {
 	return ep->shm_ring && ep->stats.shm_peers && !ep->tx_deferred && !ep->tx_blocked &&
-	       !ep->wire.tx_blocked && !ep->shm_armed && !ep->box_blocked && !ep->cm_deadline &&
-	       !ep->grants;
+	       !ep->wire.tx_blocked && !ep->shm_armed && !ep->cm_deadline && !ep->grants;
 }
 
 void cour_domain_poll_locked(struct cour_domain *dom)
@@ -161,7 +157,7 @@ void cour_domain_poll_locked(struct cour_domain *dom)
 		if (!cour_ep_rings_only(ep))
 			goto full;      /* (a UDP endpoint's poll pays no counter read) */
 	t = __rdtsc();
-	if (t - dom->quick_tsc >= COUR_QUICK_TICKS) {
+	if (t - dom->quick_tsc >= COUR_TICKS_GAP) {
 		dom->quick_tsc = t;
 		goto full;
 	}
