@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define WAIT_US 3000000
 
@@ -207,5 +208,45 @@ Test(quick_poll, socket_and_timers_still_run_beside_rings, .timeout = 60)
 	cr_assert(poll_for(&t.c, &rx_ctx[2], &ent), "A's message never reached C");
 	cr_assert_str_eq(rb[2], sb[2]);
 	cr_assert_gt(pa->stats.acks_rcvd, 0);
+	close_all();
+}
+
+/* A read that ran a pass and handed out everything it found leaves its queue drained: MPI
+ * libraries read on until a read comes back empty, and that read runs no pass (a socket read
+ * between a message and its answer). Only that one read: a message already in the socket
+ * is returned by the read after it. */
+Test(quick_poll, a_drained_queue_skips_one_pass_and_only_one, .timeout = 60)
+{
+	struct fi_cq_tagged_entry ent;
+	struct fi_context2 rx_ctx[2], tx_ctx[2];
+	char sb[2][32], rb[2][32];
+	fi_addr_t a_c;
+	ssize_t n;
+
+	open_all();
+	a_c = av_of(&t.d[0], &t.c);
+	(void)av_of(&t.d[1], &t.a);
+	for (int i = 0; i < 2; i++) {
+		snprintf(sb[i], sizeof(sb[i]), "drained queue, message %d", i);
+		memset(rb[i], 0, sizeof(rb[i]));
+		cr_assert_eq(fi_trecv(t.c.ep, rb[i], sizeof(rb[i]), NULL, FI_ADDR_UNSPEC, 20 + i,
+				      0, &rx_ctx[i]), 0);
+	}
+	cr_assert_eq(fi_tsend(t.a.ep, sb[0], sizeof(sb[0]), NULL, a_c, 20, &tx_ctx[0]), 0);
+	cr_assert(poll_for(&t.c, &rx_ctx[0], &ent), "A's first message never reached C");
+	cr_assert_str_eq(rb[0], sb[0]);
+	cr_assert(COUR_CONTAINER_OF(t.c.cq, struct cour_cq, cq_fid)->drained, "the read that found the message drained C's CQ");
+
+	cr_assert_eq(fi_tsend(t.a.ep, sb[1], sizeof(sb[1]), NULL, a_c, 21, &tx_ctx[1]), 0);
+	usleep(20000);          /* (in C's socket by now: loopback delivers at once) */
+	n = fi_cq_read(t.c.cq, &ent, 1);
+	cr_assert_eq(n, -FI_EAGAIN, "the read after a drain runs no pass: %zd", n);
+	n = fi_cq_read(t.c.cq, &ent, 1);
+	cr_assert_eq(n, 1, "the read after that one must find the message in the socket: %zd", n);
+	cr_assert_eq(ent.op_context, &rx_ctx[1]);
+	cr_assert_eq(ent.tag, 21);
+	cr_assert_str_eq(rb[1], sb[1]);
+	cr_assert(poll_for(&t.a, &tx_ctx[0], &ent), "A's first send never completed");
+	cr_assert(poll_for(&t.a, &tx_ctx[1], &ent), "A's second send never completed");
 	close_all();
 }

@@ -311,6 +311,57 @@ Test(udp_wire, with_neither_the_same_datagrams_arrive)
 	train_of_eleven(false, false);
 }
 
+/* Wait (1 s at most) until e's socket has something to read. */
+static void wait_readable(struct end *e)
+{
+	struct pollfd p = { .fd = e->w.fd, .events = POLLIN };
+
+	cr_assert_eq(poll(&p, 1, 1000), 1, "nothing arrived");
+}
+
+/* After a read that found the socket empty the next reads one datagram (a request's answer
+ * comes alone, and a batch read would look for a second); a read that found data is
+ * followed by a batch. Every byte arrives either way, a GRO train whole in the single read. */
+Test(udp_wire, after_an_empty_read_one_datagram_then_a_batch)
+{
+	size_t lens[11];
+
+	open_end(&ends[0], false, false);
+	open_end(&ends[1], false, false);
+	cr_assert_eq(ends[1].w.ops->poll(&ends[1].w), 0);
+	for (uint32_t i = 0; i < 5; i++) {
+		lens[i] = 100 + 100 * i;
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	wait_readable(&ends[1]);
+	usleep(10000);          /* (all five in the socket: loopback delivers at once) */
+	cr_assert_eq(ends[1].w.ops->poll(&ends[1].w), 1, "a read after an empty one: one");
+	cr_assert_eq(ends[1].nseen, 1);
+	cr_assert_eq(ends[1].w.ops->poll(&ends[1].w), 4, "a read after a full one: a batch");
+	check_seen(&ends[1], 0, lens, 5);
+	cr_expect_eq(ends[1].w.stats.rx_pkts, 5);
+
+	/* a GSO run arriving as one GRO train after an empty read: one read, every datagram */
+	ends[0].w.ops->close(&ends[0].w);
+	ends[1].w.ops->close(&ends[1].w);
+	cour_pool_fini(&ends[0].pool);
+	cour_pool_fini(&ends[1].pool);
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	cr_assert_eq(ends[1].w.ops->poll(&ends[1].w), 0);
+	for (uint32_t i = 0; i < 11; i++) {
+		lens[i] = i < 10 ? 1000 : 500;
+		queue(&ends[0], &ends[1], i, lens[i]);
+	}
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	wait_readable(&ends[1]);
+	cr_assert_eq(ends[1].w.ops->poll(&ends[1].w), 1);
+	cr_assert_eq(ends[1].nseen, 11, "the train's datagrams: %zu of 11", ends[1].nseen);
+	check_seen(&ends[1], 0, lens, 11);
+	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
+}
+
 Test(udp_wire, runs_split_by_destination_and_by_size)
 {
 	/* B B C C B, then three to B of 800 800 900: a larger one cannot join a run */

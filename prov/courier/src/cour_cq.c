@@ -363,7 +363,7 @@ static ssize_t cour_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	struct cour_cq *cq = COUR_CONTAINER_OF(cq_fid, struct cour_cq, cq_fid);
 	struct cour_domain *dom = cq->domain;
 	ssize_t ret;
-	bool yield;
+	bool yield, drained, passed = false;
 
 	if (COUR_UNLIKELY(count && !buf))
 		return -FI_EINVAL;
@@ -372,12 +372,21 @@ static ssize_t cour_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	 * read (a system call) on a UDP endpoint: the caller is about to act on them (a
 	 * ping-pong's next send waits for the last one's completion, found by the pass that
 	 * brought the reply, and paid a second read, 2 us of its 5). The next call progresses.
-	 * A read of count 0 asks for progress alone, and always gets it. */
-	if (!count)
+	 * A read of count 0 asks for progress alone, and always gets it.
+	 * A read that ran a pass and handed out all it found leaves the queue drained; MPI
+	 * libraries read on until a read comes back empty, and that read's pass would be
+	 * another socket read (0.3 us) between a message and the answer the caller is about to
+	 * send. So a read of a drained queue runs no pass, once: the read after it does. */
+	drained = cq->drained;
+	cq->drained = false;
+	if (!count) {
 		cour_domain_progress_locked(dom);
-	else if (!cq->count)
+	} else if (!cq->count && !drained) {
 		cour_domain_poll_locked(dom);
+		passed = true;
+	}
 	ret = cour_cq_take_locked(cq, buf, count, src_addr);
+	cq->drained = passed && ret > 0 && !cq->count;
 	yield = cour_idle_poll(&cq->idle_polls, ret != -FI_EAGAIN, dom->idle_yield);
 	cour_lock_release(&dom->lock);
 	if (yield)

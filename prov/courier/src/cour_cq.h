@@ -28,6 +28,9 @@ struct cour_cq {
 	size_t               entry_size;   /* of the application's format */
 	enum fi_wait_obj     wait_obj;
 	uint32_t             idle_polls;   /* empty reads in a row (cour_idle_poll) */
+	/* the last read ran a pass and handed out everything it found: the next read of an
+	 * empty queue runs none (cour_cq_readfrom) */
+	bool                 drained;
 	/* completions: a ring that grows, so that no completion is ever lost to a full queue */
 	struct cour_cq_entry *ring;
 	size_t               ring_cap, head, count;

@@ -804,7 +804,20 @@ static int cour_udp_poll(struct cour_wire *w)
 		w->rx_msgs[i].msg_hdr.msg_controllen = sizeof(w->rx_ctl[i].buf);
 		w->rx_msgs[i].msg_hdr.msg_flags = 0;
 	}
-	n = recvmmsg(w->fd, w->rx_msgs, COUR_WIRE_RX_BATCH, MSG_DONTWAIT, NULL);
+	/* After an empty read the next datagram is most likely alone (a request, an answer):
+	 * a batch read that gets one datagram goes on to look for a second, which costs
+	 * 150-200 ns on the latency path (loopback: 0.96 against 0.75 us a call). So a read
+	 * after an empty one takes one datagram, and a read after one that found data takes a
+	 * batch. */
+	if (w->rx_single) {
+		ssize_t got = recvmsg(w->fd, &w->rx_msgs[0].msg_hdr, MSG_DONTWAIT);
+
+		n = got < 0 ? -1 : 1;
+		w->rx_msgs[0].msg_len = got < 0 ? 0 : (unsigned)got;
+	} else {
+		n = recvmmsg(w->fd, w->rx_msgs, COUR_WIRE_RX_BATCH, MSG_DONTWAIT, NULL);
+	}
+	w->rx_single = n <= 0;
 	w->rx_stale = n > 0 ? (uint32_t)n : 1;  /* (a call that fails writes no header) */
 	if (n <= 0) {
 		if (n < 0)

@@ -156,6 +156,8 @@ struct cour_wire {
 	/* receive batch: buffers owned by the batch until the engine keeps one; the first
 	 * rx_stale headers to set again before the next call (0: all) */
 	uint32_t             rx_stale;
+	/* the last read found the socket empty: the next reads one datagram (cour_udp_poll) */
+	bool                 rx_single;
 	void                *rx_bufs[COUR_WIRE_RX_BATCH];
 	struct mmsghdr       rx_msgs[COUR_WIRE_RX_BATCH];
 	struct iovec         rx_iov[COUR_WIRE_RX_BATCH];
