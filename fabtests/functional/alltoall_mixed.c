@@ -16,9 +16,9 @@
  * Then, twice, every endpoint sends one tagged message to every other endpoint, in its own
  * process and in the others. The first round is every pair's first contact (a provider may
  * still be finding out which path to take); the second starts once everybody has finished
- * the first, so the paths are settled. The pair (i, j) names the size (1 B .. 128 KiB:
- * inline, fragmented, eager and rendezvous, on both sides of 32 and 64 KiB), the tag (round
- * and i) and the content (a pattern seeded with round, i and j); each message must arrive
+ * the first, so the paths are settled. The pair (i, j) names the size (1 B .. 256 KiB:
+ * inline, fragmented, eager, rendezvous and single copy, on both sides of 32, 64 and
+ * 256 KiB), the tag (round and i) and the content (a pattern seeded with round, i and j); each message must arrive
  * exactly once, at its receive, with its length, its bytes, and the 64 guard bytes after it
  * untouched.
  *
@@ -27,8 +27,8 @@
  *   shm_peers == the other endpoints of its network namespace (its own process's and the
  *                co-located processes'; endpoints in another namespace are never mapped);
  *   shm_rx_pkts >= the second round's messages from its namespace (one ring packet each);
- *   shm_single_copy_bytes >= the bytes of the second round's messages of 64 KiB and more
- *                from its namespace (rendezvous: the receiver copies them itself);
+ *   shm_single_copy_bytes >= the bytes of the second round's messages of 256 KiB and more
+ *                from its namespace (single copy: the receiver, or both sides, copy them);
  *   rx_pkts - shm_rx_pkts >= the messages from other namespaces (both rounds: one network
  *                packet each, at least).
  * -x off (FI_COURIER_SHM=0): no shared memory at all, and the network packets as above.
@@ -53,12 +53,13 @@
 #define MX_ROUNDS	2
 #define MX_SEQ(rd, i, j) (((uint64_t)(rd) * MX_MAX_TOTAL + (i)) * MX_MAX_TOTAL + (j))
 #define MX_TAG(rd, i)	(((uint64_t)(rd) << 32) | (uint64_t)(i))
-#define MX_BIG		65537	/* above any eager limit: rendezvous */
+#define MX_BIG		262144	/* courier's messages by single copy to same-host peers */
 #define MX_HARD_GRACE_S	5
 
-/* Where providers switch paths: ring cells, packets, eager/rendezvous, single copy (32 KiB). */
+/* Where providers switch paths: ring cells, packets, eager/rendezvous (64 KiB), single copy
+ * (256 KiB, and its shared form for a contiguous receive). */
 static const size_t mx_sizes[] = {
-	1, 8, 100, 1400, 4097, 16384, 32767, 32768, 65537, 131075,
+	1, 8, 100, 1400, 4097, 16384, 32767, 32768, 65537, 131075, 262147,
 };
 #define MX_SIZE(i, j)	mx_sizes[((size_t)(i) * 3 + (j)) % COUR_FT_ARRAY_SIZE(mx_sizes)]
 

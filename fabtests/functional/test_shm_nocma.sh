@@ -3,7 +3,7 @@
 # tests over 127.0.0.1 (so over shared memory) with one side, then the other, then both under
 # no_cma, a seccomp filter that makes process_vm_readv/writev fail with EPERM (as ptrace rules
 # or a container's profile would):
-#   stream_verify -b 32   >= 32 MiB, 1 B .. 4 MiB tagged and untagged, every byte checked
+#   stream_verify -b 128  >= 128 MiB, 1 B .. 4 MiB tagged and untagged, every byte checked
 #                         (the client sends: large messages are rendezvous, pulled by the
 #                         receiver where it can)
 #   rma -S ...            fi_write, fi_read, fi_writedata of 1 B .. 4 MiB, every byte checked
@@ -79,7 +79,7 @@ run() {
 
 sizes=1,7,4097,32767,32768,65537,1m,4m,4194305
 for who in server client both; do
-	run "stream_$who" $who stream_verify -b 32
+	run "stream_$who" $who stream_verify -b 128
 	run "rma_$who" $who rma -k basic -S $sizes
 done
 shm_end

@@ -45,7 +45,7 @@ static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe)
 {
 	txe->op_type = COUR_PKT_RTS;
 	txe->total_len = 0;
-	if (cour_cma_usable(peer, txe->msg_len, txe->iov_count))
+	if (cour_cma_msg_usable(peer, txe->msg_len, txe->iov_count))
 		txe->hdr_flags |= COUR_F_CMA;
 	txe->hdr_flags |= COUR_F_WANT;
 	txe->short_rts = true;

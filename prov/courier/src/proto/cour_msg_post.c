@@ -174,7 +174,7 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	if (len > cour_cma_eager_max(peer)) {
 		txe->op_type = COUR_PKT_RTS;
 		txe->total_len = 0;         /* the RTS carries no payload; CTS sets the length */
-		if (cour_cma_usable(peer, len, txe->iov_count))
+		if (cour_cma_msg_usable(peer, len, txe->iov_count))
 			txe->hdr_flags |= COUR_F_CMA;
 		/* the sender completes a split copy once its own half is written: not before the
 		 * receiver's, if delivery complete was asked */

@@ -334,11 +334,15 @@ void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t no
  * ring refused. */
 static void cour_peer_shm_release(struct cour_peer *peer, uint64_t now)
 {
+	uint32_t una = peer->tx_una;
+
 	while (peer->tx_una != peer->tx_next && cour_txslot(peer, peer->tx_una)->sent_us) {
 		cour_slot_release(peer, cour_txslot(peer, peer->tx_una));
 		peer->tx_una++;
 	}
-	peer->last_ack_us = now;
+	/* (a retry into a ring that stays full is no sign of life: the silence clock runs on) */
+	if (peer->tx_una != una)
+		peer->last_ack_us = now;
 	if (peer->tx_una == peer->tx_next)
 		peer->rto_deadline = 0;
 }

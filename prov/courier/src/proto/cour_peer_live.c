@@ -163,7 +163,9 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 			    cour_peer_dead_by_evidence(peer, now)) {
 				cour_peer_unreachable(peer, quiet);
 			} else if (peer->via_shm) {
-				/* a full ring, not a loss: cour_peer_shm_retry resends in order */
+				/* a full ring, not a loss: cour_peer_shm_retry resends in order;
+				 * but a peer that takes nothing for long is quiet all the same */
+				cour_peer_silence_warn(peer, quiet);
 				peer->rto_deadline = now + peer->rto_us;
 			} else {
 				cour_peer_silence_warn(peer, quiet);

@@ -107,7 +107,7 @@ int cour_rma_post(struct cour_pep *ep, uint8_t type, const struct iovec *iov, si
 		txe->rx_id = ep->tx_whole_len;  /* the remote CQ data entry's length */
 	/* the parts of one operation go as packets, in sequence, so the last one's events
 	 * (remote CQ data) come after every part landed; a single copy could finish later */
-	if (!ep->tx_group && cour_cma_usable(peer, len, txe->iov_count)) {
+	if (!ep->tx_group && cour_cma_rma_usable(peer, len, txe->iov_count)) {
 		txe->hdr_flags |= COUR_F_CMA;  /* the target moves the bytes (proto/cour_cma.c) */
 		txe->total_len = 0;
 		/* ... or we do, through its window, and are done (proto/cour_rma_push.c) */
