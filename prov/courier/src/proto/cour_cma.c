@@ -26,9 +26,9 @@
  * pushed, not even the target's progress.
  * Messages from COUR_SPLIT_MIN (256 KiB): below it, two copies through the ring cost less
  * than one by the kernel, whose page pinning makes process_vm_readv slow on small spans
- * (this 2-vCPU VM: 64 KiB ping-pong 1.6-4.3 us through the ring against 5.7-7.0 by single
- * copy, Open MPI 64 KiB bandwidth 18-19 GB/s against 10), while from 256 KiB on single copy
- * and its shared form win again where the two processes run on cores of their own.
+ * (this 2-vCPU VM, Open MPI at 64 KiB: ping-pong 1.6-2.9 us through the ring against 5.6-6.5
+ * by single copy, bandwidth 19-43 GB/s against 10; docs/performance.md), while from 256 KiB
+ * on single copy and its shared form win again where the processes have cores of their own.
  */
 #define COUR_CMA_RMA_MIN  (32u << 10)
 #define COUR_CMA_MSG_MIN  COUR_SPLIT_MIN
