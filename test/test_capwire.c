@@ -45,9 +45,11 @@ static void capwire_wire_close(struct cour_wire *w)
 
 static void capwire_wire_queue(struct cour_wire *w, const void *sa,
 			       socklen_t sa_len, const void *hdr, size_t hdr_len,
-			       const struct iovec *iov, size_t iovcnt)
+			       const struct iovec *iov, size_t iovcnt, uint32_t pack)
 {
 	capwire_record(hdr, hdr_len, iov, iovcnt, false);
+	if (capwire.count <= CAPWIRE_MAX && !capwire.lost)
+		capwire.pkts[capwire.count - 1].pack = pack;
 }
 
 static int capwire_wire_flush(struct cour_wire *w)
@@ -104,6 +106,7 @@ void capwire_params(void)
 	cour_params.peer_timeout_ms = 10000;
 	cour_params.peer_warn_ms = 10000;
 	cour_params.checksum = 0;
+	cour_params.udp_pack = 1;
 	cour_params.sockbuf = 8u << 20;
 	cour_params.fault = NULL;
 }

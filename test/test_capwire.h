@@ -26,6 +26,7 @@ struct capwire_pkt {
 	size_t              plen;
 	unsigned char       payload[CAPWIRE_PAYLOAD_MAX];
 	bool                now;          /* send_now (unsequenced) rather than queue */
+	uint32_t            pack;         /* queue's bound for packing it with others */
 };
 
 struct capwire {

@@ -242,6 +242,27 @@ Test(txwin, a_send_becomes_numbered_fragments)
 	}
 }
 
+/* The wire may pack what the engine queues up to the peer's MTU (the wire decides what is
+ * small enough); with FI_COURIER_UDP_PACK=0 the engine asks for every packet alone. Fresh
+ * sends and retransmissions alike. */
+Test(txwin, the_wire_may_pack_packets_up_to_the_peers_mtu_unless_told_not_to)
+{
+	peer->tx_credit_limit = PLENTY;
+	capwire_send(ep, data, 100, NULL, 0);
+	cr_assert_eq(capwire.count, 1);
+	cr_assert_eq(capwire.pkts[0].pack, CAPWIRE_MTU);
+	cr_assert_eq(capwire.pkts[0].pack, peer->mtu);
+	cour_params.udp_pack = 0;
+	capwire_send(ep, data, 100, NULL, 0);
+	cr_assert_eq(capwire.count, 2);
+	cr_assert_eq(capwire.pkts[1].pack, 0, "FI_COURIER_UDP_PACK=0: alone");
+	cour_params.udp_pack = 1;
+	cour_ep_timers(&ep->pep, peer->rto_deadline);
+	cr_assert_geq(capwire.count, 4, "both resent after the timeout");
+	cr_assert_eq(capwire.pkts[2].hdr.base.seq, 0);
+	cr_assert_eq(capwire.pkts[2].pack, CAPWIRE_MTU, "a retransmission may be packed too");
+}
+
 Test(txwin, a_cumulative_ack_releases_and_completes)
 {
 	const struct cour_cq_entry *e;

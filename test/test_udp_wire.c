@@ -231,7 +231,8 @@ static void queue(struct end *from, struct end *to, uint32_t id, size_t len)
 	hdrs[id][4] = fill;
 	for (size_t i = HDR_LEN; i < len; i++)
 		payload[id][i - HDR_LEN] = (uint8_t)(fill + i);
-	from->w.ops->queue(&from->w, &to->w.bound_sa, to->w.bound_len, hdrs[id], HDR_LEN, &v, 1);
+	from->w.ops->queue(&from->w, &to->w.bound_sa, to->w.bound_len, hdrs[id], HDR_LEN, &v, 1,
+			   0);
 }
 
 /* Poll e until it has seen n datagrams (2 s at most). */

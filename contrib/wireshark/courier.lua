@@ -1,9 +1,11 @@
--- courier.lua: a Wireshark / tshark dissector for courier's wire protocol, version 3
+-- courier.lua: a Wireshark / tshark dissector for courier's wire protocol, version 4
 -- (prov/courier/src/proto/cour_wire_fmt.h is the format's truth, docs/protocol.md explains it).
 --
 -- Courier endpoints bind any UDP port, so this is a heuristic dissector on UDP: a datagram is
--- taken as courier when its version byte is 3, its type is known, its flags are known bits and
--- its length is one the type allows. "Decode As... courier" forces it on a port.
+-- taken as courier when its version byte is 4, its type is known, its flags are known bits and
+-- its length is one the type allows, or when it is a packed datagram (first byte 0xc5: several
+-- packets, each decoded on its own, wire/cour_wire.h) whose layout holds and whose packets
+-- are courier's. "Decode As... courier" forces it on a port.
 --
 -- Use:   tshark -X lua_script:contrib/wireshark/courier.lua -r FILE.pcapng
 --        or copy it where Wireshark looks for Lua plugins (`make install` does:
@@ -16,7 +18,8 @@
 
 local courier = Proto("courier", "courier RDM transport")
 
-local WIRE_VERSION = 3
+local WIRE_VERSION = 4
+local PACK_MARK, PACK_HDR = 0xc5, 8  -- a packed datagram: mark, 0, count, 0 (4 bytes), packets
 local BASE_LEN, OP_LEN = 32, 80
 local MAC_LEN = 32          -- authentication trailer, when flag MAC is set (UDP only)
 local SACK_EXT_MAX = 512    -- bytes of an ACK's extended SACK bitmap
@@ -178,6 +181,9 @@ field("mac_time",    ProtoField.absolute_time("courier.mac.time", "Sender's time
 field("mac_tag",     ProtoField.bytes("courier.mac.tag", "Tag (UMAC-128)"))
 field("mac_nonce",   ProtoField.bytes("courier.mac.nonce", "Nonce (stream id || counter)"))
 
+field("pack_count",  ProtoField.uint16("courier.pack.count", "Packets packed", base.DEC))
+field("pack_lens",   ProtoField.bytes("courier.pack.lengths", "Packet lengths (2 bytes each)"))
+field("pack_index",  ProtoField.uint16("courier.pack.index", "Packet of the pack", base.DEC))
 field("path",        ProtoField.string("courier.path", "Path"))
 field("retrans",     ProtoField.framenum("courier.retransmission", "Retransmission of frame",
 					 base.NONE, frametype.NONE))
@@ -214,18 +220,20 @@ end
 -- A repeat of (direction, src_session, seq) whose dst_session is the same, or was still 0
 -- (not yet learned) in the earlier copy, is a retransmission; another dst_session is a new
 -- session with numbers starting over.
-local function note_sequenced(pinfo, src_s, dst_s, seq)
-	if pinfo.visited then return retrans_of[pinfo.number] end
+-- (idx: the packet's place in a packed datagram, 0 for a lone one)
+local function note_sequenced(pinfo, src_s, dst_s, seq, idx)
+	local me = pinfo.number .. "/" .. idx
+	if pinfo.visited then return retrans_of[me] end
 	local key = tostring(pinfo.src) .. "/" .. pinfo.src_port .. ">" .. tostring(pinfo.dst) ..
 		    "/" .. pinfo.dst_port .. "|" .. src_s .. "|" .. seq
 	local e = first_seen[key]
-	if e and e.frame ~= pinfo.number and (e.dst == dst_s or e.dst == 0) then
-		retrans_of[pinfo.number] = e.frame
+	if e and e.id ~= me and (e.dst == dst_s or e.dst == 0) then
+		retrans_of[me] = e.frame
 		if dst_s ~= 0 then e.dst = dst_s end
-	elseif not e or e.frame ~= pinfo.number then
-		first_seen[key] = { frame = pinfo.number, dst = dst_s }
+	elseif not e or e.id ~= me then
+		first_seen[key] = { frame = pinfo.number, id = me, dst = dst_s }
 	end
-	return retrans_of[pinfo.number]
+	return retrans_of[me]
 end
 
 ---------------------------------------------------------------------------------------------
@@ -245,8 +253,9 @@ end
 
 
 -- The body's length (the datagram less its trailer), or nil when tvb is not courier. A ring
--- packet has no trailer even with the MAC flag (an ACK finished for UDP, then put in a ring).
-local function courier_body_len(tvb, pinfo)
+-- packet has no trailer even with the MAC flag (an ACK finished for UDP, then put in a ring),
+-- nor has a packet inside a packed datagram (inner: the pack has the trailer).
+local function courier_body_len(tvb, pinfo, inner)
 	local len, cap = tvb:reported_len(), tvb:len()
 	if len < BASE_LEN or cap < 16 then return nil end
 	local t, flags = tvb(1, 1):uint(), tvb(2, 2):le_uint()
@@ -254,7 +263,9 @@ local function courier_body_len(tvb, pinfo)
 		return nil
 	end
 	local body = len
-	if bit(flags, F_MAC) and path_of(pinfo) ~= "shm" then body = len - MAC_LEN end
+	if bit(flags, F_MAC) and path_of(pinfo) ~= "shm" and not inner then
+		body = len - MAC_LEN
+	end
 	if body < BASE_LEN then return nil end
 	local seq = cap >= 20 and tvb(16, 4):le_uint() or 0
 	if t == T.ACK then
@@ -274,6 +285,35 @@ local function courier_body_len(tvb, pinfo)
 	end
 	if not sequenced(t) and seq ~= 0 then return nil end
 	return body
+end
+
+local function pad8(n) return math.ceil(n / 8) * 8 end
+
+-- A packed datagram's layout (wire/cour_wire.h): its body (less the trailer, which its
+-- packets' MAC flag announces), packet count, and each packet's offset and length; nil when
+-- tvb is not one. Cut by the snap length, the packets are not known: lens is nil then.
+local function pack_layout(tvb, pinfo)
+	local len, cap = tvb:reported_len(), tvb:len()
+	if len < PACK_HDR + BASE_LEN + 2 or cap < PACK_HDR + 4 or tvb(0, 1):uint() ~= PACK_MARK or
+	   tvb(1, 1):uint() ~= 0 or tvb(4, 4):le_uint() ~= 0 or path_of(pinfo) == "shm" then
+		return nil
+	end
+	local n = tvb(2, 2):le_uint()
+	local body = len
+	if tvb(PACK_HDR, 1):uint() ~= WIRE_VERSION then return nil end
+	if bit(tvb(PACK_HDR + 2, 2):le_uint(), F_MAC) then body = len - MAC_LEN end
+	if n == 0 or body < PACK_HDR + 2 * n then return nil end
+	if cap < body then return body, n, nil end
+	local tbl, off, offs, lens = body - 2 * n, PACK_HDR, {}, {}
+	for i = 0, n - 1 do
+		local l = tvb(tbl + 2 * i, 2):le_uint()
+		if l == 0 or off + pad8(l) > tbl then return nil end
+		if courier_body_len(tvb(off, l):tvb(), pinfo, true) ~= l then return nil end
+		offs[#offs + 1], lens[#lens + 1] = off, l
+		off = off + pad8(l)
+	end
+	if off ~= tbl then return nil end
+	return body, n, lens, offs
 end
 
 ---------------------------------------------------------------------------------------------
@@ -424,7 +464,9 @@ local function dissect_mac(tvb, tree, body)
 	m:add(pf.mac_nonce, tvb(body, 12)):set_generated()
 end
 
-local function dissect(tvb, pinfo, tree, body)
+-- One packet: its tree under tree, and the text of its Info column (idx: its place in a
+-- packed datagram, 0 for a lone one).
+local function dissect(tvb, pinfo, tree, body, idx)
 	local len, cap = tvb:reported_len(), tvb:len()
 	local t, flags = tvb(1, 1):uint(), tvb(2, 2):le_uint()
 	local name = type_names[t]
@@ -441,9 +483,8 @@ local function dissect(tvb, pinfo, tree, body)
 	if cap < math.min(need, body) then
 		-- the header itself is cut: show what is there
 		root:add_proto_expert_info(ex.truncated, "header cut at " .. cap .. " bytes")
-		pinfo.cols.info = name .. " [header not captured]"
 		if cap >= BASE_LEN then dissect_base(tvb, pinfo, root, t, flags) end
-		return
+		return name .. " [header not captured]", root
 	end
 	dissect_base(tvb, pinfo, root, t, flags)
 	local seq, ack = tvb(16, 4):le_uint(), tvb(20, 4):le_uint()
@@ -499,7 +540,8 @@ local function dissect(tvb, pinfo, tree, body)
 	end
 
 	if sequenced(t) then
-		local orig = note_sequenced(pinfo, tvb(8, 4):le_uint(), tvb(12, 4):le_uint(), seq)
+		local orig = note_sequenced(pinfo, tvb(8, 4):le_uint(), tvb(12, 4):le_uint(), seq,
+					    idx)
 		if orig then
 			local ri = root:add(pf.retrans, orig)
 			ri:set_generated()
@@ -509,18 +551,51 @@ local function dissect(tvb, pinfo, tree, body)
 	end
 	local text = table.concat(info, " ")
 	if path == "shm" then text = "[shm] " .. text end
-	pinfo.cols.info = text
+	return text, root
+end
+
+-- A packed datagram: each packet decoded on its own, under one tree with the pack's trailer
+local function dissect_pack(tvb, pinfo, tree, body, n, lens, offs)
+	local len, cap = tvb:reported_len(), tvb:len()
+	pinfo.cols.protocol = "courier"
+	local root = tree:add(courier, tvb(), "courier packed datagram, " .. n .. " packets")
+	root:add(pf.path, "udp"):set_generated()
+	root:add_le(pf.pack_count, tvb(2, 2))
+	if not lens then
+		root:add_proto_expert_info(ex.truncated, cap .. " of " .. len .. " bytes captured")
+		pinfo.cols.info = "[pack of " .. n .. ", not captured whole]"
+		return
+	end
+	local texts = {}
+	for i = 1, n do
+		local text, sub = dissect(tvb(offs[i], lens[i]):tvb(), pinfo, root, lens[i], i - 1)
+		sub:add(pf.pack_index, i - 1):set_generated()
+		texts[#texts + 1] = text
+	end
+	root:add(pf.pack_lens, tvb(body - 2 * n, 2 * n))
+	if body < len then dissect_mac(tvb, root, body) end
+	pinfo.cols.info = "[pack of " .. n .. "] " .. table.concat(texts, "; ")
 end
 
 local function heuristic(tvb, pinfo, tree)
+	local pbody, n, lens, offs = pack_layout(tvb, pinfo)
+	if pbody then
+		dissect_pack(tvb, pinfo, tree, pbody, n, lens, offs)
+		return true
+	end
 	local body = courier_body_len(tvb, pinfo)
 	if not body then return false end
-	dissect(tvb, pinfo, tree, body)
+	pinfo.cols.info = dissect(tvb, pinfo, tree, body, 0)
 	return true
 end
 
 -- forced on a port (Decode As): a datagram that is not courier says so instead of being hidden
 function courier.dissector(tvb, pinfo, tree)
+	local pbody, n, lens, offs = pack_layout(tvb, pinfo)
+	if pbody then
+		dissect_pack(tvb, pinfo, tree, pbody, n, lens, offs)
+		return tvb:len()
+	end
 	local body = courier_body_len(tvb, pinfo)
 	if not body then
 		pinfo.cols.protocol = "courier"
@@ -528,7 +603,7 @@ function courier.dissector(tvb, pinfo, tree)
 		root:add_proto_expert_info(ex.bad)
 		return 0
 	end
-	dissect(tvb, pinfo, tree, body)
+	pinfo.cols.info = dissect(tvb, pinfo, tree, body, 0)
 	return tvb:len()
 end
 

@@ -98,7 +98,7 @@ attack() {
 	stats=$out/$run/server.out
 	bad=$(num "$stats" '^courier stats .*: authenticated 1 drop_bad_mac \([0-9]*\) .*')
 	replay=$(num "$stats" '^courier stats .*: authenticated 1 .* drop_replay \([0-9]*\)$')
-	sock=$(num "$stats" '^courier stats .* rx_sock_drops \([0-9]*\)$')
+	sock=$(num "$stats" '^courier stats .* rx_sock_drops \([0-9]*\).*')
 	[ -n "$forged" ] && [ -n "$replayed" ] && [ -n "$backlog" ] ||
 		fail "$run: no counts from the forger"
 	[ -n "$bad" ] && [ -n "$replay" ] && [ -n "$sock" ] ||

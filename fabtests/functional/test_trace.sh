@@ -12,9 +12,13 @@
 #   3. with a key (FI_COURIER_AUTH_KEY_FILE), over UDP: every datagram ends with its
 #      authentication trailer, decoded (its stream's counter growing, stamped during the run,
 #      the client's streams the ones the server received).
+#   5. packed datagrams from a message rate run over UDP with a key: as many in the server's
+#      capture as its statistics count, each with its trailer, and the EAGERs in the
+#      client's capture the ones in the server's, sequence numbers 0..N-1.
 #   4. packets crafted by trace_craft.py with known values (an extended SACK, authentication
 #      trailers, an atomic, a refused RMA, HELLO, CM, RESET, IPv6, a retransmission, a ring
-#      packet with the MAC flag and no trailer, one that is not courier): every field decodes to what was written.
+#      packet with the MAC flag and no trailer, a packed datagram, one that is not courier):
+#      every field decodes to what was written.
 # Every datagram of all runs must be decoded as courier, with no malformed packet and no Lua
 # error, and tcpdump must read every packet of each capture. Skipped (77) without tshark: scripts/install-deps.sh installs it.
 # Environment as run_pair.sh (COUR_BUILD: the build directory).
@@ -238,6 +242,45 @@ ts "$srv" -Y 'frame.p2p_dir == 1 && courier.mac.stream' -T fields -e courier.mac
 	bad "key: the client's streams are not the ones the server received"
 echo "test_trace: key: $(count "$cli" 'courier.mac.stream') datagrams with a trailer in the client's capture"
 
+# ---- 5. packed datagrams from a real run: a message rate over UDP with a key ----
+# 4096 messages of 64 bytes in windows of 256: the sends queued behind those in flight leave
+# packed (wire/cour_wire.h). Every packed datagram the server's statistics count is in its
+# capture, decoded, and the messages the client sent in them are the ones the server got.
+mkdir -p "$tmp/pack"
+COUR_FT_OUT_DIR=$tmp/pack COUR_FT_TIMEOUT=60 \
+COUR_FT_SERVER_ENV="FI_COURIER_TRACE=$tmp/pack/srv FI_COURIER_SHM=0 FI_COURIER_STATS=1 FI_COURIER_AUTH_KEY_FILE=$tmp/job.key" \
+COUR_FT_CLIENT_ENV="FI_COURIER_TRACE=$tmp/pack/cli FI_COURIER_SHM=0 FI_COURIER_STATS=1 FI_COURIER_AUTH_KEY_FILE=$tmp/job.key" \
+	"$here/run_pair.sh" "$build/fabtests/bench/cour_msgrate" -S 64 -n 4096 -w 256 -v \
+	>"$tmp/pack/run.out" 2>&1 || { cat "$tmp/pack/run.out"; bad "pack: the message rate run failed"; }
+srv=$(ls "$tmp/pack"/srv.*.pcapng 2>/dev/null)
+cli=$(ls "$tmp/pack"/cli.*.pcapng 2>/dev/null)
+if [ "$(echo "$srv" | wc -w)" -eq 1 ] && [ "$(echo "$cli" | wc -w)" -eq 1 ]; then
+	chmod 644 "$srv" "$cli"
+	clean "$srv"
+	clean "$cli"
+	rcvd=$(sed -n 's/^courier stats .* udp_packs_rcvd \([0-9]*\).*/\1/p' "$tmp/pack/server.out" | tail -1)
+	packs=$(count "$srv" 'frame.p2p_dir == 1 && courier.pack.count')
+	echo "test_trace: pack: the server received $packs packed datagrams (its statistics: ${rcvd:-none})"
+	[ "${packs:-0}" -ge 1 ] || bad "pack: no packed datagram in the server's capture"
+	expect "pack: packed datagrams in the server's capture against its statistics" "$packs" "${rcvd:-none}"
+	expect "pack: packed datagrams without a trailer" \
+		"$(count "$cli" 'courier.pack.count && !courier.mac.stream')" 0
+	# every message the client sent (first sending or again) is one the server received
+	for f in "$cli 0" "$srv 1"; do
+		set -- $f
+		ts "$1" -Y "frame.p2p_dir == $2 && courier.type == 3" -T fields -E aggregator=' ' \
+			-e courier.seq | tr ' ' '\n' | sort -un >"$tmp/pack/seqs.$2"
+	done
+	cmp -s "$tmp/pack/seqs.0" "$tmp/pack/seqs.1" ||
+		bad "pack: the EAGERs the client sent are not the ones the server received"
+	m=$(wc -l <"$tmp/pack/seqs.0" | tr -d ' ')
+	expect "pack: EAGER sequence numbers 0..N-1" "$(tail -1 "$tmp/pack/seqs.0")" "$((m - 1))"
+	[ "$m" -ge 4096 ] || bad "pack: only $m EAGERs in the client's capture"
+else
+	ls -l "$tmp/pack"
+	bad "pack: want one capture per side"
+fi
+
 # ---- 4. packets crafted with known fields (trace_craft.py), one of each kind ----
 if command -v python3 >/dev/null 2>&1; then
 	craft=$tmp/craft.pcapng
@@ -266,6 +309,7 @@ if command -v python3 >/dev/null 2>&1; then
 |||||||||||||||||||||||||||||||
 1|0x0400|0|7||||||||||||||||||||||||||||
 16|0x0003|0|11|||42|||||||0x0000000000000005|0x0000000000000066|3|0x0000000000000000|3||||||||||||||
+3 3|0x0401 0x0507|8 5|9 9|||11 9|3||||||0x0000000000000099 0x00000000feedface|0x0000000000000000 0x0000000000001234|5 10|0x0000000000000000 0x0000000000000000|5 10|||||||||0x00000000000000cc|9|cccccccccccccccccccccccccccccccc|2||
 EOF
 	if ! cmp -s "$tmp/craft.got" "$tmp/craft.want"; then
 		diff "$tmp/craft.want" "$tmp/craft.got"
@@ -277,6 +321,8 @@ EOF
 	expect "crafted: the version-2 datagram taken for courier" \
 		"$(count "$craft" 'frame.number == 10 && courier')" 0
 	expect "crafted: malformed" "$(count "$craft" "_ws.malformed || _ws.lua.error || courier.bad")" 0
+	expect "crafted: packed datagrams of 2" "$(count "$craft" 'courier.pack.count == 2')" 1
+	expect "crafted: the pack's Info" "$(ts "$craft" -Y 'courier.pack.count' | grep -c '\[pack of 2\] EAGER seq=8 .*; EAGER seq=5 .*retransmission of #2')" 1
 else
 	echo "test_trace: no python3: crafted packets not checked"
 fi

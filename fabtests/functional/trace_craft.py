@@ -2,8 +2,9 @@
 """trace_craft.py FILE: write a pcapng capture of courier packets crafted with known field
 values, one of each kind a run does not easily make (an ACK with an extended SACK bitmap and
 an authentication trailer, a HELLO with one, an atomic, a refused RMA, CM, RESET, a datagram
-over IPv6, a retransmission, a ring packet with the MAC flag and no trailer) and one UDP
-datagram that is not courier. test_trace.sh reads it
+over IPv6, a retransmission, a ring packet with the MAC flag and no trailer, a packed
+datagram of two packets with a trailer, one of them a retransmission) and one UDP datagram
+that is not courier. test_trace.sh reads it
 back through contrib/wireshark/courier.lua and compares every field with what is written here
 (the layout is prov/courier/src/proto/cour_wire_fmt.h's; this file is independent of the C
 writer, util/cour_pcapng.c, on purpose)."""
@@ -16,7 +17,7 @@ F_TAGGED, F_CQ_DATA, F_DC, F_PCSUM, F_RXCTX, F_MAC = 1, 2, 4, 8, 256, 1024
 
 
 def base(typ, flags, src=0x5e55a001, dst=0x5e55b002, seq=0, ack=0, sack=0, credits=64,
-         crc=0x0badc0de, version=3):
+         crc=0x0badc0de, version=4):
     return struct.pack("<BBHIIIIIII", version, typ, flags, crc, src, dst, seq, ack, sack,
                        credits)
 
@@ -111,7 +112,15 @@ def main(path):
     # 12 through a ring: a SHORT message, tagged with CQ data, outside the sequence (seq 0)
     add(base(SHORT, F_TAGGED | F_CQ_DATA, ack=11) +
         op(msg_id=42, tag=5, data=0x66, total_len=3) + b"abc")
-    ifaces = [0] * 10 + [1, 1]
+    # 13 a packed datagram with a trailer (wire/cour_wire.h): a new EAGER, then packet 2
+    # again (a retransmission inside a pack), each padded to 8 bytes, then their lengths
+    a = base(EAGER, F_TAGGED | F_MAC, seq=8, ack=9) + op(msg_id=11, tag=0x99, total_len=5) + b"hello"
+    b = (base(EAGER, F_TAGGED | F_CQ_DATA | F_DC | F_RXCTX | F_MAC, seq=5, ack=9) +
+         op(msg_id=9, rx_id=3, tag=0xfeedface, data=0x1234, total_len=10) + b"0123456789")
+    pad = lambda x: x + b"\0" * (-len(x) % 8)
+    add(struct.pack("<BBHI", 0xc5, 0, 2, 0) + pad(a) + pad(b) + struct.pack("<HH", len(a), len(b)) +
+        mac(0xcc, 9, 1700000002, bytes([0xcc] * 16)))
+    ifaces = [0] * 10 + [1, 1, 0]
 
     out = block(0x0a0d0d0a, struct.pack("<IHHq", 0x1a2b3c4d, 1, 0, -1) + opt(0, b""))
     for name in (b"courier-udp", b"courier-shm"):

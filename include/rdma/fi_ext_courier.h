@@ -109,6 +109,9 @@ struct fi_courier_stats {
 	uint64_t shm_box;                   /* ...of them, through the peer's mailbox */
 	uint64_t shm_box_rx;                /* messages taken from our peers' mailboxes */
 	uint64_t shm_box_broken;            /* mailboxes given up: an entry broke the rules */
+	/* packed datagrams (FI_COURIER_UDP_PACK) */
+	uint64_t udp_packs, udp_packed;     /* datagrams sent packed, and the packets in them */
+	uint64_t udp_packs_rcvd;            /* packed datagrams received */
 };
 
 struct fi_courier_ops_ep {

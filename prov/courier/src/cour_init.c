@@ -30,6 +30,7 @@ struct cour_params cour_params = {
 	.stats = 0,
 	.sockbuf = 8u << 20,
 	.udp_gso = 1,
+	.udp_pack = 1,
 	.udp_gro = 1,
 	.gso_segs = 64,
 	.iface_addr = NULL,
@@ -172,6 +173,9 @@ static void cour_params_define(void)
 	fi_param_define(&cour_prov, "udp_gso", FI_PARAM_BOOL,
 		"Send a run of packets to one peer in one system call with UDP GSO (UDP_SEGMENT; "
 		"off by itself where the kernel or device refuses it) (default: %d)", p->udp_gso);
+	fi_param_define(&cour_prov, "udp_pack", FI_PARAM_BOOL,
+		"Pack small packets queued together for one peer into one UDP datagram, up to "
+		"the path's MTU (default: %d)", p->udp_pack);
 	fi_param_define(&cour_prov, "udp_gro", FI_PARAM_BOOL,
 		"Receive coalesced trains of packets with UDP GRO (UDP_GRO) (default: %d)",
 		p->udp_gro);
@@ -265,6 +269,7 @@ static void cour_params_define(void)
 	cour_param_size("sockbuf", &p->sockbuf, 65536, 1u << 30);
 	fi_param_get_bool(&cour_prov, "udp_gso", &p->udp_gso);
 	fi_param_get_bool(&cour_prov, "udp_gro", &p->udp_gro);
+	fi_param_get_bool(&cour_prov, "udp_pack", &p->udp_pack);
 	cour_param_size("gso_segs", &p->gso_segs, 1, 64);
 	fi_param_get_str(&cour_prov, "iface_addr", &p->iface_addr);
 	fi_param_get_str(&cour_prov, "fault", &p->fault);

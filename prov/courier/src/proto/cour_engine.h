@@ -395,6 +395,7 @@ struct cour_pep {
 	uint32_t             ninboxes;
 	bool                 box_blocked;     /* an inbox waits for the ring (cour_shm_poll) */
 	bool                 rx_borrowed;     /* the packet being handled lives in the ring */
+	uint64_t             rx_other_version; /* packets of another wire version (logged) */
 	bool                 rx_placed;       /* ...its payload is already where it belongs */
 	bool                 shm_armed;       /* we asked producers for a doorbell (sleeping) */
 	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
@@ -824,7 +825,9 @@ static inline void cour_wire_queue(struct cour_pep *ep, struct cour_peer *peer,
 				   const struct iovec *iov, size_t iovcnt)
 {
 	cour_hdr_finish(peer, hdr, hdr_len, iov, iovcnt);
-	ep->wire.ops->queue(&ep->wire, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt);
+	/* the wire may pack it with the peer's next small packets, up to the peer's MTU */
+	ep->wire.ops->queue(&ep->wire, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt,
+			    cour_params.udp_pack ? peer->mtu : 0);
 }
 
 static inline int cour_wire_flush(struct cour_pep *ep)

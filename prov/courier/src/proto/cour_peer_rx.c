@@ -9,6 +9,9 @@
 
 #include <stdlib.h>
 
+/* the UDP wire tells a packed datagram from a packet by its first byte */
+static_assert(COUR_WIRE_VERSION != COUR_WIRE_PACK_MARK, "a packet would look packed");
+
 /* Checks that every byte the header claims is really there, and that it is intact. */
 static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 {
@@ -194,6 +197,29 @@ static void cour_ep_rx_keyless(struct cour_pep *ep, const struct sockaddr_storag
 				 "authenticated, and this endpoint has no key", ep->stats.drop_bad_mac);
 }
 
+/* A packet that failed validation. One from a courier of another wire version (a node left
+ * on an older release) would otherwise fail as silently as line noise until the peer timeout:
+ * say so, the first and every 1024th time. */
+static void cour_ep_rx_invalid(struct cour_pep *ep, const void *buf, size_t len,
+			       const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	const struct cour_base_hdr *h = buf;
+	struct cour_addr from;
+	char str[80] = "?";
+
+	COUR_DROP_BAD(ep, "failed validation (version, type, length or checksum)");
+	if (len < COUR_BASE_HDR_LEN || h->version == COUR_WIRE_VERSION || !h->version ||
+	    h->version > COUR_WIRE_VERSION + 8 || !h->type || h->type > COUR_PKT_TYPE_MAX + 8 ||
+	    ep->rx_other_version++ % 1024)
+		return;
+	if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0)
+		cour_addr_str(&from, str, sizeof(str));
+	COUR_WARN(FI_LOG_EP_DATA, "packet from %s dropped: courier wire protocol version %u, this "
+		  "endpoint speaks version %u (courier releases of other wire versions do not talk: "
+		  "install one release on every node; %" PRIu64 " such packets so far)\n", str,
+		  h->version, COUR_WIRE_VERSION, ep->rx_other_version);
+}
+
 void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			const struct sockaddr_storage *sa, socklen_t sa_len)
 {
@@ -214,7 +240,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	}
 	if (!cour_pkt_valid(ep, buf, len) ||
 	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0) {
-		COUR_DROP_BAD(ep, "failed validation (version, type, length or checksum)");
+		cour_ep_rx_invalid(ep, buf, len, sa, sa_len);
 		return buf;
 	}
 	/* over UDP, the wire checked and removed a trailer exactly when it has a key: a

@@ -1,7 +1,8 @@
 /*
- * courier wire format, version 3. docs/protocol.md describes it for humans; this header is the
- * truth. All fields are little-endian; courier builds only on little-endian hosts (checked
- * below), so encoding is a plain store.
+ * courier wire format, version 4 (4: the UDP wire packs small packets, wire/cour_wire.h).
+ * docs/protocol.md describes it for humans; this header is the truth. All fields are
+ * little-endian; courier builds only on little-endian hosts (checked below), so encoding is a
+ * plain store.
  *
  * Every packet starts with the base header (32 bytes):
  *
@@ -81,7 +82,7 @@
 #error "courier's wire format is little-endian and has no byte swapping yet"
 #endif
 
-#define COUR_WIRE_VERSION 3
+#define COUR_WIRE_VERSION 4
 
 enum cour_pkt_type {
 	COUR_PKT_ACK = 1,   /* unsequenced: ack, sack, credits only */

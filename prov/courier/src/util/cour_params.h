@@ -31,6 +31,7 @@ struct cour_params {
 	int      stats;            /* print per-endpoint statistics at close */
 	size_t   sockbuf;          /* SO_SNDBUF / SO_RCVBUF request, bytes */
 	int      udp_gso;          /* runs of datagrams to one peer in one UDP GSO call */
+	int      udp_pack;         /* small packets to one peer packed into one datagram */
 	int      udp_gro;          /* take coalesced UDP GRO trains from the kernel */
 	size_t   gso_segs;         /* datagrams per GSO call at most (the burst a switch sees) */
 	char    *iface_addr;       /* local address to bind when no node is given */

@@ -188,8 +188,10 @@ static int cour_loop_open(struct cour_wire *w, const struct cour_addr *want)
 
 static void cour_loop_queue(struct cour_wire *w, const void *sa,
 			    socklen_t sa_len, const void *hdr, size_t hdr_len,
-			    const struct iovec *iov, size_t iovcnt)
+			    const struct iovec *iov, size_t iovcnt,
+			     uint32_t pack)
 {
+	(void)pack;         /* (one packet a datagram: packing is the UDP wire's) */
 	for (size_t k = 0; k < iovcnt; k++)
 		w->stats.tx_bytes += iov[k].iov_len;
 	cour_loop_send(w, sa, sa_len, hdr, hdr_len, iov, iovcnt);

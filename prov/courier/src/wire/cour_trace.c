@@ -25,6 +25,8 @@ enum { COUR_TRACE_IF_UDP, COUR_TRACE_IF_SHM };
 /* the most pieces one datagram is gathered from: header, payload iovecs, and slack for a
  * trailer or a datagram that straddles a train's pieces */
 #define COUR_TRACE_IOV_MAX (COUR_WIRE_IOV_MAX + 8)
+/* a packed datagram is captured whole, whatever the snap length: at most this (trailer too) */
+#define COUR_TRACE_PACK_MAX (COUR_WIRE_PACK_BYTES + COUR_MAC_LEN)
 
 struct cour_trace {
 	struct cour_pcapng pc;
@@ -79,7 +81,7 @@ void cour_trace_open(struct cour_wire *w)
 	}
 	t->snap = (uint32_t)cour_params.trace_snap;
 	t->v6 = w->bound_sa.ss_family == AF_INET6;
-	snaplen = t->snap + COUR_TRACE_IPHDR_MAX;
+	snaplen = COUR_MAX(t->snap, (uint32_t)COUR_TRACE_PACK_MAX) + COUR_TRACE_IPHDR_MAX;
 	snprintf(app, sizeof(app), "courier %s (libfabric provider)", PACKAGE_VERSION);
 	if (cour_pcapng_open(&t->pc, path, (uint64_t)cour_params.trace_max << 20, app)) {
 		free(t);
@@ -237,6 +239,10 @@ static void cour_trace_rec(struct cour_trace *t, uint32_t iface, bool out, uint6
 	uint8_t ip[COUR_TRACE_IPHDR_MAX];
 	struct iovec v[COUR_TRACE_IOV_MAX + 1];
 	size_t hl, cap = COUR_MIN(len, (size_t)t->snap), got = 0;
+
+	/* a packed datagram is kept whole: every one of its packets' headers is in it */
+	if (iovcnt && iov[0].iov_len && *(const uint8_t *)iov[0].iov_base == COUR_WIRE_PACK_MARK)
+		cap = COUR_MIN(len, (size_t)COUR_TRACE_PACK_MAX);
 
 	hl = cour_trace_ip_udp(ip, t->v6, src, dst, t->ip_id++, iov, iovcnt, len);
 	v[0].iov_base = ip;

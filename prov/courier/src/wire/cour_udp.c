@@ -195,6 +195,8 @@ static int cour_udp_open(struct cour_wire *w, const struct cour_addr *want)
 	/* The app spoke IPv4 (or not): answer in the same family as it asked. */
 	w->addr.is_v4 = want->is_v4;
 	w->fd = fd;
+	w->tx_count = w->tx_signed = w->pack_used = 0;
+	w->pack_open = UINT32_MAX;
 
 	if (cour_wire_rxbufs_init(w)) {
 		cour_udp_close(w);
@@ -208,6 +210,10 @@ static int cour_udp_open(struct cour_wire *w, const struct cour_addr *want)
 static void cour_udp_close(struct cour_wire *w)
 {
 	cour_wire_rxbufs_fini(w);
+	free(w->pack_arena);
+	w->pack_arena = NULL;
+	w->pack_open = UINT32_MAX;
+	w->tx_count = 0;        /* (what was queued is lost, as on any wire) */
 	if (w->fd >= 0)
 		close(w->fd);
 	w->fd = -1;
@@ -254,19 +260,135 @@ static uint32_t cour_udp_peer_mtu(struct cour_wire *w, const struct cour_addr *a
 	return (uint32_t)COUR_MIN((uint32_t)mtu - ip_udp, (uint32_t)COUR_WIRE_DGRAM_MAX) - trl;
 }
 
+static bool cour_udp_same_dest(const struct msghdr *a, const struct msghdr *b);
+
+static uint32_t cour_udp_pad8(size_t n)
+{
+	return (uint32_t)((n + 7) & ~(size_t)7);
+}
+
+/* Is queue entry i a pack (its bytes in the arena) rather than a header copy and payload? */
+static bool cour_udp_is_pack(const struct cour_wire *w, uint32_t i)
+{
+	return w->tx_iov[i][0].iov_base != (const void *)w->tx_hdrs[i];
+}
+
+/* The open pack gets its count and length table: it is final. */
+static void cour_udp_pack_close(struct cour_wire *w)
+{
+	uint32_t i = w->pack_open;
+	char *p;
+	size_t len;
+	uint16_t n = (uint16_t)w->pack_n;
+
+	if (i == UINT32_MAX)
+		return;
+	p = w->tx_iov[i][0].iov_base;
+	len = w->tx_iov[i][0].iov_len;
+	memcpy(p + 2, &n, sizeof(n));
+	memcpy(p + len - 2 * (size_t)n, w->pack_lens, 2 * (size_t)n);
+	w->tx_pack[i] = 0;      /* (kept for the next flush, it stays as it is) */
+	w->pack_open = UINT32_MAX;
+}
+
+/* Copy one datagram (header, then payload) to at, zero-padded to a multiple of 8. */
+static void cour_udp_pack_copy(char *at, const void *hdr, size_t hdr_len,
+			       const struct iovec *iov, size_t iovcnt, size_t len)
+{
+	memcpy(at, hdr, hdr_len);
+	at += hdr_len;
+	for (size_t k = 0; k < iovcnt; k++) {
+		memcpy(at, iov[k].iov_base, iov[k].iov_len);
+		at += iov[k].iov_len;
+	}
+	memset(at, 0, cour_udp_pad8(len) - len);
+}
+
+/*
+ * Put a datagram of len bytes into the pack that the queue's last entry is or becomes, if it
+ * goes to the same address, both may be packed, and it fits: true when it joined. The last
+ * entry is unsent, so unsigned: its bytes are still header and payload.
+ */
+static bool cour_udp_pack_join(struct cour_wire *w, const void *sa, socklen_t sa_len,
+			       const void *hdr, size_t hdr_len, const struct iovec *iov,
+			       size_t iovcnt, size_t len, uint32_t pack)
+{
+	uint32_t last = w->tx_count - 1, limit = COUR_MIN(pack, w->tx_pack[last]);
+	struct msghdr want = { .msg_name = (void *)sa, .msg_namelen = sa_len };
+	struct msghdr *m = &w->tx_msgs[last].msg_hdr;
+	size_t size, start;
+	char *p;
+
+	limit = COUR_MIN(limit, (uint32_t)COUR_WIRE_PACK_BYTES);
+	if (!cour_udp_same_dest(m, &want))
+		return false;
+	if (w->pack_open == last) {
+		size = w->tx_iov[last][0].iov_len + cour_udp_pad8(len) + 2;
+		start = (size_t)((char *)w->tx_iov[last][0].iov_base - w->pack_arena);
+		if (w->pack_n == COUR_WIRE_PACK_CNT || size > limit ||
+		    start + size > COUR_WIRE_PACK_ARENA)
+			return false;
+		p = (char *)w->tx_iov[last][0].iov_base + w->tx_iov[last][0].iov_len -
+		    2 * (size_t)w->pack_n;
+	} else {
+		/* the last entry, alone so far, opens a pack */
+		size_t first = w->tx_len[last] - (w->mac ? COUR_MAC_LEN : 0);
+
+		start = cour_udp_pad8(w->pack_used);
+		size = COUR_WIRE_PACK_HDR + cour_udp_pad8(first) + cour_udp_pad8(len) + 4;
+		if (size > limit || start + size > COUR_WIRE_PACK_ARENA)
+			return false;
+		if (!w->pack_arena && !(w->pack_arena = malloc(COUR_WIRE_PACK_ARENA)))
+			return false;
+		p = w->pack_arena + start;
+		memset(p, 0, COUR_WIRE_PACK_HDR);
+		p[0] = (char)COUR_WIRE_PACK_MARK;
+		cour_udp_pack_copy(p + COUR_WIRE_PACK_HDR, w->tx_iov[last][0].iov_base,
+				   w->tx_iov[last][0].iov_len, &w->tx_iov[last][1],
+				   m->msg_iovlen - 1, first);
+		w->pack_lens[0] = (uint16_t)first;
+		w->pack_n = 1;
+		w->pack_open = last;
+		w->tx_iov[last][0].iov_base = p;
+		m->msg_iovlen = 1;
+		w->tx_pack[last] = limit;
+		w->stats.packs++;
+		w->stats.packed++;
+		p += COUR_WIRE_PACK_HDR + cour_udp_pad8(first);
+	}
+	cour_udp_pack_copy(p, hdr, hdr_len, iov, iovcnt, len);
+	w->pack_lens[w->pack_n++] = (uint16_t)len;
+	w->tx_iov[last][0].iov_len = size;
+	w->tx_len[last] = (uint32_t)size + (w->mac ? COUR_MAC_LEN : 0);
+	w->pack_used = (uint32_t)(start + size);
+	w->stats.packed++;
+	return true;
+}
+
 static void cour_udp_queue(struct cour_wire *w, const void *sa, socklen_t sa_len,
-			   const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt)
+			   const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt,
+			   uint32_t pack)
 {
 	uint32_t i;
+	size_t len = hdr_len;
 	struct msghdr *m;
 
 	assert(iovcnt <= COUR_WIRE_IOV_MAX && hdr_len <= COUR_WIRE_HDR_MAX);
+	for (size_t k = 0; k < iovcnt; k++)
+		len += iov[k].iov_len;
+	if (len > COUR_WIRE_PACK_PKT)
+		pack = 0;
+	w->stats.tx_pkts++;
+	w->stats.tx_bytes += len - hdr_len;
+	if (pack && w->tx_count && w->tx_pack[w->tx_count - 1] &&
+	    cour_udp_pack_join(w, sa, sa_len, hdr, hdr_len, iov, iovcnt, len, pack))
+		return;
+	cour_udp_pack_close(w);
 	if (w->tx_count == COUR_WIRE_TX_BATCH)
 		cour_udp_send_queued(w, true);
 	i = w->tx_count++;
-	w->tx_len[i] = (uint32_t)hdr_len;
-	for (size_t k = 0; k < iovcnt; k++)
-		w->tx_len[i] += (uint32_t)iov[k].iov_len;
+	w->tx_len[i] = (uint32_t)len + (w->mac ? COUR_MAC_LEN : 0);
+	w->tx_pack[i] = pack;
 	memcpy(w->tx_hdrs[i], hdr, hdr_len);
 	w->tx_iov[i][0].iov_base = w->tx_hdrs[i];
 	w->tx_iov[i][0].iov_len = hdr_len;
@@ -276,15 +398,10 @@ static void cour_udp_queue(struct cour_wire *w, const void *sa, socklen_t sa_len
 	m->msg_name = (void *)sa;
 	m->msg_namelen = sa_len;
 	m->msg_iov = w->tx_iov[i];
-	m->msg_iovlen = cour_wire_sign(w, w->tx_iov[i], iovcnt + 1, &w->tx_trl[i]);
-	if (w->mac)
-		w->tx_len[i] += COUR_MAC_LEN;
+	m->msg_iovlen = iovcnt + 1;      /* (signed when it leaves: cour_udp_out) */
 	m->msg_control = NULL;
 	m->msg_controllen = 0;
 	m->msg_flags = 0;
-	w->stats.tx_pkts++;
-	for (size_t k = 0; k < iovcnt; k++)
-		w->stats.tx_bytes += iov[k].iov_len;
 }
 
 static bool cour_udp_same_dest(const struct msghdr *a, const struct msghdr *b)
@@ -333,6 +450,13 @@ static void cour_udp_out(struct cour_wire *w, uint32_t k, uint32_t first, uint32
 	struct msghdr *m = &w->out_msgs[k].msg_hdr;
 	struct cmsghdr *c;
 
+	/* with a key each datagram is signed now that it is final (a pack grows until then) */
+	for (uint32_t i = COUR_MAX(first, w->tx_signed); w->mac && i < first + segs; i++) {
+		struct msghdr *d = &w->tx_msgs[i].msg_hdr;
+
+		d->msg_iovlen = cour_wire_sign(w, w->tx_iov[i], d->msg_iovlen, &w->tx_trl[i]);
+	}
+	w->tx_signed = first + segs;
 	w->out_first[k] = first;
 	w->out_segs[k] = segs;
 	*m = w->tx_msgs[first].msg_hdr;
@@ -386,23 +510,25 @@ static bool cour_udp_gso_refused(struct cour_wire *w, uint32_t k, int err)
 	return true;
 }
 
-/* Move the queued datagrams from first on to the front of the queue. */
+/* Move the queued datagrams from first on (never sent, so unsigned) to the front of the
+ * queue. A pack's bytes stay where they are in the arena. */
 static void cour_udp_keep(struct cour_wire *w, uint32_t first)
 {
 	uint32_t k = 0;
 
 	for (uint32_t i = first; i < w->tx_count; i++, k++) {
+		bool pack = cour_udp_is_pack(w, i);
+
 		w->tx_len[k] = w->tx_len[i];
-		memcpy(w->tx_hdrs[k], w->tx_hdrs[i], w->tx_iov[i][0].iov_len);
+		w->tx_pack[k] = w->tx_pack[i];
+		if (!pack)
+			memcpy(w->tx_hdrs[k], w->tx_hdrs[i], w->tx_iov[i][0].iov_len);
 		memcpy(w->tx_iov[k], w->tx_iov[i], w->tx_msgs[i].msg_hdr.msg_iovlen *
 		       sizeof(struct iovec));
-		w->tx_iov[k][0].iov_base = w->tx_hdrs[k];
+		if (!pack)
+			w->tx_iov[k][0].iov_base = w->tx_hdrs[k];
 		w->tx_msgs[k] = w->tx_msgs[i];
 		w->tx_msgs[k].msg_hdr.msg_iov = w->tx_iov[k];
-		if (w->mac) {
-			w->tx_trl[k] = w->tx_trl[i];
-			w->tx_iov[k][w->tx_msgs[k].msg_hdr.msg_iovlen - 1].iov_base = &w->tx_trl[k];
-		}
 	}
 	w->tx_count = k;
 }
@@ -419,6 +545,8 @@ static void cour_udp_send_queued(struct cour_wire *w, bool part)
 
 	if (!w->tx_count)
 		return;
+	cour_udp_pack_close(w);
+	w->tx_signed = 0;
 	for (uint32_t first = 0; first < w->tx_count; n++) {
 		uint32_t segs = cour_udp_run(w, first);
 
@@ -458,10 +586,13 @@ static void cour_udp_send_queued(struct cour_wire *w, bool part)
 		w->tx_blocked = true;
 		done++;
 	}
-	if (keep < w->tx_count)
+	if (keep < w->tx_count) {
 		cour_udp_keep(w, keep);
-	else
+	} else {
 		w->tx_count = 0;
+		w->pack_used = 0;
+	}
+	w->tx_signed = 0;
 }
 
 static int cour_udp_flush(struct cour_wire *w)
@@ -529,6 +660,49 @@ static uint32_t cour_udp_rx_ctl(struct cour_wire *w, struct msghdr *m)
 	return gso;
 }
 
+/* A packed datagram of len bytes (trailer checked and gone) in buf, which stays the wire's:
+ * each packet is handed up borrowed, once the whole layout has proved sound (cour_wire.h).
+ * Its lengths come from the network, so every one is checked before any packet is used. */
+static void cour_udp_unpack(struct cour_wire *w, char *buf, size_t len,
+			    const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	bool borrowed = w->rx_borrowed;
+	size_t train = w->rx_train_len, off = COUR_WIRE_PACK_HDR, tbl;
+	uint16_t n, l;
+	uint32_t zero;
+
+	if (len < COUR_WIRE_PACK_HDR + 2)
+		goto bad;
+	memcpy(&n, buf + 2, sizeof(n));
+	memcpy(&zero, buf + 4, sizeof(zero));
+	if (buf[1] || zero || !n || len < COUR_WIRE_PACK_HDR + 2 * (size_t)n)
+		goto bad;
+	tbl = len - 2 * (size_t)n;
+	for (uint16_t i = 0; i < n; i++) {
+		memcpy(&l, buf + tbl + 2 * (size_t)i, sizeof(l));
+		if (!l || off + cour_udp_pad8(l) > tbl)
+			goto bad;
+		off += cour_udp_pad8(l);
+	}
+	if (off != tbl)
+		goto bad;
+	w->stats.packs_rcvd++;
+	w->stats.rx_pkts += n - 1u;
+	w->rx_borrowed = true;
+	off = COUR_WIRE_PACK_HDR;
+	for (uint16_t i = 0; i < n; i++) {
+		memcpy(&l, buf + tbl + 2 * (size_t)i, sizeof(l));
+		w->rx_train_len = l;    /* (small packets: no stream of big data) */
+		w->rx->packet(w->rx_arg, buf + off, l, sa, sa_len);
+		off += cour_udp_pad8(l);
+	}
+	w->rx_borrowed = borrowed;
+	w->rx_train_len = train;
+	return;
+bad:
+	cour_wire_drop(w, "packed datagram whose layout is broken");
+}
+
 /* One buffer read from the socket: a datagram, or a GRO train of them split by the segment
  * size. A train's datagrams share the buffer, so the engine takes them borrowed (it copies
  * what it keeps); a lone datagram's buffer is its to keep. Returns the buffer to read into
@@ -540,6 +714,10 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 		w->stats.rx_pkts++;
 		if (COUR_UNLIKELY(w->mac) && !cour_wire_rx_auth(w, buf, &len, sa, sa_len))
 			return buf;
+		if (*(const uint8_t *)buf == COUR_WIRE_PACK_MARK) {
+			cour_udp_unpack(w, buf, len, sa, sa_len);
+			return buf;
+		}
 		return w->rx->packet(w->rx_arg, buf, len, sa, sa_len);
 	}
 	w->stats.gro_trains++;
@@ -563,7 +741,10 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 		}
 		if (COUR_UNLIKELY(w->mac) && !cour_wire_rx_auth(w, pkt, &seg, sa, sa_len))
 			continue;
-		w->rx->packet(w->rx_arg, pkt, seg, sa, sa_len);
+		if (*(const uint8_t *)pkt == COUR_WIRE_PACK_MARK)
+			cour_udp_unpack(w, pkt, seg, sa, sa_len);
+		else
+			w->rx->packet(w->rx_arg, pkt, seg, sa, sa_len);
 	}
 	if (align)
 		cour_pool_put(w->rxbuf_pool, align);
@@ -593,7 +774,10 @@ static void cour_udp_train_seg(struct cour_wire *w, char *pkt, size_t len, bool 
 	}
 	if (!checked && w->mac && !cour_wire_rx_auth(w, pkt, &len, sa, sa_len))
 		return;
-	w->rx->packet(w->rx_arg, pkt, len, sa, sa_len);
+	if (*(const uint8_t *)pkt == COUR_WIRE_PACK_MARK)
+		cour_udp_unpack(w, pkt, len, sa, sa_len);
+	else
+		w->rx->packet(w->rx_arg, pkt, len, sa, sa_len);
 }
 
 /*

@@ -11,7 +11,9 @@
  *   close     undo open; datagrams still queued are lost, as on any wire;
  *   queue     add one datagram to the send batch: the header (finished by the engine,
  *             checksum included) is copied; the payload iov must stay valid until the next
- *             flush. A full batch is flushed first;
+ *             flush. A full batch is flushed first. pack > 0: the wire may carry it with
+ *             the small datagrams queued next to it for the same address in one packed
+ *             datagram of at most pack bytes (below); 0: alone;
  *   flush     hand the batch over; datagrams the wire refuses are lost as far as the engine
  *             is concerned (its retransmit timer recovers them) and w->tx_blocked is set;
  *   poll      read up to COUR_WIRE_RX_BATCH datagrams and hand each to w->rx->packet;
@@ -31,6 +33,18 @@
  * Fault injection (wire/cour_fault.c) is a decorator: it takes w->ops, keeps the wire itself in
  * w->base, and drops, duplicates, reorders or corrupts what the engine sends before the base
  * wire's send_raw puts it out.
+ *
+ * Packed datagrams (UDP wire). Small datagrams queued one after another for one address leave
+ * as one: a rate of small messages costs the kernel, and a key's MAC, a datagram each, where
+ * the engine's share per packet is a few hundred instructions. The receiving wire unpacks and
+ * hands each packet up on its own, borrowed (as a GRO train's). Layout, trailer excluded:
+ *
+ *   0: COUR_WIRE_PACK_MARK (no packet of the engine starts with it: its version byte is
+ *      small), 1: 0, 2-3: count n (little-endian), 4-7: 0;
+ *   8: the n packets, each padded with zeros to a multiple of 8 (so every one is aligned);
+ *   the last 2n bytes: the n packets' lengths, unpadded, little-endian.
+ *
+ * A packed datagram that breaks this layout is dropped whole (rx_bad).
  *
  * The same-host path is not a wire of this table: the ring (wire/cour_shm_ring.h) is reliable
  * and ordered and refuses a packet when full, and the engine drives it per peer
@@ -61,6 +75,14 @@
 #define COUR_WIRE_RXBUF_MIN 65536
 /* bytes of one UDP GSO call: the burst a TCP sender's TSO hands a NIC */
 #define COUR_WIRE_GSO_BYTES 65000
+/* packed datagrams (above): the first byte, the layout's fixed header, the largest datagram
+ * that joins a pack, the most packets and bytes in one, and the bytes one flush may pack */
+#define COUR_WIRE_PACK_MARK  0xc5
+#define COUR_WIRE_PACK_HDR   8
+#define COUR_WIRE_PACK_PKT   1024
+#define COUR_WIRE_PACK_CNT   64
+#define COUR_WIRE_PACK_BYTES 16384
+#define COUR_WIRE_PACK_ARENA 65536
 
 struct cour_wire;
 struct cour_trace;
@@ -104,6 +126,8 @@ struct cour_wire_stats {
 	uint64_t gso_sends, gso_segs; /* UDP GSO calls, and the datagrams they carried */
 	uint64_t gro_trains, gro_segs; /* coalesced UDP GRO buffers, and their datagrams */
 	uint64_t sock_drops;          /* dropped by the kernel: receive buffer full (SO_RXQ_OVFL) */
+	uint64_t packs, packed;       /* packed datagrams sent, and the packets they carried */
+	uint64_t packs_rcvd;          /* packed datagrams received whole */
 };
 
 struct cour_wire_ops {
@@ -111,7 +135,8 @@ struct cour_wire_ops {
 	int      (*open)(struct cour_wire *w, const struct cour_addr *want);
 	void     (*close)(struct cour_wire *w);
 	void     (*queue)(struct cour_wire *w, const void *sa, socklen_t sa_len,
-			  const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt);
+			  const void *hdr, size_t hdr_len, const struct iovec *iov, size_t iovcnt,
+			  uint32_t pack);
 	int      (*flush)(struct cour_wire *w);
 	int      (*poll)(struct cour_wire *w);
 	int      (*send_now)(struct cour_wire *w, const void *sa,
@@ -168,7 +193,16 @@ struct cour_wire {
 	_Alignas(8) uint8_t  tx_hdrs[COUR_WIRE_TX_BATCH][COUR_WIRE_HDR_MAX];
 	struct cour_mac_trailer tx_trl[COUR_WIRE_TX_BATCH];   /* with a key */
 	uint32_t             tx_len[COUR_WIRE_TX_BATCH];  /* datagram bytes, header included */
+	uint32_t             tx_pack[COUR_WIRE_TX_BATCH]; /* the queue's pack bound; 0: alone */
 	uint32_t             tx_count;
+	uint32_t             tx_signed;       /* entries below it carry their trailer (a key) */
+	/* packing: the open pack (the queue's last entry, still growing; UINT32_MAX: none), its
+	 * packets' lengths, and where packs are built (COUR_WIRE_PACK_ARENA bytes, allocated at
+	 * the first pack, reused once the queue is empty) */
+	uint32_t             pack_open, pack_n;
+	uint16_t             pack_lens[COUR_WIRE_PACK_CNT];
+	char                *pack_arena;
+	uint32_t             pack_used;
 	/* what a flush hands the kernel: single datagrams, and GSO runs (wire/cour_udp.c) */
 	struct mmsghdr       out_msgs[COUR_WIRE_TX_BATCH];
 	uint32_t             out_first[COUR_WIRE_TX_BATCH], out_segs[COUR_WIRE_TX_BATCH];
