@@ -15,7 +15,10 @@
  *                    rx_next, crc recomputed), so the fuzzer's bytes reach the message handlers
  *   mode 2  multi:   up to 32 overlay records [len16][ctl x5][body], progress between them, so
  *                    that sequences (fragments, RTS then RDATA...) are reachable in one input
- *   mode 3  loop:    the raw bytes sent through the loop wire from A's address (B's poll path)
+ *   mode 3  loop:    the raw bytes sent through the loop wire from A's address (B's poll path);
+ *                    with bit 3 of the first byte, overlay records as in mode 2 laid out as
+ *                    one packed datagram (wire/cour_wire.h) whose first table entry the next
+ *                    two bytes may spoil, so the wire's unpacking meets valid and broken packs
  *
  * With FUZZ_KEY=1 both endpoints authenticate (auth_key): modes 1 and 2 then forge packets
  * as a holder of the key would (the MAC flag set, handed to B behind its wire's check, which
@@ -897,6 +900,49 @@ static void multi(const uint8_t *d, size_t n)
 	}
 }
 
+/* Overlay records (as multi) packed into one datagram and sent through the loop wire; the
+ * spoil word, when not 0, replaces the first packet's length in the table. */
+static void packed(const uint8_t *d, size_t n, bool sign)
+{
+	static uint8_t pack[COUR_WIRE_PACK_BYTES], pkt[COUR_MAX_PKT];
+	uint16_t lens[COUR_WIRE_PACK_CNT], count = 0, spoil;
+	size_t off = COUR_WIRE_PACK_HDR;
+	int alt;
+
+	if (n < 2)
+		return;
+	spoil = (uint16_t)(d[0] | d[1] << 8);
+	d += 2;
+	n -= 2;
+	memset(pack, 0, COUR_WIRE_PACK_HDR);
+	pack[0] = COUR_WIRE_PACK_MARK;
+	while (count < COUR_WIRE_PACK_CNT && n >= 2 + NCTL) {
+		size_t blen = (size_t)(d[0] | d[1] << 8);
+		const uint8_t *ctl = d + 2;
+
+		d += 2 + NCTL;
+		n -= 2 + NCTL;
+		blen = COUR_MIN(blen, n);
+		size_t len = build_pkt(pkt, ctl, d, blen, &alt);
+		d += blen;
+		n -= blen;
+		tag_guard(pkt, len);
+		if (off + cour_wire_pad8(len) + 2 * (count + 1u) > sizeof(pack))
+			break;
+		memcpy(pack + off, pkt, len);
+		memset(pack + off + len, 0, cour_wire_pad8(len) - len);
+		off += cour_wire_pad8(len);
+		lens[count++] = (uint16_t)len;
+	}
+	if (!count)
+		return;
+	if (spoil)
+		lens[0] = spoil;
+	memcpy(pack + 2, &count, sizeof(count));
+	memcpy(pack + off, lens, 2 * (size_t)count);
+	loop_raw(pack, off + 2 * (size_t)count, sign);
+}
+
 /* ---- memory ---- */
 
 static void mr_open(struct fid_mr **mr, struct fid_ep *ep, char *mem, uint64_t *key,
@@ -1198,7 +1244,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		multi(data + 1, size - 1);
 		break;
 	default:
-		loop_raw(data + 1, size - 1, !(data[0] & 4));
+		if (data[0] & 8)
+			packed(data + 1, size - 1, !(data[0] & 4));
+		else
+			loop_raw(data + 1, size - 1, !(data[0] & 4));
 		break;
 	}
 	pump(2);

@@ -11,7 +11,8 @@
  * Ethernet-like 1472 bytes unless FI_COURIER_MTU says otherwise, so the multi-packet paths
  * run). Each endpoint's fd is an eventfd that is readable while its queue holds packets.
  * With a key, datagrams carry and lose the authentication trailer as on UDP (cour_mac.h), so
- * the engine's keyed paths run here too.
+ * the engine's keyed paths run here too. Packed datagrams (cour_wire.h) are read as on UDP,
+ * so tests and the fuzzer can hand them in, but never made: one packet, one datagram.
  */
 #include "util/cour_util.h"
 #include "util/cour_params.h"
@@ -242,8 +243,12 @@ static int cour_loop_poll(struct cour_wire *w)
 			cour_wire_drop(w, "larger than any courier packet");
 		} else if (cour_wire_rx_auth(w, pkt->data, &len, &pkt->from, pkt->from_len)) {
 			memcpy(w->rx_bufs[n], pkt->data, len);
-			w->rx_bufs[n] = w->rx->packet(w->rx_arg, w->rx_bufs[n], len,
-						      &pkt->from, pkt->from_len);
+			/* (this wire packs nothing, but reads packs as the UDP wire does) */
+			if (len && *(const uint8_t *)w->rx_bufs[n] == COUR_WIRE_PACK_MARK)
+				cour_wire_unpack(w, w->rx_bufs[n], len, &pkt->from, pkt->from_len);
+			else
+				w->rx_bufs[n] = w->rx->packet(w->rx_arg, w->rx_bufs[n], len,
+							      &pkt->from, pkt->from_len);
 		}
 		free(pkt);
 		n++;

@@ -262,11 +262,6 @@ static uint32_t cour_udp_peer_mtu(struct cour_wire *w, const struct cour_addr *a
 
 static bool cour_udp_same_dest(const struct msghdr *a, const struct msghdr *b);
 
-static uint32_t cour_udp_pad8(size_t n)
-{
-	return (uint32_t)((n + 7) & ~(size_t)7);
-}
-
 /* Is queue entry i a pack (its bytes in the arena) rather than a header copy and payload? */
 static bool cour_udp_is_pack(const struct cour_wire *w, uint32_t i)
 {
@@ -301,7 +296,7 @@ static void cour_udp_pack_copy(char *at, const void *hdr, size_t hdr_len,
 		memcpy(at, iov[k].iov_base, iov[k].iov_len);
 		at += iov[k].iov_len;
 	}
-	memset(at, 0, cour_udp_pad8(len) - len);
+	memset(at, 0, cour_wire_pad8(len) - len);
 }
 
 /*
@@ -323,7 +318,7 @@ static bool cour_udp_pack_join(struct cour_wire *w, const void *sa, socklen_t sa
 	if (!cour_udp_same_dest(m, &want))
 		return false;
 	if (w->pack_open == last) {
-		size = w->tx_iov[last][0].iov_len + cour_udp_pad8(len) + 2;
+		size = w->tx_iov[last][0].iov_len + cour_wire_pad8(len) + 2;
 		start = (size_t)((char *)w->tx_iov[last][0].iov_base - w->pack_arena);
 		if (w->pack_n == COUR_WIRE_PACK_CNT || size > limit ||
 		    start + size > COUR_WIRE_PACK_ARENA)
@@ -334,8 +329,8 @@ static bool cour_udp_pack_join(struct cour_wire *w, const void *sa, socklen_t sa
 		/* the last entry, alone so far, opens a pack */
 		size_t first = w->tx_len[last] - (w->mac ? COUR_MAC_LEN : 0);
 
-		start = cour_udp_pad8(w->pack_used);
-		size = COUR_WIRE_PACK_HDR + cour_udp_pad8(first) + cour_udp_pad8(len) + 4;
+		start = cour_wire_pad8(w->pack_used);
+		size = COUR_WIRE_PACK_HDR + cour_wire_pad8(first) + cour_wire_pad8(len) + 4;
 		if (size > limit || start + size > COUR_WIRE_PACK_ARENA)
 			return false;
 		if (!w->pack_arena && !(w->pack_arena = malloc(COUR_WIRE_PACK_ARENA)))
@@ -354,7 +349,7 @@ static bool cour_udp_pack_join(struct cour_wire *w, const void *sa, socklen_t sa
 		w->tx_pack[last] = limit;
 		w->stats.packs++;
 		w->stats.packed++;
-		p += COUR_WIRE_PACK_HDR + cour_udp_pad8(first);
+		p += COUR_WIRE_PACK_HDR + cour_wire_pad8(first);
 	}
 	cour_udp_pack_copy(p, hdr, hdr_len, iov, iovcnt, len);
 	w->pack_lens[w->pack_n++] = (uint16_t)len;
@@ -660,49 +655,6 @@ static uint32_t cour_udp_rx_ctl(struct cour_wire *w, struct msghdr *m)
 	return gso;
 }
 
-/* A packed datagram of len bytes (trailer checked and gone) in buf, which stays the wire's:
- * each packet is handed up borrowed, once the whole layout has proved sound (cour_wire.h).
- * Its lengths come from the network, so every one is checked before any packet is used. */
-static void cour_udp_unpack(struct cour_wire *w, char *buf, size_t len,
-			    const struct sockaddr_storage *sa, socklen_t sa_len)
-{
-	bool borrowed = w->rx_borrowed;
-	size_t train = w->rx_train_len, off = COUR_WIRE_PACK_HDR, tbl;
-	uint16_t n, l;
-	uint32_t zero;
-
-	if (len < COUR_WIRE_PACK_HDR + 2)
-		goto bad;
-	memcpy(&n, buf + 2, sizeof(n));
-	memcpy(&zero, buf + 4, sizeof(zero));
-	if (buf[1] || zero || !n || len < COUR_WIRE_PACK_HDR + 2 * (size_t)n)
-		goto bad;
-	tbl = len - 2 * (size_t)n;
-	for (uint16_t i = 0; i < n; i++) {
-		memcpy(&l, buf + tbl + 2 * (size_t)i, sizeof(l));
-		if (!l || off + cour_udp_pad8(l) > tbl)
-			goto bad;
-		off += cour_udp_pad8(l);
-	}
-	if (off != tbl)
-		goto bad;
-	w->stats.packs_rcvd++;
-	w->stats.rx_pkts += n - 1u;
-	w->rx_borrowed = true;
-	off = COUR_WIRE_PACK_HDR;
-	for (uint16_t i = 0; i < n; i++) {
-		memcpy(&l, buf + tbl + 2 * (size_t)i, sizeof(l));
-		w->rx_train_len = l;    /* (small packets: no stream of big data) */
-		w->rx->packet(w->rx_arg, buf + off, l, sa, sa_len);
-		off += cour_udp_pad8(l);
-	}
-	w->rx_borrowed = borrowed;
-	w->rx_train_len = train;
-	return;
-bad:
-	cour_wire_drop(w, "packed datagram whose layout is broken");
-}
-
 /* One buffer read from the socket: a datagram, or a GRO train of them split by the segment
  * size. A train's datagrams share the buffer, so the engine takes them borrowed (it copies
  * what it keeps); a lone datagram's buffer is its to keep. Returns the buffer to read into
@@ -715,7 +667,7 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 		if (COUR_UNLIKELY(w->mac) && !cour_wire_rx_auth(w, buf, &len, sa, sa_len))
 			return buf;
 		if (*(const uint8_t *)buf == COUR_WIRE_PACK_MARK) {
-			cour_udp_unpack(w, buf, len, sa, sa_len);
+			cour_wire_unpack(w, buf, len, sa, sa_len);
 			return buf;
 		}
 		return w->rx->packet(w->rx_arg, buf, len, sa, sa_len);
@@ -742,7 +694,7 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 		if (COUR_UNLIKELY(w->mac) && !cour_wire_rx_auth(w, pkt, &seg, sa, sa_len))
 			continue;
 		if (*(const uint8_t *)pkt == COUR_WIRE_PACK_MARK)
-			cour_udp_unpack(w, pkt, seg, sa, sa_len);
+			cour_wire_unpack(w, pkt, seg, sa, sa_len);
 		else
 			w->rx->packet(w->rx_arg, pkt, seg, sa, sa_len);
 	}
@@ -775,7 +727,7 @@ static void cour_udp_train_seg(struct cour_wire *w, char *pkt, size_t len, bool 
 	if (!checked && w->mac && !cour_wire_rx_auth(w, pkt, &len, sa, sa_len))
 		return;
 	if (*(const uint8_t *)pkt == COUR_WIRE_PACK_MARK)
-		cour_udp_unpack(w, pkt, len, sa, sa_len);
+		cour_wire_unpack(w, pkt, len, sa, sa_len);
 	else
 		w->rx->packet(w->rx_arg, pkt, len, sa, sa_len);
 }

@@ -73,6 +73,49 @@ void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len,
 	w->m.msg_iovlen = iovcnt + 1;
 }
 
+/* A packed datagram of len bytes (trailer checked and gone) in buf, which stays the wire's:
+ * each packet is handed up borrowed, once the whole layout has proved sound (cour_wire.h).
+ * Its lengths come from the network, so every one is checked before any packet is used. */
+void cour_wire_unpack(struct cour_wire *w, char *buf, size_t len,
+		      const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	bool borrowed = w->rx_borrowed;
+	size_t train = w->rx_train_len, off = COUR_WIRE_PACK_HDR, tbl;
+	uint16_t n, l;
+	uint32_t zero;
+
+	if (len < COUR_WIRE_PACK_HDR + 2)
+		goto bad;
+	memcpy(&n, buf + 2, sizeof(n));
+	memcpy(&zero, buf + 4, sizeof(zero));
+	if (buf[1] || zero || !n || len < COUR_WIRE_PACK_HDR + 2 * (size_t)n)
+		goto bad;
+	tbl = len - 2 * (size_t)n;
+	for (uint16_t i = 0; i < n; i++) {
+		memcpy(&l, buf + tbl + 2 * (size_t)i, sizeof(l));
+		if (!l || off + cour_wire_pad8(l) > tbl)
+			goto bad;
+		off += cour_wire_pad8(l);
+	}
+	if (off != tbl)
+		goto bad;
+	w->stats.packs_rcvd++;
+	w->stats.rx_pkts += n - 1u;
+	w->rx_borrowed = true;
+	off = COUR_WIRE_PACK_HDR;
+	for (uint16_t i = 0; i < n; i++) {
+		memcpy(&l, buf + tbl + 2 * (size_t)i, sizeof(l));
+		w->rx_train_len = l;    /* (small packets: no stream of big data) */
+		w->rx->packet(w->rx_arg, buf + off, l, sa, sa_len);
+		off += cour_wire_pad8(l);
+	}
+	w->rx_borrowed = borrowed;
+	w->rx_train_len = train;
+	return;
+bad:
+	cour_wire_drop(w, "packed datagram whose layout is broken");
+}
+
 void cour_wire_drop(struct cour_wire *w, const char *why)
 {
 	w->stats.rx_bad++;

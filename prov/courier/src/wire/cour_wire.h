@@ -237,6 +237,16 @@ struct cour_wire_msg {
 };
 void cour_wire_msghdr(struct cour_wire_msg *w, const void *sa, socklen_t sa_len, const void *hdr,
 		      size_t hdr_len, const struct iovec *iov, size_t iovcnt);
+/* A datagram's bytes padded to the 8-byte alignment of packets in a pack. */
+static inline uint32_t cour_wire_pad8(size_t n)
+{
+	return (uint32_t)((n + 7) & ~(size_t)7);
+}
+/* A packed datagram (first byte COUR_WIRE_PACK_MARK) of len bytes in buf, its trailer checked
+ * and gone: each packet handed up borrowed once the whole layout checks out, or none (the
+ * datagram dropped, rx_bad). buf stays the wire's. */
+void cour_wire_unpack(struct cour_wire *w, char *buf, size_t len,
+		      const struct sockaddr_storage *sa, socklen_t sa_len);
 /* A datagram the wire could not read (too big): counted, said at debug level. */
 void cour_wire_drop(struct cour_wire *w, const char *why);
 /* With a key, sign the datagram v[0..n) into t and append t as v[n] (v has room for it):
