@@ -291,6 +291,43 @@ Test(udp_wire, a_gro_train_of_data_is_read_into_place)
 	gro_train_into_place();
 }
 
+/* A GSO run may end with a shorter datagram, and that may be a pack (wire/cour_wire.h): read
+ * into place with the data before it, it is no piece of that data, so it is copied out and
+ * unpacked, its packets handed up intact, and the pieces stay placed. */
+Test(udp_wire, a_pack_ending_a_train_read_into_place_is_unpacked)
+{
+	size_t lens[13];
+
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	start_placing(&ends[1], 0, 20, 1400 - HDR_LEN);
+	for (uint32_t i = 0; i < 10; i++) {
+		lens[i] = 1400;
+		queue(&ends[0], &ends[1], i, 1400);
+	}
+	for (uint32_t i = 0; i < 3; i++) {
+		lens[10 + i] = 100;
+		queue_pack(&ends[0], &ends[1], 100 + i, 100, 1472);
+	}
+	ends[0].w.ops->flush(&ends[0].w);
+	cr_expect_eq(ends[0].w.stats.gso_sends, 1, "ten pieces and the pack in one run");
+	cr_expect_eq(ends[0].w.stats.gso_segs, 11);
+	cr_expect_eq(ends[0].w.stats.packs, 1);
+	receive(&ends[1], 13);
+	for (int i = 0; i < 13; i++) {
+		const struct seen *x = &ends[1].seen[i];
+
+		cr_expect_eq(x->id, i < 10 ? (uint32_t)i : 90u + (uint32_t)i, "packet %d", i);
+		cr_expect_eq(x->len, lens[i]);
+		cr_expect(x->intact, "packet %u corrupted", x->id);
+		cr_expect_eq(x->placed, i < 10, "packet %u placed %d", x->id, x->placed);
+	}
+	check_place(&ends[1], 10);
+	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
+	cr_expect_eq(ends[1].w.stats.packs_rcvd, 1);
+	cr_expect_eq(ends[1].w.stats.rx_bad, 0);
+}
+
 /* Pieces 0-4, a stranger (200) where 5 belongs, then 6-9. With held, the engine, once 4 is
  * in, fills 5's place from a packet it held, over the stranger's bytes: the stranger comes up
  * intact all the same (copied out before anything was handled), and 6-9 stay placed. Without,
