@@ -263,6 +263,63 @@ Test(txwin, the_wire_may_pack_packets_up_to_the_peers_mtu_unless_told_not_to)
 	cr_assert_eq(capwire.pkts[2].pack, CAPWIRE_MTU, "a retransmission may be packed too");
 }
 
+static void zero_crc(char *buf, size_t len)
+{
+	((struct cour_base_hdr *)buf)->crc = 0;
+}
+
+/* An ACK for seq 0 from the remote peer as a keyed sender makes it: flag MAC, no crc. */
+static void keyed_ack_without_crc(void)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_ACK, 0, 1, 0, 8);
+
+	h.base.flags |= COUR_F_MAC;
+	capwire_rx_mangled(ep, &h, NULL, 0, 0, zero_crc);
+}
+
+/* With a key the datagram's tag covers every byte (the wire checks it before the engine sees
+ * the packet): packets go without a crc, and are taken without one; FI_COURIER_CHECKSUM=1
+ * still has one computed. Without a key a packet without its crc is dropped. */
+Test(txwin, keyed_packets_carry_no_crc_and_are_taken_without_one)
+{
+	static const char key[] = "test_rel's job key, 16+ bytes";
+	const struct capwire_pkt *p;
+	uint32_t crc;
+
+	peer->tx_credit_limit = PLENTY;
+	capwire_send(ep, data, 100, NULL, 0);
+	struct cour_pkt_hdr plain = capwire_hdr(peer, COUR_PKT_ACK, 0, 1, 0, 8);
+	uint64_t bad = ep->pep.stats.drop_bad_hdr, mac = ep->pep.stats.drop_bad_mac;
+
+	capwire_rx_mangled(ep, &plain, NULL, 0, 0, zero_crc);
+	cr_assert_eq(peer->tx_una, 0, "no key, no MAC flag: a packet without its crc is dropped");
+	cr_assert_eq(ep->pep.stats.drop_bad_hdr, bad + 1);
+	keyed_ack_without_crc();
+	cr_assert_eq(peer->tx_una, 0, "no key here: an authenticated packet is dropped");
+	cr_assert_eq(ep->pep.stats.drop_bad_mac, mac + 1, "...and counted as such");
+
+	ep->pep.wire.mac = cour_mac_new(key, sizeof(key) - 1, 60);
+	cr_assert_not_null(ep->pep.wire.mac);
+	keyed_ack_without_crc();
+	cr_assert_eq(peer->tx_una, 1, "keyed: taken without a crc");
+	capwire_send(ep, data, 100, NULL, 0);
+	p = capwire_last();
+	cr_assert(p->hdr.base.flags & COUR_F_MAC);
+	cr_assert_eq(p->hdr.base.crc, 0, "keyed: no crc computed");
+
+	cour_params.checksum = 1;
+	capwire_send(ep, data, 100, NULL, 0);
+	p = capwire_last();
+	cr_assert(p->hdr.base.flags & COUR_F_PCSUM);
+	struct cour_pkt_hdr h = p->hdr;
+	h.base.crc = 0;
+	crc = cour_crc32c(cour_crc32c(0, &h, COUR_PKT_HDR_LEN), p->payload, p->plen);
+	cr_assert_eq(p->hdr.base.crc, crc, "FI_COURIER_CHECKSUM=1: header and payload summed");
+	cour_params.checksum = 0;
+	cour_mac_free(ep->pep.wire.mac);
+	ep->pep.wire.mac = NULL;
+}
+
 Test(txwin, a_cumulative_ack_releases_and_completes)
 {
 	const struct cour_cq_entry *e;

@@ -742,9 +742,13 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 
 	if (pcsum)
 		hdr->base.flags |= COUR_F_PCSUM;
-	if (peer && peer->ep->wire.mac)
-		hdr->base.flags |= COUR_F_MAC;
 	hdr->base.crc = 0;
+	if (peer && peer->ep->wire.mac) {
+		hdr->base.flags |= COUR_F_MAC;
+		/* the datagram's tag covers every byte: a crc would add nothing (unless asked) */
+		if (!cour_params.checksum)
+			return;
+	}
 	crc = cour_crc32c(0, hdr, hdr_len);
 	if (pcsum)
 		for (size_t i = 0; i < iovcnt; i++)

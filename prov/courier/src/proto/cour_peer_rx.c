@@ -12,6 +12,13 @@
 /* the UDP wire tells a packed datagram from a packet by its first byte */
 static_assert(COUR_WIRE_VERSION != COUR_WIRE_PACK_MARK, "a packet would look packed");
 
+/* With a key, a packet the wire handed up passed its datagram's tag, which covers every byte:
+ * its sender computed no crc (cour_hdr_finish), unless FI_COURIER_CHECKSUM asks for one. */
+static inline bool cour_pkt_tagged(const struct cour_pep *ep, const struct cour_base_hdr *h)
+{
+	return ep->wire.mac && (h->flags & COUR_F_MAC) && !cour_params.checksum;
+}
+
 /* Checks that every byte the header claims is really there, and that it is intact. */
 static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 {
@@ -45,6 +52,10 @@ static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 		return false;
 	if (ep->rx_placed)
 		return true;    /* checked whole by cour_ep_rx_placed, payload in place */
+	/* flag MAC: keyed, the wire checked the tag; unkeyed, cour_ep_rx_packet drops it right
+	 * after as authenticated (drop_bad_mac), which its missing crc must not hide */
+	if ((h->flags & COUR_F_MAC) && !cour_params.checksum)
+		return true;
 	want = h->crc;
 	h->crc = 0;
 	/* the sender chained header then payload; crc32c chains, so one pass over the datagram */
@@ -465,7 +476,9 @@ static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len, size_t
 	    (h.base.type == COUR_PKT_READ_RESP && (h.base.flags & COUR_F_CMA)))
 		return NULL;
 	h.base.crc = 0;
-	if (!(h.base.flags & COUR_F_PCSUM) && cour_crc32c(0, &h, COUR_PKT_HDR_LEN) != want)
+	/* (keyed: the wire checks the tag once the datagram is read, before placed runs) */
+	if (!(h.base.flags & COUR_F_PCSUM) && !cour_pkt_tagged(ep, &h.base) &&
+	    cour_crc32c(0, &h, COUR_PKT_HDR_LEN) != want)
 		return NULL;
 	if (cour_addr_from_sockaddr(&from, sa, sa_len) != 0)
 		return NULL;
@@ -540,7 +553,7 @@ static void cour_ep_rx_placed(void *arg, void *hdr, const void *payload, size_t 
 	struct cour_pep *ep = arg;
 	void *ret;
 
-	if (!cour_ep_placed_ok(hdr, payload, len, checked)) {
+	if (!cour_pkt_tagged(ep, hdr) && !cour_ep_placed_ok(hdr, payload, len, checked)) {
 		/* the bytes that landed belong to a receive still in progress: the resent
 		 * packet overwrites them before anyone may read them */
 		COUR_DROP_BAD(ep, "payload read in place failed its checksum");
