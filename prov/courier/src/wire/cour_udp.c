@@ -195,7 +195,7 @@ static int cour_udp_open(struct cour_wire *w, const struct cour_addr *want)
 	/* The app spoke IPv4 (or not): answer in the same family as it asked. */
 	w->addr.is_v4 = want->is_v4;
 	w->fd = fd;
-	w->tx_count = w->tx_signed = w->pack_used = 0;
+	w->tx_count = w->pack_used = 0;
 	w->pack_open = UINT32_MAX;
 
 	if (cour_wire_rxbufs_init(w)) {
@@ -445,13 +445,13 @@ static void cour_udp_out(struct cour_wire *w, uint32_t k, uint32_t first, uint32
 	struct msghdr *m = &w->out_msgs[k].msg_hdr;
 	struct cmsghdr *c;
 
-	/* with a key each datagram is signed now that it is final (a pack grows until then) */
-	for (uint32_t i = COUR_MAX(first, w->tx_signed); w->mac && i < first + segs; i++) {
+	/* with a key each datagram is signed now that it is final (a pack grows until then);
+	 * the runs of one flush are disjoint, so each is signed once */
+	for (uint32_t i = first; w->mac && i < first + segs; i++) {
 		struct msghdr *d = &w->tx_msgs[i].msg_hdr;
 
 		d->msg_iovlen = cour_wire_sign(w, w->tx_iov[i], d->msg_iovlen, &w->tx_trl[i]);
 	}
-	w->tx_signed = first + segs;
 	w->out_first[k] = first;
 	w->out_segs[k] = segs;
 	*m = w->tx_msgs[first].msg_hdr;
@@ -541,7 +541,6 @@ static void cour_udp_send_queued(struct cour_wire *w, bool part)
 	if (!w->tx_count)
 		return;
 	cour_udp_pack_close(w);
-	w->tx_signed = 0;
 	for (uint32_t first = 0; first < w->tx_count; n++) {
 		uint32_t segs = cour_udp_run(w, first);
 
@@ -587,7 +586,6 @@ static void cour_udp_send_queued(struct cour_wire *w, bool part)
 		w->tx_count = 0;
 		w->pack_used = 0;
 	}
-	w->tx_signed = 0;
 }
 
 static int cour_udp_flush(struct cour_wire *w)

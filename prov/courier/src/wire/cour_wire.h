@@ -195,7 +195,6 @@ struct cour_wire {
 	uint32_t             tx_len[COUR_WIRE_TX_BATCH];  /* datagram bytes, header included */
 	uint32_t             tx_pack[COUR_WIRE_TX_BATCH]; /* the queue's pack bound; 0: alone */
 	uint32_t             tx_count;
-	uint32_t             tx_signed;       /* entries below it carry their trailer (a key) */
 	/* packing: the open pack (the queue's last entry, still growing; UINT32_MAX: none), its
 	 * packets' lengths, and where packs are built (COUR_WIRE_PACK_ARENA bytes, allocated at
 	 * the first pack, reused once the queue is empty) */
