@@ -880,22 +880,30 @@ static void loop_raw(const uint8_t *data, size_t len, bool sign)
 	free(copy);
 }
 
+/* The next overlay record [len16][ctl x NCTL][body] of *d (*n bytes) built into pkt, its
+ * length in *len: false when no record is left; *d and *n move past it. */
+static bool next_record(const uint8_t **d, size_t *n, uint8_t *pkt, size_t *len, int *alt)
+{
+	const uint8_t *p = *d, *ctl = p + 2;
+	size_t blen;
+
+	if (*n < 2 + NCTL)
+		return false;
+	blen = COUR_MIN((size_t)(p[0] | p[1] << 8), *n - 2 - NCTL);
+	*len = build_pkt(pkt, ctl, p + 2 + NCTL, blen, alt);
+	*d = p + 2 + NCTL + blen;
+	*n -= 2 + NCTL + blen;
+	return true;
+}
+
 static void multi(const uint8_t *d, size_t n)
 {
 	static uint8_t pkt[COUR_MAX_PKT];
+	size_t len;
 	int alt;
 
-	for (int r = 0; r < MULTI_MAX && n >= 2 + NCTL; r++) {
-		size_t blen = (size_t)(d[0] | d[1] << 8);
-		const uint8_t *ctl = d + 2;
-
-		d += 2 + NCTL;
-		n -= 2 + NCTL;
-		blen = COUR_MIN(blen, n);
-		size_t len = build_pkt(pkt, ctl, d, blen, &alt);
+	for (int r = 0; r < MULTI_MAX && next_record(&d, &n, pkt, &len, &alt); r++) {
 		deliver(alt, pkt, len);
-		d += blen;
-		n -= blen;
 		pump(1);
 	}
 }
@@ -916,16 +924,9 @@ static void packed(const uint8_t *d, size_t n, bool sign)
 	n -= 2;
 	memset(pack, 0, COUR_WIRE_PACK_HDR);
 	pack[0] = COUR_WIRE_PACK_MARK;
-	while (count < COUR_WIRE_PACK_CNT && n >= 2 + NCTL) {
-		size_t blen = (size_t)(d[0] | d[1] << 8);
-		const uint8_t *ctl = d + 2;
+	size_t len;
 
-		d += 2 + NCTL;
-		n -= 2 + NCTL;
-		blen = COUR_MIN(blen, n);
-		size_t len = build_pkt(pkt, ctl, d, blen, &alt);
-		d += blen;
-		n -= blen;
+	while (count < COUR_WIRE_PACK_CNT && next_record(&d, &n, pkt, &len, &alt)) {
 		tag_guard(pkt, len);
 		if (off + cour_wire_pad8(len) + 2 * (count + 1u) > sizeof(pack))
 			break;
