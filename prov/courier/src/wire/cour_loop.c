@@ -244,11 +244,8 @@ static int cour_loop_poll(struct cour_wire *w)
 		} else if (cour_wire_rx_auth(w, pkt->data, &len, &pkt->from, pkt->from_len)) {
 			memcpy(w->rx_bufs[n], pkt->data, len);
 			/* (this wire packs nothing, but reads packs as the UDP wire does) */
-			if (len && *(const uint8_t *)w->rx_bufs[n] == COUR_WIRE_PACK_MARK)
-				cour_wire_unpack(w, w->rx_bufs[n], len, &pkt->from, pkt->from_len);
-			else
-				w->rx_bufs[n] = w->rx->packet(w->rx_arg, w->rx_bufs[n], len,
-							      &pkt->from, pkt->from_len);
+			w->rx_bufs[n] = cour_wire_up(w, w->rx_bufs[n], len, &pkt->from,
+						     pkt->from_len);
 		}
 		free(pkt);
 		n++;

@@ -664,11 +664,7 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 		w->stats.rx_pkts++;
 		if (COUR_UNLIKELY(w->mac) && !cour_wire_rx_auth(w, buf, &len, sa, sa_len))
 			return buf;
-		if (*(const uint8_t *)buf == COUR_WIRE_PACK_MARK) {
-			cour_wire_unpack(w, buf, len, sa, sa_len);
-			return buf;
-		}
-		return w->rx->packet(w->rx_arg, buf, len, sa, sa_len);
+		return cour_wire_up(w, buf, len, sa, sa_len);
 	}
 	w->stats.gro_trains++;
 	w->rx_borrowed = true;
@@ -691,10 +687,7 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 		}
 		if (COUR_UNLIKELY(w->mac) && !cour_wire_rx_auth(w, pkt, &seg, sa, sa_len))
 			continue;
-		if (*(const uint8_t *)pkt == COUR_WIRE_PACK_MARK)
-			cour_wire_unpack(w, pkt, seg, sa, sa_len);
-		else
-			w->rx->packet(w->rx_arg, pkt, seg, sa, sa_len);
+		cour_wire_up(w, pkt, seg, sa, sa_len);
 	}
 	if (align)
 		cour_pool_put(w->rxbuf_pool, align);
@@ -724,10 +717,7 @@ static void cour_udp_train_seg(struct cour_wire *w, char *pkt, size_t len, bool 
 	}
 	if (!checked && w->mac && !cour_wire_rx_auth(w, pkt, &len, sa, sa_len))
 		return;
-	if (*(const uint8_t *)pkt == COUR_WIRE_PACK_MARK)
-		cour_wire_unpack(w, pkt, len, sa, sa_len);
-	else
-		w->rx->packet(w->rx_arg, pkt, len, sa, sa_len);
+	cour_wire_up(w, pkt, len, sa, sa_len);
 }
 
 /*

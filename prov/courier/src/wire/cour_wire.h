@@ -246,6 +246,17 @@ static inline uint32_t cour_wire_pad8(size_t n)
  * datagram dropped, rx_bad). buf stays the wire's. */
 void cour_wire_unpack(struct cour_wire *w, char *buf, size_t len,
 		      const struct sockaddr_storage *sa, socklen_t sa_len);
+/* A received datagram of len bytes (trailer checked and gone) up to the engine: unpacked if
+ * packed, else rx->packet. Returns the buffer to read the next one into (as rx->packet). */
+static inline void *cour_wire_up(struct cour_wire *w, void *buf, size_t len,
+				 const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	if (COUR_UNLIKELY(len && *(const uint8_t *)buf == COUR_WIRE_PACK_MARK)) {
+		cour_wire_unpack(w, buf, len, sa, sa_len);
+		return buf;
+	}
+	return w->rx->packet(w->rx_arg, buf, len, sa, sa_len);
+}
 /* A datagram the wire could not read (too big): counted, said at debug level. */
 void cour_wire_drop(struct cour_wire *w, const char *why);
 /* With a key, sign the datagram v[0..n) into t and append t as v[n] (v has room for it):
