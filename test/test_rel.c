@@ -652,6 +652,7 @@ Test(txwin, one_big_send_with_nothing_in_flight_leaves_at_once)
 	peer->tx_credit_limit = PLENTY;
 	cour_params.window = 64;
 	cour_params.eager_max = 32768;
+	peer->cc.cwnd = 64 * peer->mtu;     /* a window the path has shown it can take */
 	capwire_send(ep, data, 20 * CAPWIRE_ROOM, NULL, 0);   /* 20 packets in one push */
 	cr_assert_eq(peer->tx_next, 20);
 	cr_assert_eq(capwire.flushes, 1, "nothing it waits behind would draw an ACK");

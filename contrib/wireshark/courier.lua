@@ -115,6 +115,9 @@ field("src_session", ProtoField.uint32("courier.src_session", "Source session", 
 field("dst_session", ProtoField.uint32("courier.dst_session", "Destination session",
 				       base.HEX))
 field("seq",         ProtoField.uint32("courier.seq", "Sequence number", base.DEC))
+field("hold",        ProtoField.uint32("courier.hold",
+				       "Held (us since the kernel took the packet acknowledged)",
+				       base.DEC))
 field("ack",         ProtoField.uint32("courier.ack", "Cumulative ACK (next expected)",
 				       base.DEC))
 field("sack",        ProtoField.uint32("courier.sack", "SACK bitmap", base.HEX))
@@ -283,7 +286,8 @@ local function courier_body_len(tvb, pinfo, inner)
 	elseif body < OP_LEN then
 		return nil
 	end
-	if not sequenced(t) and seq ~= 0 then return nil end
+	-- (an ACK's seq field is its hold time, anything else unsequenced has 0 there)
+	if not sequenced(t) and t ~= T.ACK and seq ~= 0 then return nil end
 	return body
 end
 
@@ -352,7 +356,7 @@ local function dissect_base(tvb, pinfo, tree, t, flags)
 	tree:add_le(pf.crc, tvb(4, 4))
 	tree:add_le(pf.src_session, tvb(8, 4))
 	tree:add_le(pf.dst_session, tvb(12, 4))
-	tree:add_le(pf.seq, tvb(16, 4))
+	tree:add_le(t == T.ACK and pf.hold or pf.seq, tvb(16, 4))
 	local ack, sack = tvb(20, 4):le_uint(), tvb(24, 4):le_uint()
 	tree:add_le(pf.ack, tvb(20, 4))
 	local si = tree:add_le(pf.sack, tvb(24, 4))
@@ -491,6 +495,7 @@ local function dissect(tvb, pinfo, tree, body, idx)
 	local info = { name }
 	if sequenced(t) then info[#info + 1] = "seq=" .. seq end
 	if t ~= T.CM then info[#info + 1] = "ack=" .. ack end
+	if t == T.ACK and seq ~= 0 then info[#info + 1] = "hold=" .. seq .. "us" end
 
 	if has_op_hdr(t) then
 		dissect_op(tvb, root, t, flags)

@@ -297,7 +297,7 @@ if command -v python3 >/dev/null 2>&1; then
 		-e courier.hello.box_gen -e courier.hello.box_idx >"$tmp/craft.got"
 	# what trace_craft.py wrote, field by field (empty: the packet has no such field)
 	cat >"$tmp/craft.want" <<'EOF'
-1|0x0408|0|100|101 103|101 103 141|||||||||||||||||||||0x1122334455667788|7|aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa|||
+1|0x0408||100|101 103|101 103 141|||||||||||||||||||||0x1122334455667788|7|aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa|||
 3|0x0107|5|9|||9|3||||||0x00000000feedface|0x0000000000001234|10|0x0000000000000000|10||||||||||||||
 12|0x0000|6|9|||10||12|7|2|3||0x0000000000000077|0x0000000000000000|24|0x00007f0000001000|48||||||||||||||
 11|0x0000|7|9|||10||||||10|0x0000000000000000|0x0000000000000000|0|0x0000000000000000|0||||||||||||||
@@ -307,7 +307,7 @@ if command -v python3 >/dev/null 2>&1; then
 3|0x0107|5|9|||9|3||||||0x00000000feedface|0x0000000000001234|10|0x0000000000000000|10||||||||||||2||
 13|0x0000|0|0|||0|||||||0x0000000000000000|0x0000000000000000|4|0x0000000000000000|4||||||||||||||
 |||||||||||||||||||||||||||||||
-1|0x0400|0|7||||||||||||||||||||||||||||
+1|0x0400||7||||||||||||||||||||||||||||
 16|0x0003|0|11|||42|||||||0x0000000000000005|0x0000000000000066|3|0x0000000000000000|3||||||||||||||
 3 3|0x0401 0x0507|8 5|9 9|||11 9|3||||||0x0000000000000099 0x00000000feedface|0x0000000000000000 0x0000000000001234|5 10|0x0000000000000000 0x0000000000000000|5 10|||||||||0x00000000000000cc|9|cccccccccccccccccccccccccccccccc|2||
 EOF
@@ -317,6 +317,7 @@ EOF
 	fi
 	expect "crafted: MAC times" "$(count "$craft" \
 		'courier.mac.time == "2023-11-14 22:13:20Z" || courier.mac.time == "2023-11-14 22:13:21Z"')" 2
+	expect "crafted: an ACK's hold time" "$(count "$craft" 'courier.hold == 250')" 1
 	expect "crafted: IPv6 DGRAM" "$(count "$craft" 'ipv6 && courier.type == 13')" 1
 	expect "crafted: the version-2 datagram taken for courier" \
 		"$(count "$craft" 'frame.number == 10 && courier')" 0

@@ -74,11 +74,12 @@ def main(path):
     def add(payload, src=a4, dst=b4):
         packets.append(ip_udp(src[0], dst[0], src[1], dst[1], payload))
 
-    # 1 ACK: sack bits 0 and 2 (101, 103 held), extended bitmap bits 0, 2, 40 (101, 103, 141)
+    # 1 ACK: sack bits 0 and 2 (101, 103 held), extended bitmap bits 0, 2, 40 (101, 103, 141),
+    # packet 99 held 250 us by its receiver (the seq field of an ACK)
     ext = bytearray(8)
     for i in (0, 2, 40):
         ext[i // 8] |= 1 << (i % 8)
-    add(base(ACK, F_PCSUM | F_MAC, ack=100, sack=0b101) + bytes(ext) +
+    add(base(ACK, F_PCSUM | F_MAC, seq=250, ack=100, sack=0b101) + bytes(ext) +
         mac(0x1122334455667788, 7, 1700000000, bytes([0xaa] * 16)))
     # 2 EAGER to receive context 3, tagged, with CQ data, delivery complete
     add(base(EAGER, F_TAGGED | F_CQ_DATA | F_DC | F_RXCTX, seq=5, ack=9) +

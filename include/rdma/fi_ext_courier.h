@@ -112,6 +112,19 @@ struct fi_courier_stats {
 	/* packed datagrams (FI_COURIER_UDP_PACK) */
 	uint64_t udp_packs, udp_packed;     /* datagrams sent packed, and the packets in them */
 	uint64_t udp_packs_rcvd;            /* packed datagrams received */
+	/* congestion control (FI_COURIER_CC): the last peer acknowledged, then totals */
+	uint64_t cc_cwnd;                   /* its congestion window, bytes */
+	uint64_t cc_base_rtt_us;            /* its lowest RTT: the path with empty queues */
+	uint64_t cc_qdelay_us;              /* its queueing delay in the last round measured */
+	uint64_t cc_cuts_delay;             /* windows cut: a round's queue above the target */
+	uint64_t cc_cuts_loss;              /* ... a loss with a queue behind it */
+	uint64_t cc_cuts_timeout;           /* ... the retransmit timer, nothing SACKed */
+	uint64_t cc_loss_random;            /* losses with no queue behind them: not cut */
+	uint64_t cc_compete;                /* peers that turned loss-based beside a flow
+					     * that fills the queue (TCP) */
+	uint64_t cc_stalls;                 /* rounds in which the window held sends back */
+	uint64_t cc_rto_spurious;           /* timeouts undone: the peer had the packet, its
+					     * process was late to acknowledge it */
 };
 
 struct fi_courier_ops_ep {

@@ -583,6 +583,37 @@ static int cour_ep_ops_open(struct fid *fid, const char *name, uint64_t flags, v
 	return 0;
 }
 
+/* Congestion control: the totals, then the window of each peer across the network (the
+ * first COUR_CC_PRINT_PEERS of them). */
+#define COUR_CC_PRINT_PEERS 16
+static void cour_ep_print_cc(struct cour_ep *ep, const struct fi_courier_stats *s,
+			     const char *me)
+{
+	static const char *const mode[] = { "delay", "compete", "probe" };
+	struct cour_peer *peer, *tmp;
+	char str[80];
+	int n = 0;
+
+	fprintf(stderr, "courier stats %s: cc_cwnd %" PRIu64 " cc_base_rtt_us %" PRIu64
+		" cc_qdelay_us %" PRIu64 " cc_cuts_delay %" PRIu64 " cc_cuts_loss %" PRIu64
+		" cc_cuts_timeout %" PRIu64 " cc_loss_random %" PRIu64 " cc_compete %" PRIu64
+		" cc_stalls %" PRIu64 " cc_rto_spurious %" PRIu64 "\n", me, s->cc_cwnd,
+		s->cc_base_rtt_us, s->cc_qdelay_us, s->cc_cuts_delay, s->cc_cuts_loss,
+		s->cc_cuts_timeout, s->cc_loss_random, s->cc_compete, s->cc_stalls,
+		s->cc_rto_spurious);
+	HASH_ITER(hh, ep->pep.peers, peer, tmp) {
+		if (peer->via_shm || !peer->cc.base_us)
+			continue;
+		if (n++ == COUR_CC_PRINT_PEERS)
+			break;
+		fprintf(stderr, "courier cc %s: peer %s cwnd %u ssthresh %u base_rtt_us %u "
+			"qdelay_us %u srtt_us %" PRIu64 " mode %s\n", me,
+			cour_addr_str(&peer->addr, str, sizeof(str)), peer->cc.cwnd,
+			peer->cc.ssthresh, peer->cc.base_us, peer->cc.qdelay_us, peer->srtt_us,
+			mode[peer->cc.mode]);
+	}
+}
+
 static void cour_ep_print_stats(struct cour_ep *ep)
 {
 	struct fi_courier_stats s;
@@ -637,6 +668,8 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		" credit_repaid %" PRIu64 " rts_adopted %" PRIu64 " retrans_probe %" PRIu64 "\n",
 		str, s.unexp_bytes, s.unexp_peak, s.credit_rts, s.credit_grants, s.credit_refused,
 		s.credit_repaid, s.rts_adopted, s.retrans_probe);
+	if (cour_params.cc && ep->pep.wire.base == &cour_udp_wire)
+		cour_ep_print_cc(ep, &s, str);
 	if (ep->pep.wire.mac || s.drop_bad_mac)
 		fprintf(stderr, "courier stats %s: authenticated %d drop_bad_mac %" PRIu64
 			" drop_replay %" PRIu64 "\n", str, ep->pep.wire.mac != NULL,

@@ -21,6 +21,8 @@ struct cour_params cour_params = {
 	.ack_delay_us = 20,
 	.rto_min_us = 1000,
 	.rto_max_us = 500000,
+	.cc = 1,
+	.cc_target_us = 100,
 	.peer_timeout_ms = 300000,
 	.peer_warn_ms = 10000,
 	.refused_grace_ms = 1000,
@@ -138,6 +140,13 @@ static void cour_params_define(void)
 	fi_param_define(&cour_prov, "rto_max", FI_PARAM_INT,
 		"Retransmit timeout ceiling after backoff, microseconds (default: %d)",
 		p->rto_max_us);
+	fi_param_define(&cour_prov, "cc", FI_PARAM_BOOL,
+		"Congestion control for peers across the network: a window per peer driven by "
+		"queueing delay, loss-based beside TCP; 0: the send window alone (default: %d)",
+		p->cc);
+	fi_param_define(&cour_prov, "cc_target", FI_PARAM_INT,
+		"Queueing delay congestion control aims at, microseconds above the path's lowest "
+		"RTT (default: %d)", p->cc_target_us);
 	fi_param_define(&cour_prov, "win_idle", FI_PARAM_INT,
 		"A peer's send and receive windows grow with what it has in flight and are freed "
 		"once it has been quiet this long, milliseconds; 0 frees them as soon as it is "
@@ -258,6 +267,8 @@ static void cour_params_define(void)
 	cour_param_int("ack_delay", &p->ack_delay_us, 0, 100000);
 	cour_param_int("rto_min", &p->rto_min_us, 10, 10000000);
 	cour_param_int("rto_max", &p->rto_max_us, 100, 60000000);
+	fi_param_get_bool(&cour_prov, "cc", &p->cc);
+	cour_param_int("cc_target", &p->cc_target_us, 1, 1000000);
 	cour_param_int("win_idle", &p->win_idle_ms, 0, 3600 * 1000);
 	cour_param_int("peer_timeout", &p->peer_timeout_ms, 10, 24 * 3600 * 1000);
 	cour_param_int("peer_warn", &p->peer_warn_ms, 10, 24 * 3600 * 1000);

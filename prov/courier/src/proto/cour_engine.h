@@ -36,6 +36,7 @@
 #define COUR_ENGINE_H
 
 #include "util/cour_util.h"
+#include "proto/cour_cc.h"
 #include "proto/cour_errno.h"
 #include "proto/cour_pdom.h"
 #include "proto/cour_wire_fmt.h"
@@ -258,7 +259,9 @@ struct cour_peer {
 	uint32_t             tx_una, tx_next;
 	struct cour_txpkt   *txwin;           /* send ring, txcap slots (proto/cour_peer_win.c) */
 	uint32_t             txcap;           /* 0: none; a power of two <= params.window */
-	uint64_t             inflight_bytes;
+	uint64_t             inflight_bytes;  /* of packets built and not acknowledged */
+	uint64_t             sacked_bytes;    /* ...of them SACKed: no longer on the network */
+	struct cour_cc       cc;              /* congestion window (proto/cour_cc.h) */
 	/* Every unfinished txe of the peer is on exactly one of these lists (utlist DL): */
 	struct cour_txe     *ctrlq;           /* CTS, DONE, RDATA: need no credit, go first */
 	struct cour_txe     *txq;             /* EAGER, RTS: packets left to build */
@@ -294,6 +297,9 @@ struct cour_peer {
 	uint32_t             grant_extra;     /* units lent beyond FI_COURIER_CREDITS */
 	bool                 ack_needed;
 	uint32_t             rx_since_ack;
+	uint64_t             rx_stamp_ns;     /* when the kernel took the newest packet delivered
+					       * in order (wire->rx_stamp_ns), 0: unknown; an
+					       * ACK tells the sender how long we held it */
 	uint64_t             ack_deadline;
 	struct cour_rxmsg   *rx_cur;          /* eager message being reassembled */
 	uint32_t             rma_rx_id;       /* the WRITE whose fragments are arriving */

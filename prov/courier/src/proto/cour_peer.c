@@ -24,6 +24,14 @@ static uint32_t cour_session_new(void)
 	return s;
 }
 
+/* What the send window could hold anyway: the congestion window never needs more. */
+static uint32_t cour_peer_cwnd_max(const struct cour_peer *peer)
+{
+	uint64_t w = COUR_MIN((uint64_t)cour_params.window * peer->mtu, cour_params.sockbuf / 2);
+
+	return (uint32_t)COUR_MIN(w, (uint64_t)UINT32_MAX);
+}
+
 static void cour_peer_state_init(struct cour_peer *peer)
 {
 	uint64_t now = cour_now_us();
@@ -33,6 +41,9 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->remote_session = 0;
 	peer->tx_una = peer->tx_next = 0;
 	peer->inflight_bytes = 0;
+	peer->sacked_bytes = 0;
+	cour_cc_init(&peer->cc, peer->mtu, cour_peer_cwnd_max(peer),
+		     (uint32_t)cour_params.cc_target_us, 0, now);
 	peer->tx_credit_limit = (uint32_t)cour_params.credits;
 	peer->tx_credit_used = 0;
 	peer->credit_stalled = false;
@@ -53,6 +64,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->rx_units = 0;
 	peer->ack_needed = false;
 	peer->rx_since_ack = 0;
+	peer->rx_stamp_ns = 0;
 	peer->ack_deadline = 0;
 	peer->rx_cur = NULL;
 	peer->rx_rdv_pending = 0;
@@ -401,6 +413,8 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 
 	if (peer->tx_una == peer->tx_next)
 		peer->last_ack_us = now;    /* the silence clock starts with the first packet out */
+	if (!peer->via_shm)
+		cour_cc_sending(&peer->cc, cour_peer_pipe(peer), now);
 	peer->tx_next++;
 	peer->inflight_bytes += len + COUR_PKT_HDR_LEN;
 	txe->built += len;
@@ -434,7 +448,8 @@ static bool cour_peer_window_open(struct cour_peer *peer)
 {
 	return peer->tx_next - peer->tx_una < (uint32_t)cour_params.window &&
 	       peer->inflight_bytes < cour_params.sockbuf / 2 && !peer->shm_blocked &&
-	       !(peer->shm && !peer->via_shm) && cour_peer_txwin_room(peer);
+	       !(peer->shm && !peer->via_shm) && cour_peer_txwin_room(peer) &&
+	       cour_peer_cc_open(peer);
 }
 
 void cour_peer_push(struct cour_peer *peer)
@@ -461,8 +476,11 @@ void cour_peer_push(struct cour_peer *peer)
 		while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
 			;
 	}
-	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer) && !peer->shm_blocked)
+	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer) && !peer->shm_blocked) {
 		ep->stats.window_stalls++;
+		if (!cour_peer_cc_open(peer) && cour_cc_blocked(&peer->cc))
+			ep->stats.cc_stalls++;
+	}
 	/* A send posted while many of the peer's packets are in flight leaves with the next
 	 * progress pass, batched with those posted meanwhile (one GSO call for a run): the ACKs
 	 * those packets draw bring that pass at the latest. Counted before this push: what it
@@ -498,6 +516,14 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 	memset(&hdr.base, 0, sizeof(hdr.base));
 	hdr.base.type = COUR_PKT_ACK;
 	hdr.base.flags = flags;
+	/* an ACK is unsequenced: its seq field says how long, in us, we held the packet it
+	 * acknowledges last since the kernel took it (0: unknown). The sender takes that
+	 * from its RTT sample: time this process was not running is no queue in the network */
+	if (peer->rx_stamp_ns) {
+		uint64_t held = cour_us_since(cour_wall_ns(), peer->rx_stamp_ns) / 1000u;
+
+		hdr.base.seq = (uint32_t)COUR_MIN(COUR_MAX(held, (uint64_t)1), (uint64_t)UINT32_MAX);
+	}
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0);
 	if (cour_peer_send_now(peer, &hdr, COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0) == 0) {
 		peer->ep->stats.acks_sent++;

@@ -8,7 +8,32 @@
 #include "proto/cour_peer_int.h"
 #include "proto/cour_rel.h"
 
-static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt)
+/*
+ * The part of an RTT sample spent in the network: without the time the ACK waited in our
+ * socket for this process to run (its kernel arrival stamp), nor the time the peer held the
+ * packet it acknowledges (an ACK's seq field; hold 0: not known). 0: the parts do not add up
+ * (another clock, a stamp of the ring), no sample for congestion control.
+ */
+static uint64_t cour_peer_rx_wait(const struct cour_peer *peer)
+{
+	const struct cour_pep *ep = peer->ep;
+
+	if (!ep->wire.rx_stamp_ns || ep->rx_borrowed)
+		return 0;
+	return cour_us_since(cour_wall_ns(), ep->wire.rx_stamp_ns) / 1000u;
+}
+
+static uint64_t cour_peer_net_rtt(const struct cour_peer *peer, uint64_t rtt, uint64_t hold)
+{
+	uint64_t wait = cour_peer_rx_wait(peer);
+
+	return wait + hold < rtt ? rtt - wait - hold : 0;
+}
+
+/* rtt for the retransmit timer (all of it: a late ACK is late whatever the cause), net
+ * for congestion control (cour_peer_net_rtt, 0: none). */
+static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt, uint64_t net,
+				 uint64_t now)
 {
 	struct cour_rtt_est est = {
 		.srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us, .rto_us = peer->rto_us,
@@ -20,6 +45,8 @@ static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt)
 	peer->rttvar_us = est.rttvar_us;
 	peer->rto_us = est.rto_us;
 	peer->ep->stats.rtt_srtt_us = peer->srtt_us;
+	if (net)
+		cour_cc_sample(&peer->cc, net, now);
 }
 
 /* The timeout the current estimate gives, without a new sample: ends a backoff. */
@@ -36,11 +63,50 @@ void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
 	struct cour_txe *txe = slot->txe;
 
 	peer->inflight_bytes -= slot->len + COUR_PKT_HDR_LEN;
+	if (slot->sacked) {
+		peer->sacked_bytes -= slot->len + COUR_PKT_HDR_LEN;
+		slot->sacked = false;
+	}
 	slot->txe = NULL;
 	if (txe) {
 		txe->pkts_out--;
 		cour_txe_check_done(peer, txe);
 	}
+}
+
+static void cour_peer_cc_event(struct cour_peer *peer, enum cour_cc_event ev)
+{
+	struct fi_courier_stats *st = &peer->ep->stats;
+
+	switch (ev) {
+	case COUR_CC_EV_CUT_DELAY: st->cc_cuts_delay++; break;
+	case COUR_CC_EV_CUT_LOSS: st->cc_cuts_loss++; break;
+	case COUR_CC_EV_LOSS_RANDOM: st->cc_loss_random++; break;
+	case COUR_CC_EV_COMPETE: st->cc_compete++; break;
+	default: break;
+	}
+}
+
+void cour_peer_cc_loss(struct cour_peer *peer)
+{
+	if (!peer->via_shm && cour_params.cc)
+		cour_peer_cc_event(peer, cour_cc_loss(&peer->cc, peer->tx_una, peer->tx_next));
+}
+
+/* acked: bytes this ACK took off the network (released or SACKed). */
+static void cour_peer_cc_acked(struct cour_peer *peer, uint64_t acked, uint64_t now)
+{
+	struct cour_cc *cc = &peer->cc;
+	struct fi_courier_stats *st = &peer->ep->stats;
+
+	if (peer->via_shm || !cour_params.cc)
+		return;
+	/* the wall clock only where it is used: probes of all flows start together */
+	cour_peer_cc_event(peer, cour_cc_acked(cc, acked, peer->tx_una, peer->tx_next, now,
+					       cc->mode == COUR_CC_COMPETE ? cour_wall_us() : 0));
+	st->cc_cwnd = cc->cwnd;
+	st->cc_base_rtt_us = cc->base_us;
+	st->cc_qdelay_us = cc->qdelay_us;
 }
 
 /* The highest SACKed sequence number still in the window, or false if nothing is SACKed.
@@ -74,6 +140,7 @@ static void cour_peer_fast_rexmit(struct cour_peer *peer, uint64_t now)
 			above++;
 		} else if ((slot->tries == 1 && above >= 3) ||
 			   (slot->tries > 1 && cour_us_since(now, slot->sent_us) >= again)) {
+			cour_peer_cc_loss(peer);
 			cour_slot_send(peer, slot, now);
 			peer->ep->stats.retrans_fast++;
 			sent = true;
@@ -105,6 +172,7 @@ uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
 		if (slot->sacked)
 			continue;
 		if (cour_us_since(now, slot->sent_us) >= again) {
+			cour_peer_cc_loss(peer);
 			cour_slot_send(peer, slot, now);
 			peer->ep->stats.retrans_fast++;
 			sent = true;
@@ -170,6 +238,7 @@ static void cour_peer_sack_one(struct cour_peer *peer, uint32_t s, uint64_t now,
 	if (slot->tries == 1 && slot->sent_us)
 		*fresh = slot;     /* SACKed as soon as it arrived: a clean RTT sample */
 	slot->sacked = true;
+	peer->sacked_bytes += slot->len + COUR_PKT_HDR_LEN;
 	if (!peer->sack_valid || cour_seq_gt(s, peer->sack_hi)) {
 		peer->sack_hi = s;
 		peer->sack_valid = true;
@@ -181,6 +250,8 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 			  const uint8_t *ext, size_t extlen)
 {
 	uint32_t w = (uint32_t)cour_params.window;
+	uint64_t pipe = cour_peer_pipe(peer);
+	uint64_t hold = h->type == COUR_PKT_ACK ? h->seq : 0;
 
 	cour_credit_granted(peer, h->credits);
 
@@ -195,8 +266,14 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		 * the path. Sample only when nothing the ACK releases was sent twice. */
 		for (uint32_t s = peer->tx_una; clean && s != h->ack; s++)
 			clean = cour_txslot(peer, s)->tries <= 1;
-		if (clean)
-			cour_peer_rtt_sample(peer, cour_us_since(now, last->sent_us));
+		if (clean) {
+			uint64_t rtt = cour_us_since(now, last->sent_us);
+
+			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, rtt, hold), now);
+		}
+		if (COUR_UNLIKELY(peer->cc.rto_at_us) && cour_params.cc &&
+		    cour_cc_rto_spurious(&peer->cc, hold, now - cour_peer_rx_wait(peer)))
+			peer->ep->stats.cc_rto_spurious++;
 		else if (peer->srtt_us)
 			cour_peer_rto_from_srtt(peer);   /* new data got through: undo the backoff */
 		while (peer->tx_una != h->ack) {
@@ -219,12 +296,17 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		for (uint32_t i = 0; i < extlen * 8 && i + 1 < w; i++)
 			if (ext[i / 8] >> (i % 8) & 1)
 				cour_peer_sack_one(peer, h->ack + 1 + i, now, &fresh);
-		if (fresh)
-			cour_peer_rtt_sample(peer, cour_us_since(now, fresh->sent_us));
+		if (fresh) {
+			/* (the hold an ACK reports is its cumulative packet's, not this one's) */
+			uint64_t rtt = cour_us_since(now, fresh->sent_us);
+
+			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, rtt, 0), now);
+		}
 		peer->last_ack_us = now;
 		peer->tail_probed = false;
 		cour_peer_fast_rexmit(peer, now);
 	}
+	cour_peer_cc_acked(peer, pipe - cour_peer_pipe(peer), now);
 push:
 	cour_peer_push(peer);
 }

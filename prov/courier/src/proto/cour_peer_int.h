@@ -20,4 +20,19 @@ uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now);
 uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now);
 uint64_t cour_peer_probe_wait(const struct cour_peer *peer);
 
+/* Bytes on the network toward the peer: built, not acknowledged, not SACKed. */
+static inline uint64_t cour_peer_pipe(const struct cour_peer *peer)
+{
+	return peer->inflight_bytes - peer->sacked_bytes;
+}
+
+/* Does the congestion window let one more packet go? Rings are no network. */
+static inline bool cour_peer_cc_open(const struct cour_peer *peer)
+{
+	return peer->via_shm || !cour_params.cc || cour_cc_open(&peer->cc, cour_peer_pipe(peer));
+}
+
+/* A packet of the peer found lost: the congestion window decides what it means. */
+void cour_peer_cc_loss(struct cour_peer *peer);
+
 #endif

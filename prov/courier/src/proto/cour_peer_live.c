@@ -187,9 +187,14 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 				}
 				cour_wire_flush(ep);
 				/* SACKs show the peer receives: a lost resend, not congestion */
-				if (!cour_peer_last_sacked(peer, &(uint32_t){ 0 }))
+				if (!cour_peer_last_sacked(peer, &(uint32_t){ 0 })) {
 					peer->rto_us = COUR_MIN(peer->rto_us * 2,
 								(uint64_t)cour_params.rto_max_us);
+					if (cour_params.cc) {
+						cour_cc_timeout(&peer->cc, peer->tx_next, now);
+						ep->stats.cc_cuts_timeout++;
+					}
+				}
 				peer->rto_deadline = now + peer->rto_us;
 			}
 		}

@@ -107,6 +107,7 @@ static void cour_peer_rx_inorder(struct cour_peer *peer, char *buf, size_t len)
 	 * acknowledge the packet that caused it */
 	peer->rx_next++;
 	peer->rx_since_ack++;
+	peer->rx_stamp_ns = ep->rx_borrowed ? 0 : ep->wire.rx_stamp_ns;
 	if (!cour_peer_deliver(peer, (const struct cour_pkt_hdr *)buf, buf + COUR_PKT_HDR_LEN,
 			       len - COUR_PKT_HDR_LEN))
 		return;

@@ -22,6 +22,8 @@ struct cour_params {
 	int      ack_delay_us;     /* how long an ACK may wait for a packet to ride on */
 	int      rto_min_us;       /* retransmit timeout floor */
 	int      rto_max_us;       /* retransmit timeout ceiling (after backoff) */
+	int      cc;               /* congestion control on UDP peers (proto/cour_cc.h) */
+	int      cc_target_us;     /* queueing delay congestion control aims at */
 	int      peer_timeout_ms;  /* silence after which a peer with pending work is unreachable */
 	int      peer_warn_ms;     /* silence after which that is said once (warning) */
 	int      refused_grace_ms; /* a peer whose host refuses us may be silent this long */

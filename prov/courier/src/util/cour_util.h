@@ -56,6 +56,20 @@ static inline uint64_t cour_now_us(void)
  * fresher readings: a plain now - then would wrap to ~2^64 and call a peer heard a microsecond
  * ago silent for ever (it did: spurious FI_EHOSTUNREACH under load).
  */
+/* The wall clock: the same instant on every host whose clock is kept in step (NTP), and the
+ * clock of the kernel's receive timestamps (SO_TIMESTAMPNS). */
+static inline uint64_t cour_wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t cour_wall_us(void)
+{
+	return cour_wall_ns() / 1000u;
+}
+
 static inline uint64_t cour_us_since(uint64_t now, uint64_t then)
 {
 	return now > then ? now - then : 0;

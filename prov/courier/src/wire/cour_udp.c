@@ -69,6 +69,11 @@ static void cour_udp_offloads(struct cour_wire *w, int fd)
 	if (setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)))
 		COUR_INFO(FI_LOG_EP_CTRL, "SO_RXQ_OVFL: %s (socket drops not counted)\n",
 			  strerror(errno));
+	/* arrival times for congestion control: a process descheduled for a while is no queue
+	 * in the network (proto/cour_cc.h) */
+	if (cour_params.cc && setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)))
+		COUR_INFO(FI_LOG_EP_CTRL, "SO_TIMESTAMPNS: %s (congestion control counts the "
+			  "time a datagram waits to be read as queueing)\n", strerror(errno));
 	w->gso_on = cour_params.udp_gso && cour_params.gso_segs > 1 &&
 		    getsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &seg, &len) == 0;
 	w->gro_on = cour_params.udp_gro &&
@@ -631,12 +636,13 @@ static int cour_udp_send_now(struct cour_wire *w, const void *sa,
  * share of one: worth it only for big ones, so a round that places nothing returns to
  * batches.
  */
-/* The control data of one received datagram: the GRO segment size (0: a single datagram)
- * and the socket's running count of drops. */
+/* The control data of one received datagram: the GRO segment size (0: a single datagram),
+ * the socket's running count of drops and when the kernel took it. */
 static uint32_t cour_udp_rx_ctl(struct cour_wire *w, struct msghdr *m)
 {
 	uint32_t gso = 0;
 
+	w->rx_stamp_ns = 0;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
 		if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
 			int v;
@@ -648,6 +654,11 @@ static uint32_t cour_udp_rx_ctl(struct cour_wire *w, struct msghdr *m)
 
 			memcpy(&drops, CMSG_DATA(c), sizeof(drops));
 			w->stats.sock_drops = drops;
+		} else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+			struct timespec ts;
+
+			memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+			w->rx_stamp_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 		}
 	}
 	return gso;

@@ -165,6 +165,9 @@ struct cour_wire {
 	 * (a segment of a GRO train): the engine copies what it holds */
 	bool                 rx_borrowed;
 	size_t               rx_train_len;    /* ...and the whole train's length then */
+	/* when the kernel took the datagram being handed up (CLOCK_REALTIME, ns; 0: unknown):
+	 * congestion control subtracts the time it then waited for a process to read it */
+	uint64_t             rx_stamp_ns;
 	bool                 gso_on, gro_on;  /* UDP GSO sends, UDP GRO receives in use */
 	/* set before open: bind with SO_REUSEPORT beside a listening socket and connect to
 	 * this address, so only its datagrams reach us (an accepted FI_EP_MSG endpoint) */
@@ -208,8 +211,10 @@ struct cour_wire {
 	struct iovec         out_iov[COUR_WIRE_TX_BATCH * (COUR_WIRE_IOV_MAX + 2)];
 	union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; }
 			     out_ctl[COUR_WIRE_TX_BATCH];
-	/* control data of the receive batch: the GRO segment size, the socket's drop count */
-	union { char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t))];
+	/* control data of the receive batch: the GRO segment size, the socket's drop count, the
+	 * arrival time */
+	union { char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t)) +
+			 CMSG_SPACE(sizeof(struct timespec))];
 		struct cmsghdr align; } rx_ctl[COUR_WIRE_RX_BATCH];
 };
 
