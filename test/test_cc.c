@@ -12,6 +12,15 @@ TestSuite(cc, .timeout = 10);
 #define SEG    1500u
 #define TARGET 100u
 
+/* The wall clock the controller reads at a round's end: set by each call below. */
+static uint64_t wall_now;
+static uint64_t fake_wall(void)
+{
+	return wall_now;
+}
+#define ACKED(cc, acked, una, next, now, wall) \
+	(wall_now = (wall), cour_cc_acked(cc, acked, una, next, now, fake_wall))
+
 /* A controller past slow start at window w, base RTT 20 us, send window of 256 packets. */
 static void steady(struct cour_cc *cc, uint32_t w)
 {
@@ -36,7 +45,7 @@ static enum cour_cc_event round_of(struct cour_cc *cc, uint32_t *seq, uint64_t *
 		*now += rtt / pkts + 1;
 		cour_cc_blocked(cc);
 		cour_cc_sample(cc, rtt, *now);
-		e = cour_cc_acked(cc, SEG, start + i, start + pkts + 1, *now, *now);
+		e = ACKED(cc, SEG, start + i, start + pkts + 1, *now, *now);
 		if (e != COUR_CC_EV_NONE)
 			ev = e;
 	}
@@ -75,12 +84,12 @@ Test(cc, slow_start_doubles_per_round_only_when_limited)
 	struct cour_cc cc;
 
 	cour_cc_init(&cc, SEG, 256 * SEG, TARGET, 0, 0);
-	cour_cc_acked(&cc, 8000, 1, 10, 10, 0);
+	ACKED(&cc, 8000, 1, 10, 10, 0);
 	cr_assert_eq(cc.cwnd, 16384u, "an application that sends little proves nothing");
 	cour_cc_blocked(&cc);
-	cour_cc_acked(&cc, 8000, 2, 10, 20, 0);
+	ACKED(&cc, 8000, 2, 10, 20, 0);
 	cr_assert_eq(cc.cwnd, 16384u + 8000);
-	cour_cc_acked(&cc, 100000, 3, 10, 30, 0);
+	ACKED(&cc, 100000, 3, 10, 30, 0);
 	cr_assert_eq(cc.cwnd, 2 * (16384u + 8000), "at most doubling per ACK's worth");
 }
 
@@ -145,7 +154,7 @@ Test(cc, one_late_sample_is_no_queue)
 	cour_cc_blocked(&cc);
 	cour_cc_sample(&cc, 3000, 1001);        /* a descheduled moment */
 	cour_cc_sample(&cc, 30, 1002);
-	cr_assert_eq(cour_cc_acked(&cc, SEG, 4, 8, 1003, 0), COUR_CC_EV_NONE);
+	cr_assert_eq(ACKED(&cc, SEG, 4, 8, 1003, 0), COUR_CC_EV_NONE);
 	cr_assert_eq(cc.qdelay_us, 10, "the round's lowest sample speaks for it");
 	cr_assert_eq(cc.cwnd, 20 * SEG);
 }
@@ -217,14 +226,16 @@ Test(cc, a_queue_that_never_drains_turns_it_loss_based)
 	w = cc.cwnd;
 	cr_assert_eq(cour_cc_loss(&cc, seq, seq + 10), COUR_CC_EV_CUT_LOSS);
 	cr_assert_eq(cc.cwnd, w * 70 / 100);
-	/* half a packet a round, CUBIC's pace at these windows */
+	/* two packets a round */
 	w = cc.cwnd = 20 * SEG;
 	cc.ssthresh = w;
 	cc.probe_epoch = now / COUR_CC_PROBE_PERIOD_US;
 	round_of(&cc, &seq, &now, 2000);
 	cc.probe_epoch = now / COUR_CC_PROBE_PERIOD_US;
 	round_of(&cc, &seq, &now, 2000);
-	cr_assert_eq(cc.cwnd, w + SEG);
+	/* (each step is half the window acknowledged, and the window grows within a round) */
+	cr_assert_geq(cc.cwnd, w + 3 * SEG);
+	cr_assert_leq(cc.cwnd, w + 4 * SEG);
 
 	/* the filler leaves: a round within target brings DELAY back */
 	round_of(&cc, &seq, &now, 30);
@@ -243,7 +254,7 @@ Test(cc, probe_returns_to_delay_when_the_queue_drains)
 	/* the wall clock crosses a period at a round's end: every COMPETE flow holds back */
 	cc.round_end = 1;
 	cour_cc_sample(&cc, 2000, now);
-	cour_cc_acked(&cc, SEG, 1, 41, now, COUR_CC_PROBE_PERIOD_US + 5);
+	ACKED(&cc, SEG, 1, 41, now, COUR_CC_PROBE_PERIOD_US + 5);
 	cr_assert_eq(cc.mode, COUR_CC_PROBE);
 	cr_assert_eq(cc.cwnd, SEG);
 	cr_assert_eq(cc.saved_cwnd, 40 * SEG);
@@ -264,12 +275,12 @@ Test(cc, probe_gives_the_window_back_when_the_queue_stays)
 	cc.mode = COUR_CC_COMPETE;
 	cc.round_end = 1;
 	cour_cc_sample(&cc, 2000, 1000);
-	cour_cc_acked(&cc, SEG, 1, 41, 1000, COUR_CC_PROBE_PERIOD_US);
+	ACKED(&cc, SEG, 1, 41, 1000, COUR_CC_PROBE_PERIOD_US);
 	cr_assert_eq(cc.mode, COUR_CC_PROBE);
 	cour_cc_sample(&cc, 1900, 2000);
-	cour_cc_acked(&cc, SEG, 2, 41, 2000, 0);
+	ACKED(&cc, SEG, 2, 41, 2000, 0);
 	cr_assert_eq(cc.mode, COUR_CC_PROBE, "still within the probe's time");
-	cour_cc_acked(&cc, SEG, 3, 41, 1000 + 4000, 0);
+	ACKED(&cc, SEG, 3, 41, 1000 + 4000, 0);
 	cr_assert_eq(cc.mode, COUR_CC_COMPETE);
 	cr_assert_eq(cc.cwnd, 40 * SEG);
 }

@@ -21,10 +21,12 @@
  *   COMPETE  The queue has not come down to the target for COUR_CC_COMPETE_US although we
  *            cut every round: something that does not back off on delay (TCP's CUBIC or
  *            Reno, which fill a buffer until it drops) shares the bottleneck, and a delay
- *            flow beside it would starve. Then we behave as a loss-based flow as aggressive
- *            as CUBIC is at these windows: half a packet more per round, 0.7 of the window
- *            on a loss round. A round whose queue is back within the target (the filler
- *            left) returns to DELAY.
+ *            flow beside it would starve. Then we behave as a loss-based flow: two packets
+ *            more per round, 0.7 of the window on a loss round. (CUBIC grows about half a
+ *            packet per round at these windows, but its kernel sends while our process
+ *            waits for a cpu; two packets gave TCP its share beside one and two courier
+ *            streams on a busy 2-cpu host, docs/protocol.md.) A round whose queue is back
+ *            within the target (the filler left) returns to DELAY.
  *   PROBE    A COMPETE flow cannot see from its own samples whether the others filling the
  *            queue are only courier flows in COMPETE too (then all could go back to DELAY
  *            and empty it). Every COUR_CC_PROBE_PERIOD_US of the wall clock, aligned, so
@@ -53,6 +55,7 @@
 #define COUR_CC_MAX_MDF_PCT     50u          /* a delay cut keeps at least half */
 #define COUR_CC_BETA_PCT        80u          /* ...and takes 0.8 of the excess's share */
 #define COUR_CC_LOSS_KEEP_PCT   70u          /* a loss round keeps 0.7 of the window */
+#define COUR_CC_COMPETE_AI      2u           /* COMPETE: packets more per round */
 #define COUR_CC_SS_SAMPLES      4u           /* slow start's early end needs this many */
 #define COUR_CC_COMPETE_US      20000u       /* queue above target this long: COMPETE */
 #define COUR_CC_PROBE_PERIOD_US 200000u      /* COMPETE flows probe this often (wall clock) */
@@ -201,24 +204,27 @@ static inline void cour_cc_sample(struct cour_cc *cc, uint64_t rtt_us, uint64_t 
 
 /*
  * Everything below una is acknowledged, next is the next new sequence number, and acked
- * bytes left the pipe with this ACK (released or SACKed). wall_us is the wall clock, read by
- * the caller only in COMPETE (it aligns the probes of all flows). Returns what happened.
+ * bytes left the pipe with this ACK (released or SACKed). wall() reads the wall clock (it
+ * aligns the probes of all flows), only at the end of a round and outside DELAY mode.
+ * Returns what happened.
  */
 static inline enum cour_cc_event cour_cc_acked(struct cour_cc *cc, uint64_t acked,
 					       uint32_t una, uint32_t next, uint64_t now,
-					       uint64_t wall_us)
+					       uint64_t (*wall)(void))
 {
 	enum cour_cc_event ev = COUR_CC_EV_NONE;
+	uint64_t wall_us;
 
 	if (acked && cc->limited && cc->mode != COUR_CC_PROBE) {
 		if (cc->cwnd < cc->ssthresh) {
 			cc->cwnd += (uint32_t)COUR_MIN(acked, (uint64_t)cc->cwnd);
 		} else if (cc->mode == COUR_CC_DELAY ? cc->qdelay_us <= cc->target_us : true) {
-			/* one packet per round; half of one in COMPETE (CUBIC's pace here) */
-			uint64_t step = cc->mode == COUR_CC_DELAY ? cc->cwnd : 2ull * cc->cwnd;
+			/* one packet per round; COUR_CC_COMPETE_AI in COMPETE */
+			uint64_t step = cc->mode == COUR_CC_DELAY ? cc->cwnd :
+					cc->cwnd / COUR_CC_COMPETE_AI;
 
 			cc->ai_acc += (uint32_t)COUR_MIN(acked, (uint64_t)UINT32_MAX / 2);
-			if (cc->ai_acc >= step) {
+			if (cc->ai_acc >= step && step) {
 				cc->ai_acc = 0;
 				cc->cwnd += cc->seg;
 			}
@@ -234,6 +240,8 @@ static inline enum cour_cc_event cour_cc_acked(struct cour_cc *cc, uint64_t acke
 		return ev;
 
 	/* a round ended: what its lowest sample says */
+	wall_us = cc->mode != COUR_CC_DELAY || now - cc->drained_us >= COUR_CC_COMPETE_US ?
+		  wall() : 0;
 	if (cc->round_samples) {
 		uint32_t qd = cc->round_min_us - cc->base_us;
 
