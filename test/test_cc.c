@@ -145,6 +145,27 @@ Test(cc, a_round_above_target_cuts_in_proportion_once)
 	cr_assert_eq(cc.cwnd, 10 * SEG);
 }
 
+Test(cc, small_windows_aim_at_a_longer_queue)
+{
+	struct cour_cc cc;
+
+	steady(&cc, 16 * SEG);
+	cr_assert_eq(cour_cc_target(&cc), TARGET);
+	cc.cwnd = 4 * SEG;
+	cr_assert_eq(cour_cc_target(&cc), 2 * TARGET);
+	cc.cwnd = SEG;
+	cr_assert_eq(cour_cc_target(&cc), 4 * TARGET);
+	/* a round at 3x the target: a cut for 16 packets, none for one */
+	cc.cwnd = SEG;
+	cc.round_end = 1;
+	cour_cc_sample(&cc, 20 + 3 * TARGET, 1001);
+	cr_assert_eq(ACKED(&cc, SEG, 1, 2, 1002, 0), COUR_CC_EV_NONE);
+	steady(&cc, 16 * SEG);
+	cc.round_end = 1;
+	cour_cc_sample(&cc, 20 + 3 * TARGET, 1001);
+	cr_assert_eq(ACKED(&cc, SEG, 1, 2, 1002, 0), COUR_CC_EV_CUT_DELAY);
+}
+
 Test(cc, one_late_sample_is_no_queue)
 {
 	struct cour_cc cc;

@@ -113,6 +113,20 @@ static inline uint32_t cour_cc_min(const struct cour_cc *cc)
 	return cc->seg;
 }
 
+/*
+ * The queueing delay aimed at, scaled by the window as Swift scales it by flows: many flows
+ * with windows of a few packets each add a packet of queue per round however small their
+ * windows get, and each of them is away from the cpu for a while on a busy host; a queue
+ * kept too short then runs dry. Up to 4x the target at one packet (16 / window in packets,
+ * its square root), 1x from 16 packets on.
+ */
+static inline uint32_t cour_cc_target(const struct cour_cc *cc)
+{
+	uint32_t r = 16 * cc->seg / (cc->cwnd ? cc->cwnd : 1);
+
+	return cc->target_us * (r >= 16 ? 4 : r >= 9 ? 3 : r >= 4 ? 2 : 1);
+}
+
 static inline void cour_cc_init(struct cour_cc *cc, uint32_t seg, uint32_t cwnd_max,
 				uint32_t target_us, uint32_t seq, uint64_t now)
 {
@@ -198,7 +212,7 @@ static inline void cour_cc_sample(struct cour_cc *cc, uint64_t rtt_us, uint64_t 
 	/* slow start stops where the queue begins, not a round later at twice the window */
 	if (cc->mode == COUR_CC_DELAY && cc->cwnd < cc->ssthresh &&
 	    cc->round_samples >= COUR_CC_SS_SAMPLES &&
-	    cc->round_min_us - cc->base_us > cc->target_us)
+	    cc->round_min_us - cc->base_us > cour_cc_target(cc))
 		cc->ssthresh = cc->cwnd;
 }
 
@@ -218,7 +232,7 @@ static inline enum cour_cc_event cour_cc_acked(struct cour_cc *cc, uint64_t acke
 	if (acked && cc->limited && cc->mode != COUR_CC_PROBE) {
 		if (cc->cwnd < cc->ssthresh) {
 			cc->cwnd += (uint32_t)COUR_MIN(acked, (uint64_t)cc->cwnd);
-		} else if (cc->mode == COUR_CC_DELAY ? cc->qdelay_us <= cc->target_us : true) {
+		} else if (cc->mode == COUR_CC_DELAY ? cc->qdelay_us <= cour_cc_target(cc) : true) {
 			/* one packet per round; COUR_CC_COMPETE_AI in COMPETE */
 			uint64_t step = cc->mode == COUR_CC_DELAY ? cc->cwnd :
 					cc->cwnd / COUR_CC_COMPETE_AI;
@@ -248,12 +262,12 @@ static inline enum cour_cc_event cour_cc_acked(struct cour_cc *cc, uint64_t acke
 		cc->qdelay_us = qd;
 		switch (cc->mode) {
 		case COUR_CC_DELAY:
-			if (qd <= cc->target_us) {
+			if (qd <= cour_cc_target(cc)) {
 				cc->drained_us = now;
 				break;
 			}
 			if ((int32_t)(una - cc->cut_end) >= 0) {
-				uint64_t keep = 100 - (uint64_t)COUR_CC_BETA_PCT * (qd - cc->target_us) / qd;
+				uint64_t keep = 100 - (uint64_t)COUR_CC_BETA_PCT * (qd - cour_cc_target(cc)) / qd;
 
 				if (keep < 100 - COUR_CC_MAX_MDF_PCT)
 					keep = 100 - COUR_CC_MAX_MDF_PCT;
@@ -268,6 +282,7 @@ static inline enum cour_cc_event cour_cc_acked(struct cour_cc *cc, uint64_t acke
 			}
 			break;
 		case COUR_CC_COMPETE:
+			/* (drained: the unscaled target, our window says nothing of theirs) */
 			if (qd <= cc->target_us) {
 				cc->mode = COUR_CC_DELAY;       /* the filler left */
 				cc->drained_us = now;
@@ -300,8 +315,8 @@ static inline enum cour_cc_event cour_cc_acked(struct cour_cc *cc, uint64_t acke
  */
 static inline enum cour_cc_event cour_cc_loss(struct cour_cc *cc, uint32_t una, uint32_t next)
 {
-	bool queue = cc->qdelay_us > cc->target_us ||
-		     (cc->round_samples && cc->round_min_us - cc->base_us > cc->target_us);
+	bool queue = cc->qdelay_us > cour_cc_target(cc) ||
+		     (cc->round_samples && cc->round_min_us - cc->base_us > cour_cc_target(cc));
 
 	if ((int32_t)(una - cc->cut_end) < 0)
 		return COUR_CC_EV_NONE;
