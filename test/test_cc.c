@@ -317,17 +317,27 @@ Test(cc, timeout_leaves_one_packet_and_a_spurious_one_is_undone)
 	cour_cc_timeout(&cc, 100, 9000);         /* backoff: the first one is remembered */
 	cr_assert_eq(cc.rto_at_us, 5000);
 	/* the ACK reaches us at 12000; the peer held the packet 7000 us: it had it at 5000 */
-	cr_assert(cour_cc_rto_spurious(&cc, 7000, 12000));
+	cr_assert(cour_cc_rto_spurious(&cc, false, 7000, 12000, 100000));
 	cr_assert_eq(cc.cwnd, 40 * SEG);
 	cr_assert_eq(cc.ssthresh, 40 * SEG);
 	cr_assert_eq(cc.rto_at_us, 0);
 
-	/* a genuine loss: the resend's own ACK, held briefly */
+	/* a genuine loss: the resend's own ACK, held briefly; no verdict until stale */
 	steady(&cc, 40 * SEG);
 	cour_cc_timeout(&cc, 100, 5000);
-	cr_assert_not(cour_cc_rto_spurious(&cc, 10, 5100));
+	cr_assert_not(cour_cc_rto_spurious(&cc, false, 10, 5100, 1000));
 	cr_assert_eq(cc.cwnd, SEG);
-	cr_assert_not(cour_cc_rto_spurious(&cc, 0, 5100), "no hold reported: no undo");
+	cr_assert_eq(cc.rto_at_us, 5000);
+	cr_assert_not(cour_cc_rto_spurious(&cc, false, 0, 5100, 1000), "no hold: no undo");
+	cr_assert_not(cour_cc_rto_spurious(&cc, false, 0, 6001, 1000));
+	cr_assert_eq(cc.rto_at_us, 0, "the episode ended");
+	cr_assert_not(cour_cc_rto_spurious(&cc, true, 0, 6002, 1000), "a DUP after it: nothing");
+
+	/* the peer says it got the resend twice (DUP ACK): the original had arrived */
+	steady(&cc, 40 * SEG);
+	cour_cc_timeout(&cc, 100, 5000);
+	cr_assert(cour_cc_rto_spurious(&cc, true, 0, 5300, 100000));
+	cr_assert_eq(cc.cwnd, 40 * SEG);
 }
 
 Test(cc, idle_halves_per_period_down_to_the_initial_window)

@@ -49,9 +49,10 @@ local FLAGS = {
 	{ "RXCTX",   "rx_id names the target's receive context" },
 	{ "PART",    "one part of a multi-iovec RMA, not its last: no target events" },
 	{ "MAC",     "an authentication trailer ends the datagram" },
+	{ "DUP",     "on ACK: a packet delivered already arrived again (a needless resend)" },
 }
 local F_PCSUM, F_CMA, F_PUSHED, F_RXCTX, F_PART, F_MAC = 3, 5, 6, 8, 9, 10
-local FLAGS_LIMIT = 2048    -- bits above MAC are unknown: not courier
+local FLAGS_LIMIT = 4096    -- bits above DUP are unknown: not courier
 
 local function bit(v, n) return math.floor(v / 2 ^ n) % 2 == 1 end
 

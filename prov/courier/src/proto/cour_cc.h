@@ -350,22 +350,29 @@ static inline void cour_cc_timeout(struct cour_cc *cc, uint32_t next, uint64_t n
 }
 
 /*
- * The first ACK to move after a timeout: was the timeout spurious? The peer held the packet
- * it acknowledges for hold_us since its kernel took it; if that began before our first
- * resend could have arrived (hold + the path's RTT reach back past it), the original got
- * through and only the peer's process was late (descheduled, busy): the window comes back.
- * ack_us: when the ACK reached our host. Returns true when it was spurious.
+ * After a timeout: was it spurious? The peer says so with a DUP ACK (the resend reached it
+ * after the original, RFC 3708's idea), or with the hold time of the ACK that moves past
+ * the resent packet: the peer held it hold_us since its kernel took it, and if that began
+ * before our first resend could have arrived (hold + the path's RTT reach back past it), the
+ * original got through and only the peer's process was late. Either gives the window back.
+ * ack_us: when the ACK reached our host. An episode ends stale_us after the timeout.
  */
-static inline bool cour_cc_rto_spurious(struct cour_cc *cc, uint64_t hold_us, uint64_t ack_us)
+static inline bool cour_cc_rto_spurious(struct cour_cc *cc, bool dup, uint64_t hold_us,
+					uint64_t ack_us, uint64_t stale_us)
 {
-	bool spurious = hold_us && hold_us + cc->base_us >= cour_us_since(ack_us, cc->rto_at_us);
+	uint64_t since = cour_us_since(ack_us, cc->rto_at_us);
 
-	if (spurious) {
+	if (!cc->rto_at_us)
+		return false;
+	if (dup || (hold_us && hold_us + cc->base_us >= since)) {
 		cc->cwnd = COUR_MAX(cc->cwnd, cc->undo_cwnd);
 		cc->ssthresh = cc->undo_ssthresh;
+		cc->rto_at_us = 0;
+		return true;
 	}
-	cc->rto_at_us = 0;
-	return spurious;
+	if (since > stale_us)
+		cc->rto_at_us = 0;
+	return false;
 }
 
 #endif

@@ -478,8 +478,10 @@ void cour_peer_push(struct cour_peer *peer)
 	}
 	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer) && !peer->shm_blocked) {
 		ep->stats.window_stalls++;
-		if (!cour_peer_cc_open(peer) && cour_cc_blocked(&peer->cc))
+		if (!cour_peer_cc_open(peer) && cour_cc_blocked(&peer->cc)) {
 			ep->stats.cc_stalls++;
+			ep->wire.stamps_want = true;    /* (wire/cour_wire.h) */
+		}
 	}
 	/* A send posted while many of the peer's packets are in flight leaves with the next
 	 * progress pass, batched with those posted meanwhile (one GSO call for a run): the ACKs

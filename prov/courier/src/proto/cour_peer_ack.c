@@ -255,6 +255,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 	uint32_t w = (uint32_t)cour_params.window;
 	uint64_t pipe = cour_peer_pipe(peer);
 	uint64_t hold = h->type == COUR_PKT_ACK ? h->seq : 0;
+	uint32_t una0 = peer->tx_una;
 
 	cour_credit_granted(peer, h->credits);
 
@@ -274,9 +275,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 
 			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, rtt, hold), now);
 		}
-		if (COUR_UNLIKELY(peer->cc.rto_at_us) && cour_params.cc &&
-		    cour_cc_rto_spurious(&peer->cc, hold, now - cour_peer_rx_wait(peer)))
-			peer->ep->stats.cc_rto_spurious++;
+
 		else if (peer->srtt_us)
 			cour_peer_rto_from_srtt(peer);   /* new data got through: undo the backoff */
 		while (peer->tx_una != h->ack) {
@@ -311,6 +310,12 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 	}
 	cour_peer_cc_acked(peer, pipe - cour_peer_pipe(peer), now);
 push:
+	/* (the hold speaks of the packet the ACK moved past: only an ACK that moved counts) */
+	if (COUR_UNLIKELY(peer->cc.rto_at_us) && cour_params.cc && !peer->via_shm &&
+	    cour_cc_rto_spurious(&peer->cc, h->type == COUR_PKT_ACK && (h->flags & COUR_F_DUP),
+				 peer->tx_una != una0 ? hold : 0, now - cour_peer_rx_wait(peer),
+				 4 * peer->srtt_us + 10000))
+		peer->ep->stats.cc_rto_spurious++;
 	cour_peer_push(peer);
 }
 

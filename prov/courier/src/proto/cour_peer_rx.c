@@ -390,7 +390,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	}
 	if (cour_seq_lt(h->seq, peer->rx_next)) {
 		ep->stats.dup_rcvd++;
-		cour_peer_send_ack(peer, 0);       /* the sender missed our ACK */
+		cour_peer_send_ack(peer, COUR_F_DUP);   /* the sender missed our ACK */
 		return buf;
 	}
 	if (h->seq - peer->rx_next >= w) {

@@ -165,7 +165,10 @@ enum {
 	COUR_F_MAC     = 1 << 10,  /* the datagram ends with an authentication trailer
 				    * (wire/cour_mac.h), which the receiving wire checks and
 				    * removes; never on a ring, where it means nothing */
-	COUR_F_ALL     = (1 << 11) - 1
+	COUR_F_DUP     = 1 << 11,  /* on ACK: sent because a packet delivered already arrived
+				    * again: a resend was needless (the sender's timeout
+				    * was spurious, proto/cour_cc.h) */
+	COUR_F_ALL     = (1 << 12) - 1
 };
 
 struct cour_base_hdr {

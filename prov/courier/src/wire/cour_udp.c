@@ -69,11 +69,6 @@ static void cour_udp_offloads(struct cour_wire *w, int fd)
 	if (setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)))
 		COUR_INFO(FI_LOG_EP_CTRL, "SO_RXQ_OVFL: %s (socket drops not counted)\n",
 			  strerror(errno));
-	/* arrival times for congestion control: a process descheduled for a while is no queue
-	 * in the network (proto/cour_cc.h) */
-	if (cour_params.cc && setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)))
-		COUR_INFO(FI_LOG_EP_CTRL, "SO_TIMESTAMPNS: %s (congestion control counts the "
-			  "time a datagram waits to be read as queueing)\n", strerror(errno));
 	w->gso_on = cour_params.udp_gso && cour_params.gso_segs > 1 &&
 		    getsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &seg, &len) == 0;
 	w->gro_on = cour_params.udp_gro &&
@@ -916,9 +911,24 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 	return n;
 }
 
+/* Arrival times for congestion control (w->stamps_want): a process descheduled for a while
+ * is no queue in the network (proto/cour_cc.h). Once on, they stay on. */
+static void cour_udp_stamps(struct cour_wire *w)
+{
+	int one = 1;
+
+	w->stamps_on = w->stamps_want = true;
+	if (setsockopt(w->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)))
+		COUR_INFO(FI_LOG_EP_CTRL, "SO_TIMESTAMPNS: %s (congestion control counts the "
+			  "time a datagram waits to be read as queueing)\n", strerror(errno));
+}
+
 static int cour_udp_poll(struct cour_wire *w)
 {
 	int n, i;
+
+	if (COUR_UNLIKELY(w->stamps_want != w->stamps_on))
+		cour_udp_stamps(w);
 
 	if (w->rx_direct)
 		return cour_udp_poll_direct(w);
@@ -954,6 +964,8 @@ static int cour_udp_poll(struct cour_wire *w)
 	}
 	w->rx_single = n <= 0;
 	w->rx_stale = n > 0 ? (uint32_t)n : 1;  /* (a call that fails writes no header) */
+	if (n > 1 && cour_params.cc)
+		w->stamps_want = true;          /* a batch: traffic that congestion control sees */
 	if (n <= 0) {
 		if (n < 0)
 			cour_udp_sock_error(w, errno);

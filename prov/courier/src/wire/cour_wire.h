@@ -168,6 +168,10 @@ struct cour_wire {
 	/* when the kernel took the datagram being handed up (CLOCK_REALTIME, ns; 0: unknown):
 	 * congestion control subtracts the time it then waited for a process to read it */
 	uint64_t             rx_stamp_ns;
+	/* ...which the kernel gives once stamps_on: they cost a ping-pong 0.2 us a round trip,
+	 * so they come on only when they serve: the engine asks (stamps_want) when a
+	 * congestion window first holds a send back, the UDP wire when a read brings a batch */
+	bool                 stamps_want, stamps_on;
 	bool                 gso_on, gro_on;  /* UDP GSO sends, UDP GRO receives in use */
 	/* set before open: bind with SO_REUSEPORT beside a listening socket and connect to
 	 * this address, so only its datagrams reach us (an accepted FI_EP_MSG endpoint) */
