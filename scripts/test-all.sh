@@ -6,7 +6,8 @@
 #      and `make install` checked to stay under the prefix
 #   2. Debian's Open MPI, two-sided and one-sided over courier, at 2 and 8 ranks on one host,
 #      and at 4 ranks on two emulated hosts (network namespaces) with packet loss between them,
-#      there also with a job key (every datagram authenticated);
+#      there also with a job key (every datagram authenticated), and an all-to-all across
+#      four emulated hosts on one switch whose ports are shaped to 1 Gbit/s with 256 KB queues;
 #      and as users run it, with only the provider selected, at 2, 3 and 8 ranks
 #   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP; the
 #      loss tests between two namespaces (5% dropped each way, courier's injector off so that
@@ -45,6 +46,8 @@ stage "Open MPI between two emulated hosts (netns, 2% UDP loss)" \
 	bash "$top/fabtests/mpi/run-mpi-netns.sh" "$top/build-ci"
 stage "Open MPI between two emulated hosts with a job key (authenticated, 2% loss)" \
 	env AUTH_KEY=1 bash "$top/fabtests/mpi/run-mpi-netns.sh" "$top/build-ci"
+stage "Open MPI all-to-all across four emulated hosts, every switch port shaped (1 Gbit/s, 256 KB)" \
+	bash "$top/fabtests/mpi/run-mpi-bridge.sh" "$top/build-ci"
 stage "make check, shared memory off" env FI_COURIER_SHM=0 bash "$top/scripts/check.sh" "$top/build-ci"
 loss_tests="fabtests/functional/test_netns_loss.sh fabtests/functional/test_netns_loss_rma.sh"
 for gso in 1 0; do
