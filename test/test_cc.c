@@ -258,7 +258,15 @@ Test(cc, a_queue_that_never_drains_turns_it_loss_based)
 	cr_assert_geq(cc.cwnd, w + 3 * SEG);
 	cr_assert_leq(cc.cwnd, w + 4 * SEG);
 
-	/* the filler leaves: a round within target brings DELAY back */
+	/* a round within target is a TCP flow in recovery; three are a filler that left */
+	round_of(&cc, &seq, &now, 30);
+	round_of(&cc, &seq, &now, 30);
+	cr_assert_eq(cc.mode, COUR_CC_COMPETE);
+	cc.probe_epoch = now / COUR_CC_PROBE_PERIOD_US;
+	round_of(&cc, &seq, &now, 2000);
+	round_of(&cc, &seq, &now, 30);
+	round_of(&cc, &seq, &now, 30);
+	cr_assert_eq(cc.mode, COUR_CC_COMPETE, "the count starts over");
 	round_of(&cc, &seq, &now, 30);
 	cr_assert_eq(cc.mode, COUR_CC_DELAY);
 }

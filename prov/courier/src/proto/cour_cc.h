@@ -25,8 +25,8 @@
  *            more per round, 0.7 of the window on a loss round. (CUBIC grows about half a
  *            packet per round at these windows, but its kernel sends while our process
  *            waits for a cpu; two packets gave TCP its share beside one and two courier
- *            streams on a busy 2-cpu host, docs/protocol.md.) A round whose queue is back
- *            within the target (the filler left) returns to DELAY.
+ *            streams on a busy 2-cpu host, docs/protocol.md.) Three rounds in a row whose
+ *            queue is back within the target (the filler left) return to DELAY.
  *   PROBE    A COMPETE flow cannot see from its own samples whether the others filling the
  *            queue are only courier flows in COMPETE too (then all could go back to DELAY
  *            and empty it). Every COUR_CC_PROBE_PERIOD_US of the wall clock, aligned, so
@@ -62,6 +62,7 @@
 #define COUR_CC_PROBE_MIN_US    2000u        /* a probe lasts 2 SRTT, at least this... */
 #define COUR_CC_PROBE_MAX_US    20000u       /* ...and at most this */
 #define COUR_CC_IDLE_US         100000u      /* no sends this long: the path's state is stale */
+#define COUR_CC_DRAINED_ROUNDS  3u           /* COMPETE: rounds within target to leave it */
 
 enum cour_cc_mode {
 	COUR_CC_DELAY,
@@ -94,6 +95,7 @@ struct cour_cc {
 	uint16_t round_samples;
 	uint8_t  mode;            /* enum cour_cc_mode */
 	uint8_t  limited;         /* bit 0: the window held a send back this round, 1: last */
+	uint8_t  drained_rounds;  /* COMPETE: rounds in a row with the queue within target */
 	uint64_t last_send_us;    /* last new packet built (idle restart) */
 	uint64_t drained_us;      /* DELAY: last round with the queue within target */
 	uint64_t probe_until_us;  /* PROBE: give up then */
@@ -276,18 +278,24 @@ static inline enum cour_cc_event cour_cc_acked(struct cour_cc *cc, uint64_t acke
 			}
 			if (now - cc->drained_us >= COUR_CC_COMPETE_US) {
 				cc->mode = COUR_CC_COMPETE;
+				cc->drained_rounds = 0;
 				cc->ssthresh = UINT32_MAX;      /* find our share quickly */
 				cc->probe_epoch = wall_us / COUR_CC_PROBE_PERIOD_US;
 				ev = COUR_CC_EV_COMPETE;
 			}
 			break;
 		case COUR_CC_COMPETE:
-			/* (drained: the unscaled target, our window says nothing of theirs) */
-			if (qd <= cc->target_us) {
+			/* (drained: the unscaled target, our window says nothing of theirs).
+			 * A TCP flow in recovery lets the queue run low for a round now and
+			 * then; one that left keeps it low */
+			cc->drained_rounds = qd <= cc->target_us ? cc->drained_rounds + 1 : 0;
+			if (cc->drained_rounds >= COUR_CC_DRAINED_ROUNDS) {
 				cc->mode = COUR_CC_DELAY;       /* the filler left */
 				cc->drained_us = now;
 				cc->ssthresh = cc->cwnd;
-			} else if (wall_us / COUR_CC_PROBE_PERIOD_US != cc->probe_epoch) {
+				cc->drained_rounds = 0;
+			} else if (qd > cc->target_us &&
+				   wall_us / COUR_CC_PROBE_PERIOD_US != cc->probe_epoch) {
 				uint64_t len = 2ull * cc->round_min_us;
 
 				cc->probe_epoch = wall_us / COUR_CC_PROBE_PERIOD_US;

@@ -7,8 +7,6 @@
 #include "proto/cour_engine.h"
 #include "proto/cour_peer_int.h"
 #include "proto/cour_rel.h"
-#include <stdio.h>
-#include <stdlib.h>
 
 /*
  * The part of an RTT sample spent in the network: without the time the ACK waited in our
@@ -103,10 +101,8 @@ static void cour_peer_cc_acked(struct cour_peer *peer, uint64_t acked, uint64_t 
 
 	if (peer->via_shm || !cour_params.cc)
 		return;
-	uint8_t m0 = cc->mode; uint32_t rm = cc->round_min_us, w0 = cc->cwnd;
 	cour_peer_cc_event(peer, cour_cc_acked(cc, acked, peer->tx_una, peer->tx_next, now,
 					       cour_wall_us));
-	if (getenv("CCDBG") && m0 != cc->mode) fprintf(stderr, "CC %lu mode %u->%u rmin %u base %u qd %u cwnd %u->%u\n", (unsigned long)now, m0, cc->mode, rm, cc->base_us, cc->qdelay_us, w0, cc->cwnd);
 	st->cc_cwnd = cc->cwnd;
 	st->cc_base_rtt_us = cc->base_us;
 	st->cc_qdelay_us = cc->qdelay_us;
