@@ -222,6 +222,8 @@ struct cour_txpkt {
 	uint32_t             tries;
 	uint64_t             sent_us;         /* 0: built but never on the wire */
 	bool                 sacked;
+	uint8_t              flush_gen;       /* ep->flush_gen when last queued, and the bytes */
+	uint16_t             flush_off;       /* queued before it, 128s (cour_slot_left) */
 	struct cour_pkt_hdr  hdr;             /* everything but the fields filled at send time */
 };
 
@@ -394,6 +396,14 @@ struct cour_pep {
 	bool                 tx_blocked;      /* a ring was full: retry in the next progress */
 	bool                 in_progress;     /* cour_ep_progress is running */
 	bool                 tx_deferred;     /* packets queued in the wire for the next pass */
+	/* while the wire stamps arrivals (congestion control measures delay): for each of the
+	 * last COUR_FLUSH_HIST flushes, when its first packet was queued, when it ended and
+	 * the bytes it took. Building and sending a big window takes a while, and a packet's
+	 * wait there is no queue in the network: it left about its share of the way through
+	 * (cour_slot_left). A flush the wire makes itself (its batch full) counts as one */
+	uint8_t              flush_gen;
+	uint64_t             flush_queued, flush_first_us;
+	uint64_t             flush_t0[16], flush_t1[16], flush_bytes[16];
 	/* same-host peers (proto/cour_shm_peer.c): our receive ring, NULL when shm is off */
 	struct cour_shm_ring *shm_ring;
 	struct cour_shm_locator shm_loc;
@@ -836,9 +846,25 @@ static inline void cour_wire_queue(struct cour_pep *ep, struct cour_peer *peer,
 			    cour_params.udp_pack ? peer->mtu : 0);
 }
 
+#define COUR_FLUSH_HIST 16
+static inline void cour_flush_close(struct cour_pep *ep, uint64_t t1)
+{
+	uint32_t g = ep->flush_gen % COUR_FLUSH_HIST;
+
+	ep->flush_t0[g] = ep->flush_first_us;
+	ep->flush_t1[g] = t1;
+	ep->flush_bytes[g] = ep->flush_queued;
+	ep->flush_queued = 0;
+	ep->flush_gen++;
+}
+
 static inline int cour_wire_flush(struct cour_pep *ep)
 {
-	return ep->wire.ops->flush(&ep->wire);
+	int ret = ep->wire.ops->flush(&ep->wire);
+
+	if (ep->flush_queued)
+		cour_flush_close(ep, cour_now_us());
+	return ret;
 }
 
 static inline int cour_wire_poll(struct cour_pep *ep)

@@ -314,6 +314,19 @@ void cour_txe_check_done(struct cour_peer *peer, struct cour_txe *txe)
 	cour_txe_complete(peer->ep, txe, 0, 0);
 }
 
+/* Where in the wire's flush the slot's packet goes (cour_pep.flush_gen). */
+static void cour_slot_flush_note(struct cour_pep *ep, struct cour_txpkt *slot, uint64_t now)
+{
+	/* (the wire flushes a full batch before it takes the next packet) */
+	if (ep->wire.tx_count == COUR_WIRE_TX_BATCH && ep->flush_queued)
+		cour_flush_close(ep, now);
+	if (!ep->flush_queued)
+		ep->flush_first_us = now;
+	slot->flush_gen = ep->flush_gen;
+	slot->flush_off = (uint16_t)COUR_MIN(ep->flush_queued / 128, (uint64_t)UINT16_MAX);
+	ep->flush_queued += slot->len + COUR_PKT_HDR_LEN;
+}
+
 void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t now)
 {
 	struct iovec iov[COUR_IOV_MAX];
@@ -338,6 +351,8 @@ void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t no
 	}
 	slot->sent_us = now;
 	slot->tries++;
+	if (peer->ep->wire.stamps_on)
+		cour_slot_flush_note(peer->ep, slot, now);
 	cour_wire_queue(peer->ep, peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
 }
 

@@ -23,8 +23,28 @@ static uint64_t cour_peer_rx_wait(const struct cour_peer *peer)
 	return cour_us_since(cour_wall_ns(), ep->wire.rx_stamp_ns) / 1000u;
 }
 
-static uint64_t cour_peer_net_rtt(const struct cour_peer *peer, uint64_t rtt, uint64_t hold)
+/* When the slot's packet left: its share of the way through the flush that took it, when
+ * that is known (cour_pep.flush_t0). */
+static uint64_t cour_slot_left(const struct cour_peer *peer, const struct cour_txpkt *slot)
 {
+	const struct cour_pep *ep = peer->ep;
+	uint8_t ago = (uint8_t)(ep->flush_gen - slot->flush_gen), g = slot->flush_gen % COUR_FLUSH_HIST;
+	uint64_t dt, bytes, left;
+
+	if (!ep->wire.stamps_on || !ago || ago >= COUR_FLUSH_HIST)
+		return slot->sent_us;
+	dt = cour_us_since(ep->flush_t1[g], ep->flush_t0[g]);
+	bytes = ep->flush_bytes[g];
+	left = ep->flush_t0[g] +
+	       (bytes ? dt * COUR_MIN((uint64_t)slot->flush_off * 128, bytes) / bytes : 0);
+	return COUR_MAX(left, slot->sent_us);
+}
+
+/* slot acknowledged now by an ACK saying hold (0: unknown) */
+static uint64_t cour_peer_net_rtt(const struct cour_peer *peer, const struct cour_txpkt *slot,
+				  uint64_t now, uint64_t hold)
+{
+	uint64_t rtt = cour_us_since(now, cour_slot_left(peer, slot));
 	uint64_t wait = cour_peer_rx_wait(peer);
 
 	return wait + hold < rtt ? rtt - wait - hold : 0;
@@ -269,7 +289,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		if (clean) {
 			uint64_t rtt = cour_us_since(now, last->sent_us);
 
-			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, rtt, hold), now);
+			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, last, now, hold), now);
 		}
 
 		else if (peer->srtt_us)
@@ -298,7 +318,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 			/* (the hold an ACK reports is its cumulative packet's, not this one's) */
 			uint64_t rtt = cour_us_since(now, fresh->sent_us);
 
-			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, rtt, 0), now);
+			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, fresh, now, 0), now);
 		}
 		peer->last_ack_us = now;
 		peer->tail_probed = false;
