@@ -8,12 +8,8 @@
 #include "proto/cour_peer_int.h"
 #include "proto/cour_rel.h"
 
-/*
- * The part of an RTT sample spent in the network: without the time the ACK waited in our
- * socket for this process to run (its kernel arrival stamp), nor the time the peer held the
- * packet it acknowledges (an ACK's seq field; hold 0: not known). 0: the parts do not add up
- * (another clock, a stamp of the ring), no sample for congestion control.
- */
+/* How long the packet being handled waited in our socket for this process (its kernel
+ * arrival stamp; 0: not stamped). */
 static uint64_t cour_peer_rx_wait(const struct cour_peer *peer)
 {
 	const struct cour_pep *ep = peer->ep;
@@ -28,7 +24,8 @@ static uint64_t cour_peer_rx_wait(const struct cour_peer *peer)
 static uint64_t cour_slot_left(const struct cour_peer *peer, const struct cour_txpkt *slot)
 {
 	const struct cour_pep *ep = peer->ep;
-	uint8_t ago = (uint8_t)(ep->flush_gen - slot->flush_gen), g = slot->flush_gen % COUR_FLUSH_HIST;
+	uint8_t ago = (uint8_t)(ep->flush_gen - slot->flush_gen);
+	uint32_t g = slot->flush_gen % COUR_FLUSH_HIST;
 	uint64_t dt, bytes, left;
 
 	if (!ep->wire.stamps_on || !ago || ago >= COUR_FLUSH_HIST)
@@ -40,7 +37,12 @@ static uint64_t cour_slot_left(const struct cour_peer *peer, const struct cour_t
 	return COUR_MAX(left, slot->sent_us);
 }
 
-/* slot acknowledged now by an ACK saying hold (0: unknown) */
+/*
+ * The part of an RTT sample spent in the network, for slot acknowledged now: without its
+ * wait in our own flush (cour_slot_left), the time the ACK waited in our socket, nor the time
+ * the peer held the packet (an ACK's seq field, hold; 0: not known). 0: the parts do not add
+ * up (another clock), no sample for congestion control.
+ */
 static uint64_t cour_peer_net_rtt(const struct cour_peer *peer, const struct cour_txpkt *slot,
 				  uint64_t now, uint64_t hold)
 {
