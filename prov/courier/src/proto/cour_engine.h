@@ -397,10 +397,10 @@ struct cour_pep {
 	bool                 in_progress;     /* cour_ep_progress is running */
 	bool                 tx_deferred;     /* packets queued in the wire for the next pass */
 	/* while the wire stamps arrivals (congestion control measures delay): for each of the
-	 * last COUR_FLUSH_HIST flushes, when its first packet was queued, when it ended and
-	 * the bytes it took. Building and sending a big window takes a while, and a packet's
-	 * wait there is no queue in the network: it left about its share of the way through
-	 * (cour_slot_left). A flush the wire makes itself (its batch full) counts as one */
+	 * last COUR_FLUSH_HIST flushes, when it began and ended and the bytes it took. Sending
+	 * a big window takes a while, and a packet's wait there is no queue in the network: it
+	 * left about its share of the way through (cour_slot_left). A flush the wire makes
+	 * itself (its batch full) counts as one, from its first packet's queueing */
 	uint8_t              flush_gen;
 	uint64_t             flush_queued, flush_first_us;
 	uint64_t             flush_t0[16], flush_t1[16], flush_bytes[16];
@@ -847,23 +847,30 @@ static inline void cour_wire_queue(struct cour_pep *ep, struct cour_peer *peer,
 }
 
 #define COUR_FLUSH_HIST 16
-static inline void cour_flush_close(struct cour_pep *ep, uint64_t t1)
+static inline void cour_flush_close(struct cour_pep *ep, uint64_t t0, uint64_t t1)
 {
 	uint32_t g = ep->flush_gen % COUR_FLUSH_HIST;
 
-	ep->flush_t0[g] = ep->flush_first_us;
+	ep->flush_t0[g] = t0;
 	ep->flush_t1[g] = t1;
 	ep->flush_bytes[g] = ep->flush_queued;
 	ep->flush_queued = 0;
 	ep->flush_gen++;
 }
 
+/* (a flush's packets are timed from its system call, not from when they were built: the
+ * engine may have built them a while before, waiting for ACKs or the next pass, and that
+ * wait is the window's own, which the window must not shrink for) */
 static inline int cour_wire_flush(struct cour_pep *ep)
 {
-	int ret = ep->wire.ops->flush(&ep->wire);
+	uint64_t t0;
+	int ret;
 
-	if (ep->flush_queued)
-		cour_flush_close(ep, cour_now_us());
+	if (!ep->flush_queued)
+		return ep->wire.ops->flush(&ep->wire);
+	t0 = cour_now_us();
+	ret = ep->wire.ops->flush(&ep->wire);
+	cour_flush_close(ep, t0, cour_now_us());
 	return ret;
 }
 

@@ -319,7 +319,7 @@ static void cour_slot_flush_note(struct cour_pep *ep, struct cour_txpkt *slot, u
 {
 	/* (the wire flushes a full batch before it takes the next packet) */
 	if (ep->wire.tx_count == COUR_WIRE_TX_BATCH && ep->flush_queued)
-		cour_flush_close(ep, now);
+		cour_flush_close(ep, ep->flush_first_us, now);
 	if (!ep->flush_queued)
 		ep->flush_first_us = now;
 	slot->flush_gen = ep->flush_gen;
