@@ -319,7 +319,10 @@ Test(cc, timeout_leaves_one_packet_and_a_spurious_one_is_undone)
 	struct cour_cc cc;
 
 	steady(&cc, 40 * SEG);
-	cour_cc_timeout(&cc, 100, 5000);
+	cr_assert_not(cour_cc_timeout(&cc, 100, 4000), "no queue last round: random loss");
+	cr_assert_eq(cc.cwnd, 40 * SEG);
+	cc.qdelay_us = TARGET + 1;
+	cr_assert(cour_cc_timeout(&cc, 100, 5000));
 	cr_assert_eq(cc.cwnd, SEG);
 	cr_assert_eq(cc.ssthresh, 20 * SEG);
 	cour_cc_timeout(&cc, 100, 9000);         /* backoff: the first one is remembered */
@@ -332,6 +335,7 @@ Test(cc, timeout_leaves_one_packet_and_a_spurious_one_is_undone)
 
 	/* a genuine loss: the resend's own ACK, held briefly; no verdict until stale */
 	steady(&cc, 40 * SEG);
+	cc.qdelay_us = TARGET + 1;
 	cour_cc_timeout(&cc, 100, 5000);
 	cr_assert_not(cour_cc_rto_spurious(&cc, false, 10, 5100, 1000));
 	cr_assert_eq(cc.cwnd, SEG);
@@ -343,6 +347,7 @@ Test(cc, timeout_leaves_one_packet_and_a_spurious_one_is_undone)
 
 	/* the peer says it got the resend twice (DUP ACK): the original had arrived */
 	steady(&cc, 40 * SEG);
+	cc.qdelay_us = TARGET + 1;
 	cour_cc_timeout(&cc, 100, 5000);
 	cr_assert(cour_cc_rto_spurious(&cc, true, 0, 5300, 100000));
 	cr_assert_eq(cc.cwnd, 40 * SEG);

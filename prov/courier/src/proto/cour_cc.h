@@ -39,7 +39,7 @@
  * Slow start (the window doubles per round) from COUR_CC_IW on a new session and after
  * COUR_CC_IDLE_US without sending; it ends on a loss, or in DELAY mode on a round whose
  * lowest sample already shows the target reached. A retransmit timeout (no ACK at all for
- * an RTO) leaves one packet in flight. The window grows only in rounds where it held a send
+ * an RTO) leaves one packet in flight, unless the last round showed no queue. The window grows only in rounds where it held a send
  * back: an application that sends little proves nothing about the path.
  */
 #ifndef COUR_CC_H
@@ -336,10 +336,18 @@ static inline enum cour_cc_event cour_cc_loss(struct cour_cc *cc, uint32_t una, 
 	return COUR_CC_EV_CUT_LOSS;
 }
 
-/* The retransmit timer fired with nothing SACKed: one packet in flight, then slow start. */
-static inline void cour_cc_timeout(struct cour_cc *cc, uint32_t next, uint64_t now)
+/*
+ * The retransmit timer fired with nothing SACKed: one packet in flight, then slow start.
+ * Not in DELAY mode with no queue in the last round: the path was not full, the flight was
+ * lost at random (a tail and its probe, or their ACKs), and the wait was the cost. Returns
+ * whether the window was cut.
+ */
+static inline bool cour_cc_timeout(struct cour_cc *cc, uint32_t next, uint64_t now)
 {
 	uint32_t half = cc->cwnd / 2;
+
+	if (cc->mode == COUR_CC_DELAY && cc->qdelay_us <= cour_cc_target(cc))
+		return false;
 
 	if (cc->mode == COUR_CC_PROBE) {
 		cc->mode = COUR_CC_COMPETE;
@@ -355,6 +363,7 @@ static inline void cour_cc_timeout(struct cour_cc *cc, uint32_t next, uint64_t n
 	cc->ssthresh = COUR_MAX(half, 2 * cour_cc_min(cc));
 	cc->cut_end = next;
 	cc->ai_acc = 0;
+	return true;
 }
 
 /*

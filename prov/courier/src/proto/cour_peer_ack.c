@@ -316,12 +316,10 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		for (uint32_t i = 0; i < extlen * 8 && i + 1 < w; i++)
 			if (ext[i / 8] >> (i % 8) & 1)
 				cour_peer_sack_one(peer, h->ack + 1 + i, now, &fresh);
-		if (fresh) {
-			/* (the hold an ACK reports is its cumulative packet's, not this one's) */
-			uint64_t rtt = cour_us_since(now, fresh->sent_us);
-
-			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, fresh, now, 0), now);
-		}
+		/* (for the timer only: the hold an ACK reports is its cumulative packet's, not
+		 * this one's, and a receiver's hold around a hole is long, and no queue) */
+		if (fresh)
+			cour_peer_rtt_sample(peer, cour_us_since(now, fresh->sent_us), 0, now);
 		peer->last_ack_us = now;
 		peer->tail_probed = false;
 		cour_peer_fast_rexmit(peer, now);

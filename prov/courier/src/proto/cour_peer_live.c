@@ -190,10 +190,11 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 				if (!cour_peer_last_sacked(peer, &(uint32_t){ 0 })) {
 					peer->rto_us = COUR_MIN(peer->rto_us * 2,
 								(uint64_t)cour_params.rto_max_us);
-					if (cour_params.cc) {
-						cour_cc_timeout(&peer->cc, peer->tx_next, now);
+					if (cour_params.cc &&
+					    cour_cc_timeout(&peer->cc, peer->tx_next, now))
 						ep->stats.cc_cuts_timeout++;
-					}
+					else if (cour_params.cc)
+						ep->stats.cc_loss_random++;
 				}
 				peer->rto_deadline = now + peer->rto_us;
 			}
