@@ -240,8 +240,10 @@ Test(rxwin, duplicates_are_dropped_and_reacknowledged)
 	cr_assert_eq(ep->pep.stats.dup_rcvd, 1);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.ack, 1);
+	cr_assert(last_ack()->hdr.base.flags & COUR_F_DUP, "it says a resend was needless");
 	rx_msg(2, 2);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
+	cr_assert_not(last_ack()->hdr.base.flags & COUR_F_DUP, "out of order is no duplicate");
 	rx_msg(2, 2);                       /* a duplicate of a held packet */
 	cr_assert_eq(ep->pep.stats.dup_rcvd, 2);
 	cr_assert_eq(peer->rx_held, 1);
