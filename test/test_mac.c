@@ -26,19 +26,36 @@ static void fill(struct dgram *d, uint8_t seed)
 		d->payload[i] = (uint8_t)(seed * 7 + i * 13);
 }
 
-static void sign(struct cour_mac *m, struct dgram *d)
+/* a datagram goes from A (10.0.0.1:5000) to B (10.0.0.2:6000) unless a test says otherwise */
+static const struct cour_mac_ends a_to_b = {
+	.src = { [10] = 0xff, 0xff, 10, 0, 0, 1, 0x13, 0x88 },
+	.dst = { [10] = 0xff, 0xff, 10, 0, 0, 2, 0x17, 0x70 },
+};
+
+static void sign_ends(struct cour_mac *m, const struct cour_mac_ends *e, struct dgram *d)
 {
 	struct iovec v[2] = { { d->hdr, sizeof(d->hdr) }, { d->payload, sizeof(d->payload) } };
 
-	cour_mac_sign(m, v, 2, &d->t);
+	cour_mac_sign(m, e, v, 2, &d->t);
 }
 
-static enum cour_mac_verdict check(struct cour_mac *m, const struct dgram *d)
+static void sign(struct cour_mac *m, struct dgram *d)
+{
+	sign_ends(m, &a_to_b, d);
+}
+
+static enum cour_mac_verdict check_ends(struct cour_mac *m, const struct cour_mac_ends *e,
+					const struct dgram *d)
 {
 	struct iovec v[2] = { { (void *)d->hdr, sizeof(d->hdr) },
 			      { (void *)d->payload, sizeof(d->payload) } };
 
-	return cour_mac_check(m, v, 2, &d->t);
+	return cour_mac_check(m, e, v, 2, &d->t);
+}
+
+static enum cour_mac_verdict check(struct cour_mac *m, const struct dgram *d)
+{
+	return check_ends(m, &a_to_b, d);
 }
 
 static uint32_t now_s(void)
@@ -112,12 +129,46 @@ Test(mac, pieces_and_buffer_agree)
 	memcpy(buf, d.hdr, 80);
 	memcpy(buf + 80, d.payload, 1400);
 	memcpy(buf + 1480, &d.t, COUR_MAC_LEN);
-	cr_assert_eq(cour_mac_check_buf(rx, buf, sizeof(buf)), COUR_MAC_OK);
+	cr_assert_eq(cour_mac_check_buf(rx, &a_to_b, buf, sizeof(buf)), COUR_MAC_OK);
 	/* and the other way round */
-	cour_mac_sign_buf(tx, buf, 1480);
+	cour_mac_sign_buf(tx, &a_to_b, buf, 1480);
 	memcpy(&d.t, buf + 1480, COUR_MAC_LEN);
 	cr_assert_eq(check(rx, &d), COUR_MAC_OK);
-	cr_assert_eq(cour_mac_check_buf(rx, buf, COUR_MAC_LEN - 1), COUR_MAC_FORGED);
+	cr_assert_eq(cour_mac_check_buf(rx, &a_to_b, buf, COUR_MAC_LEN - 1), COUR_MAC_FORGED);
+	cour_mac_free(tx);
+	cour_mac_free(rx);
+}
+
+/* A datagram is valid only from its sender to its receiver: sent back to its sender (a
+ * reflection), or taken as coming from or going to any other address or port, it is a
+ * forgery; and the refusals do not use up the genuine one. */
+Test(mac, bound_to_its_ends)
+{
+	struct cour_mac *tx = cour_mac_new(key_a, sizeof(key_a), 60);
+	struct cour_mac *rx = cour_mac_new(key_a, sizeof(key_a), 60);
+	struct cour_mac_ends back, e;
+	struct cour_mac_counts c;
+	struct dgram d;
+	size_t n = 0;
+
+	fill(&d, 9);
+	sign(tx, &d);
+	memcpy(back.src, a_to_b.dst, sizeof(back.src));
+	memcpy(back.dst, a_to_b.src, sizeof(back.dst));
+	cr_assert_eq(check_ends(tx, &back, &d), COUR_MAC_FORGED, "reflected to its sender");
+	cr_assert_eq(check_ends(rx, &back, &d), COUR_MAC_FORGED, "the ends swapped");
+	n++;
+	/* each byte of either end: another host, another port */
+	for (size_t i = 0; i < sizeof(e); i++) {
+		e = a_to_b;
+		((uint8_t *)&e)[i] ^= 0x01;
+		cr_assert_eq(check_ends(rx, &e, &d), COUR_MAC_FORGED, "ends byte %zu", i);
+		n++;
+	}
+	cr_assert_eq(check(rx, &d), COUR_MAC_OK);
+	cour_mac_counts(rx, &c);
+	cr_assert_eq(c.forged, n);
+	cr_assert_eq(c.replayed, 0);
 	cour_mac_free(tx);
 	cour_mac_free(rx);
 }
@@ -180,12 +231,12 @@ Test(mac, stale)
 	struct iovec v = { .iov_base = (void *)key_b, .iov_len = sizeof(key_b) };
 	struct cour_mac_trailer t;
 
-	cour_mac_sign_at(tx, &v, 1, now_s() - 61, &t);
-	cr_assert_eq(cour_mac_check(rx, &v, 1, &t), COUR_MAC_STALE);
-	cour_mac_sign_at(tx, &v, 1, now_s() + 61, &t);
-	cr_assert_eq(cour_mac_check(rx, &v, 1, &t), COUR_MAC_STALE);
-	cour_mac_sign_at(tx, &v, 1, now_s() - 50, &t);
-	cr_assert_eq(cour_mac_check(rx, &v, 1, &t), COUR_MAC_OK, "within the skew");
+	cour_mac_sign_at(tx, &a_to_b, &v, 1, now_s() - 61, &t);
+	cr_assert_eq(cour_mac_check(rx, &a_to_b, &v, 1, &t), COUR_MAC_STALE);
+	cour_mac_sign_at(tx, &a_to_b, &v, 1, now_s() + 61, &t);
+	cr_assert_eq(cour_mac_check(rx, &a_to_b, &v, 1, &t), COUR_MAC_STALE);
+	cour_mac_sign_at(tx, &a_to_b, &v, 1, now_s() - 50, &t);
+	cr_assert_eq(cour_mac_check(rx, &a_to_b, &v, 1, &t), COUR_MAC_OK, "within the skew");
 	cour_mac_free(tx);
 	cour_mac_free(rx);
 }

@@ -871,7 +871,8 @@ static void loop_raw(const uint8_t *data, size_t len, bool sign)
 	cour_lock_acquire(&a->domain->lock);
 	/* (send_raw sends as is: signed here, as a holder of A's key would) */
 	if (sign && a->pep.wire.mac) {
-		cour_mac_sign_buf(a->pep.wire.mac, copy, len);
+		cour_wire_sign_buf(&a->pep.wire, &b->pep.wire.bound_sa, b->pep.wire.bound_len,
+				   copy, len);
 		len += COUR_MAC_LEN;
 	}
 	cour_loop_wire.send_raw(&a->pep.wire, &b->pep.wire.bound_sa, b->pep.wire.bound_len,

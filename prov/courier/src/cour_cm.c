@@ -119,7 +119,7 @@ static void cour_cm_pep_send(struct cour_cm_pep *pep, const struct cour_addr *to
 {
 	_Alignas(8) char buf[COUR_CM_DGRAM_MAX];
 	union cour_sockaddr sa;
-	size_t n = cour_cm_pack(buf, pep->mac, op, id, data, len);
+	size_t n = cour_cm_pack(buf, pep->mac, &pep->addr, to, op, id, data, len);
 	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &sa);
 
 	if (sendto(pep->fd, buf, n, 0, &sa.sa, sl) < 0)
@@ -243,7 +243,7 @@ static bool cour_cm_pep_auth(struct cour_cm_pep *pep, const void *buf, size_t *l
 	bool ok;
 
 	pthread_mutex_lock(&pep->lock);
-	ok = cour_mac_accept(pep->mac, buf, len, ss, sl);
+	ok = cour_mac_accept(pep->mac, &pep->addr, buf, len, ss, sl);
 	pthread_mutex_unlock(&pep->lock);
 	return ok;
 }

@@ -5,10 +5,12 @@
  */
 #include "proto/cour_engine.h"
 
-size_t cour_cm_pack(void *buf, struct cour_mac *mac, uint32_t op, uint64_t conn_id,
-		    const void *data, size_t len)
+size_t cour_cm_pack(void *buf, struct cour_mac *mac, const struct cour_addr *self,
+		    const struct cour_addr *to, uint32_t op, uint64_t conn_id, const void *data,
+		    size_t len)
 {
 	struct cour_base_hdr *h = buf;
+	struct cour_mac_ends e;
 	struct cour_cm_hdr cm = { .conn_id = conn_id, .op = op, .data_len = (uint32_t)len };
 
 	assert(len <= COUR_CM_DATA_MAX);
@@ -23,7 +25,8 @@ size_t cour_cm_pack(void *buf, struct cour_mac *mac, uint32_t op, uint64_t conn_
 	h->crc = cour_crc32c(0, buf, len);
 	if (!mac)
 		return len;
-	cour_mac_sign_buf(mac, buf, len);
+	cour_mac_ends_of(&e, self, to);
+	cour_mac_sign_buf(mac, &e, buf, len);
 	return len + COUR_MAC_LEN;
 }
 
@@ -57,7 +60,7 @@ void cour_pep_send_cm(struct cour_pep *ep, const struct cour_addr *to, uint32_t 
 {
 	_Alignas(8) char buf[COUR_CM_DGRAM_MAX];
 	struct sockaddr_storage ss;
-	size_t n = cour_cm_pack(buf, ep->wire.mac, op, conn_id, data, len);
+	size_t n = cour_cm_pack(buf, ep->wire.mac, &ep->wire.addr, to, op, conn_id, data, len);
 	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &ss);
 
 	ep->wire.ops->send_raw(&ep->wire, &ss, sl, buf, n);

@@ -633,10 +633,11 @@ void cour_peer_free_all(struct cour_pep *ep);
 void cour_peer_refused(struct cour_pep *ep, const struct sockaddr_storage *sa, socklen_t sa_len);
 /* CM packets (proto/cour_cm_wire.c) */
 #define COUR_CM_DGRAM_MAX (COUR_CM_PKT_MAX + COUR_MAC_LEN)   /* a CM packet and its trailer */
-/* A CM packet into buf (COUR_CM_DGRAM_MAX bytes): with mac, signed, its trailer included in
- * the length returned. */
-size_t cour_cm_pack(void *buf, struct cour_mac *mac, uint32_t op, uint64_t conn_id,
-		    const void *data, size_t len);
+/* A CM packet from self to to into buf (COUR_CM_DGRAM_MAX bytes): with mac, signed, its
+ * trailer included in the length returned. */
+size_t cour_cm_pack(void *buf, struct cour_mac *mac, const struct cour_addr *self,
+		    const struct cour_addr *to, uint32_t op, uint64_t conn_id, const void *data,
+		    size_t len);
 bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr *cm,
 		    const uint8_t **data);
 void cour_pep_send_cm(struct cour_pep *ep, const struct cour_addr *to, uint32_t op,

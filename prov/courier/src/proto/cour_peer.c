@@ -739,6 +739,15 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 	ret = ep->wire.ops->open(&ep->wire, want);
 	if (ret)
 		goto err_unwrap;
+	if (ep->wire.mac && cour_addr_is_wildcard(&ep->wire.addr)) {
+		/* a key's tag covers the sender's address (cour_mac.h), which a socket bound
+		 * to every address does not know until the kernel picks one per datagram */
+		COUR_WARN(FI_LOG_EP_CTRL, "an endpoint with a key cannot bind the wildcard "
+			  "address: give it a host address (src_addr, FI_COURIER_IFACE_ADDR)\n");
+		ep->wire.ops->close(&ep->wire);
+		ret = -FI_EINVAL;
+		goto err_unwrap;
+	}
 	cour_trace_open(&ep->wire);
 	cour_shm_ep_open(ep);
 	return 0;

@@ -70,6 +70,13 @@ char *cour_addr_str(const struct cour_addr *a, char *buf, size_t len)
 	return buf;
 }
 
+bool cour_addr_is_wildcard(const struct cour_addr *a)
+{
+	static const uint8_t any6[16], any4[16] = { [10] = 0xff, [11] = 0xff };
+
+	return memcmp(a->ip, any6, 16) == 0 || memcmp(a->ip, any4, 16) == 0;
+}
+
 bool cour_addr_is_loopback(const struct cour_addr *a)
 {
 	static const uint8_t v6_lo[16] = { [15] = 1 };

@@ -40,6 +40,8 @@ int cour_addr_name_out(const struct cour_addr *a, void *buf, size_t *len);
 /* "fi_sockaddr_in://1.2.3.4:5" style text, always NUL-terminated; returns buf. */
 char *cour_addr_str(const struct cour_addr *a, char *buf, size_t len);
 bool cour_addr_is_loopback(const struct cour_addr *a);
+/* 0.0.0.0 or :: : bound to every address of the host, so no one address is its name */
+bool cour_addr_is_wildcard(const struct cour_addr *a);
 /*
  * FI_COURIER_IFACE_ADDR's interface ("eth0") and subnet ("10.1.0.0/16") forms (util/cour_iface.c):
  * this host's address there, as text in out. 0; 1 when spec is neither form (an address or a

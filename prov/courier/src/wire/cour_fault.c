@@ -118,7 +118,7 @@ static void cour_fault_sendmsg(struct cour_wire *w, struct msghdr *m)
 	if (w->mac) {
 		/* the injector plays the network, which harms what the sender signed: sign
 		 * first, and hand the base wire finished datagrams (send_raw sends as is) */
-		cour_mac_sign_buf(w->mac, f->scratch, len);
+		cour_wire_sign_buf(w, m->msg_name, m->msg_namelen, f->scratch, len);
 		len += COUR_MAC_LEN;
 	}
 	if (cour_fault_hit(f, f->corrupt) && len) {

@@ -109,7 +109,7 @@ static void cour_loop_send(struct cour_wire *w, const void *sa, socklen_t sa_len
 	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
 	w->stats.tx_pkts++;
 	cour_loop_deliver(&w->bound_sa, w->bound_len, sa, sa_len, msg.v,
-			  cour_wire_sign(w, msg.v, iovcnt + 1, &msg.t));
+			  cour_wire_sign(w, sa, sa_len, msg.v, iovcnt + 1, &msg.t));
 }
 
 static void cour_loop_close(struct cour_wire *w)

@@ -109,23 +109,26 @@ void cour_mac_free(struct cour_mac *m)
 	free(m);
 }
 
-/* The tag of a datagram: its pieces, then the trailer up to the tag, under nonce stream || ctr
- * (unique per key: cour_mac.h). */
-static void cour_mac_tag(struct cour_mac *m, const struct iovec *iov, size_t n,
-			 const struct cour_mac_trailer *t, uint8_t tag[COUR_MAC_TAG_LEN])
+/* The tag of a datagram: its ends, its pieces, then the trailer up to the tag, under nonce
+ * stream || ctr (unique per key: cour_mac.h). */
+static void cour_mac_tag(struct cour_mac *m, const struct cour_mac_ends *e,
+			 const struct iovec *iov, size_t n, const struct cour_mac_trailer *t,
+			 uint8_t tag[COUR_MAC_TAG_LEN])
 {
 	uint8_t nonce[12];
 
 	memcpy(nonce, &t->stream, 8);
 	memcpy(nonce + 8, &t->ctr, 4);
 	umac128_set_nonce(&m->umac, sizeof(nonce), nonce);
+	umac128_update(&m->umac, sizeof(*e), (const uint8_t *)e);
 	for (size_t i = 0; i < n; i++)
 		umac128_update(&m->umac, iov[i].iov_len, iov[i].iov_base);
 	umac128_update(&m->umac, offsetof(struct cour_mac_trailer, tag), (const uint8_t *)t);
 	umac128_digest(&m->umac, COUR_MAC_TAG_LEN, tag);
 }
 
-void cour_mac_sign_at(struct cour_mac *m, const struct iovec *iov, size_t n, uint32_t time,
+void cour_mac_sign_at(struct cour_mac *m, const struct cour_mac_ends *e,
+		      const struct iovec *iov, size_t n, uint32_t time,
 		      struct cour_mac_trailer *t)
 {
 	if (COUR_UNLIKELY(m->ctr > UINT32_MAX)) {
@@ -135,21 +138,22 @@ void cour_mac_sign_at(struct cour_mac *m, const struct iovec *iov, size_t n, uin
 	t->stream = m->stream;
 	t->ctr = (uint32_t)m->ctr++;
 	t->time = time;
-	cour_mac_tag(m, iov, n, t, t->tag);
+	cour_mac_tag(m, e, iov, n, t, t->tag);
 }
 
-void cour_mac_sign(struct cour_mac *m, const struct iovec *iov, size_t n,
-		   struct cour_mac_trailer *t)
+void cour_mac_sign(struct cour_mac *m, const struct cour_mac_ends *e, const struct iovec *iov,
+		   size_t n, struct cour_mac_trailer *t)
 {
-	cour_mac_sign_at(m, iov, n, cour_mac_now_s(), t);
+	cour_mac_sign_at(m, e, iov, n, cour_mac_now_s(), t);
 }
 
-void cour_mac_sign_buf(struct cour_mac *m, void *buf, size_t len)
+void cour_mac_sign_buf(struct cour_mac *m, const struct cour_mac_ends *e, void *buf,
+		       size_t len)
 {
 	struct iovec v = { .iov_base = buf, .iov_len = len };
 	struct cour_mac_trailer t;
 
-	cour_mac_sign(m, &v, 1, &t);
+	cour_mac_sign(m, e, &v, 1, &t);
 	memcpy((char *)buf + len, &t, sizeof(t));
 }
 
@@ -243,14 +247,15 @@ static enum cour_mac_verdict cour_mac_refuse(struct cour_mac *m, enum cour_mac_v
 	return v;
 }
 
-enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct iovec *iov, size_t n,
+enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct cour_mac_ends *e,
+				     const struct iovec *iov, size_t n,
 				     const struct cour_mac_trailer *t)
 {
 	uint8_t tag[COUR_MAC_TAG_LEN];
 	uint32_t now;
 	int32_t off;
 
-	cour_mac_tag(m, iov, n, t, tag);
+	cour_mac_tag(m, e, iov, n, t, tag);
 	if (!cour_mac_tag_eq(tag, t->tag))
 		return cour_mac_refuse(m, COUR_MAC_FORGED);
 	now = cour_mac_now_s();
@@ -262,7 +267,8 @@ enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct iovec *iov
 	return COUR_MAC_OK;
 }
 
-enum cour_mac_verdict cour_mac_check_buf(struct cour_mac *m, const void *buf, size_t len)
+enum cour_mac_verdict cour_mac_check_buf(struct cour_mac *m, const struct cour_mac_ends *e,
+					 const void *buf, size_t len)
 {
 	struct cour_mac_trailer t;
 	struct iovec v;
@@ -273,7 +279,7 @@ enum cour_mac_verdict cour_mac_check_buf(struct cour_mac *m, const void *buf, si
 	memcpy(&t, (const char *)buf + len, sizeof(t));
 	v.iov_base = (void *)buf;
 	v.iov_len = len;
-	return cour_mac_check(m, &v, 1, &t);
+	return cour_mac_check(m, e, &v, 1, &t);
 }
 
 void cour_mac_counts(const struct cour_mac *m, struct cour_mac_counts *c)

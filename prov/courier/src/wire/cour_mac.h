@@ -11,7 +11,13 @@
  *   stream  u64  the sender's random stream; a new one when ctr would wrap
  *   ctr     u32  datagrams the sender sent on the stream before this one
  *   time    u32  the sender's CLOCK_REALTIME in seconds, low 32 bits
- *   tag     16   UMAC-128(key, nonce = stream || ctr, everything before the tag)
+ *   tag     16   UMAC-128(key, nonce = stream || ctr, ends || everything before the tag)
+ *
+ * ends (struct cour_mac_ends) is who sends to whom: the source's and the destination's IP and
+ * port, which the datagram does not carry but both sides know (the sender its own bound name
+ * and where it sends, the receiver where it came from and its own bound name). A datagram is
+ * thus valid only on its way from its sender to its receiver: reflected back to its sender,
+ * or replayed toward another endpoint or from another address, it fails as a forgery.
  *
  * The nonce never repeats under one key (UMAC, as GMAC, is only as good as that): a stream is
  * 64 random bits (two senders of one job share one with odds of n^2 / 2^65), and its counter
@@ -58,27 +64,39 @@ struct cour_mac_counts {
 
 struct cour_mac;
 
+/* IP (16 bytes, IPv4 as ::ffff:a.b.c.d) then port (network order) of each end */
+struct cour_mac_ends {
+	uint8_t src[18];
+	uint8_t dst[18];
+};
+
 /* A MAC context for key (len bytes, COUR_MAC_KEY_MIN..MAX), or NULL (logged). skew_s: the
  * clock difference tolerated between sender and receiver. */
 struct cour_mac *cour_mac_new(const void *key, size_t len, uint32_t skew_s);
 void cour_mac_free(struct cour_mac *m);
 
-/* The trailer for the datagram made of iov[0..n) (the wire appends it). */
-void cour_mac_sign(struct cour_mac *m, const struct iovec *iov, size_t n,
-		   struct cour_mac_trailer *t);
+/* The trailer for the datagram made of iov[0..n) from e->src to e->dst (the wire appends
+ * it). */
+void cour_mac_sign(struct cour_mac *m, const struct cour_mac_ends *e, const struct iovec *iov,
+		   size_t n, struct cour_mac_trailer *t);
 /* cour_mac_sign as if our clock read time (seconds): for tests of the freshness rule. */
-void cour_mac_sign_at(struct cour_mac *m, const struct iovec *iov, size_t n, uint32_t time,
+void cour_mac_sign_at(struct cour_mac *m, const struct cour_mac_ends *e,
+		      const struct iovec *iov, size_t n, uint32_t time,
 		      struct cour_mac_trailer *t);
 /* Sign a datagram of len bytes in buf that has COUR_MAC_LEN bytes of room after it: the
  * trailer goes there. */
-void cour_mac_sign_buf(struct cour_mac *m, void *buf, size_t len);
+void cour_mac_sign_buf(struct cour_mac *m, const struct cour_mac_ends *e, void *buf,
+		       size_t len);
 
-/* Check the datagram iov[0..n) whose trailer is t (a copy: it may sit anywhere): the tag,
- * then freshness and replay. Only an OK datagram updates the replay window. */
-enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct iovec *iov, size_t n,
+/* Check the datagram iov[0..n) that came from e->src to e->dst, whose trailer is t (a copy:
+ * it may sit anywhere): the tag, then freshness and replay. Only an OK datagram updates the
+ * replay window. */
+enum cour_mac_verdict cour_mac_check(struct cour_mac *m, const struct cour_mac_ends *e,
+				     const struct iovec *iov, size_t n,
 				     const struct cour_mac_trailer *t);
 /* The same for a datagram of len bytes (trailer included) in buf. */
-enum cour_mac_verdict cour_mac_check_buf(struct cour_mac *m, const void *buf, size_t len);
+enum cour_mac_verdict cour_mac_check_buf(struct cour_mac *m, const struct cour_mac_ends *e,
+					 const void *buf, size_t len);
 
 void cour_mac_counts(const struct cour_mac *m, struct cour_mac_counts *c);
 /* Whether a refusal just counted is worth a log line: the first, then every 1024th. */

@@ -450,7 +450,8 @@ static void cour_udp_out(struct cour_wire *w, uint32_t k, uint32_t first, uint32
 	for (uint32_t i = first; w->mac && i < first + segs; i++) {
 		struct msghdr *d = &w->tx_msgs[i].msg_hdr;
 
-		d->msg_iovlen = cour_wire_sign(w, w->tx_iov[i], d->msg_iovlen, &w->tx_trl[i]);
+		d->msg_iovlen = cour_wire_sign(w, d->msg_name, d->msg_namelen, w->tx_iov[i],
+					       d->msg_iovlen, &w->tx_trl[i]);
 	}
 	w->out_first[k] = first;
 	w->out_segs[k] = segs;
@@ -601,7 +602,7 @@ static int cour_udp_send_now(struct cour_wire *w, const void *sa,
 	struct cour_wire_msg msg;
 
 	cour_wire_msghdr(&msg, sa, sa_len, hdr, hdr_len, iov, iovcnt);
-	msg.m.msg_iovlen = cour_wire_sign(w, msg.v, iovcnt + 1, &msg.t);
+	msg.m.msg_iovlen = cour_wire_sign(w, sa, sa_len, msg.v, iovcnt + 1, &msg.t);
 	w->stats.tx_pkts++;
 	while (sendmsg(w->fd, &msg.m, 0) < 0) {
 		int e = errno;

@@ -161,10 +161,33 @@ static void cour_wire_auth_refused(struct cour_mac *m, enum cour_mac_verdict v,
 		  "a copy of one already accepted", c.forged, c.replayed);
 }
 
-bool cour_mac_accept(struct cour_mac *m, const void *buf, size_t *len,
-		     const struct sockaddr_storage *sa, socklen_t sa_len)
+void cour_mac_ends_sa(struct cour_mac_ends *e, const struct cour_addr *self, const void *sa,
+		      socklen_t sa_len, bool out)
 {
-	enum cour_mac_verdict v = cour_mac_check_buf(m, buf, *len);
+	struct cour_addr a;
+
+	if (cour_addr_from_sockaddr(&a, sa, sa_len) != 0)
+		memset(&a, 0, sizeof(a));
+	cour_mac_ends_of(e, out ? self : &a, out ? &a : self);
+}
+
+void cour_wire_sign_buf(struct cour_wire *w, const void *sa, socklen_t sa_len, void *buf,
+			size_t len)
+{
+	struct cour_mac_ends e;
+
+	cour_mac_ends_sa(&e, &w->addr, sa, sa_len, true);
+	cour_mac_sign_buf(w->mac, &e, buf, len);
+}
+
+bool cour_mac_accept(struct cour_mac *m, const struct cour_addr *self, const void *buf,
+		     size_t *len, const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_mac_ends e;
+	enum cour_mac_verdict v;
+
+	cour_mac_ends_sa(&e, self, sa, sa_len, false);
+	v = cour_mac_check_buf(m, &e, buf, *len);
 
 	if (COUR_LIKELY(v == COUR_MAC_OK)) {
 		*len -= COUR_MAC_LEN;
@@ -177,7 +200,7 @@ bool cour_mac_accept(struct cour_mac *m, const void *buf, size_t *len,
 bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
 		       const struct sockaddr_storage *sa, socklen_t sa_len)
 {
-	return !w->mac || cour_mac_accept(w->mac, buf, len, sa, sa_len);
+	return !w->mac || cour_mac_accept(w->mac, &w->addr, buf, len, sa, sa_len);
 }
 
 bool cour_wire_rx_auth_split(struct cour_wire *w, const void *hdr, size_t hdr_len,
@@ -185,7 +208,11 @@ bool cour_wire_rx_auth_split(struct cour_wire *w, const void *hdr, size_t hdr_le
 			     const struct sockaddr_storage *sa, socklen_t sa_len)
 {
 	struct iovec v[2] = { { (void *)hdr, hdr_len }, { (void *)payload, plen } };
-	enum cour_mac_verdict r = cour_mac_check(w->mac, v, 2, t);
+	struct cour_mac_ends e;
+	enum cour_mac_verdict r;
+
+	cour_mac_ends_sa(&e, &w->addr, sa, sa_len, false);
+	r = cour_mac_check(w->mac, &e, v, 2, t);
 
 	if (COUR_LIKELY(r == COUR_MAC_OK))
 		return true;

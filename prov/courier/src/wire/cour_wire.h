@@ -268,28 +268,48 @@ static inline void *cour_wire_up(struct cour_wire *w, void *buf, size_t len,
 }
 /* A datagram the wire could not read (too big): counted, said at debug level. */
 void cour_wire_drop(struct cour_wire *w, const char *why);
-/* With a key, sign the datagram v[0..n) into t and append t as v[n] (v has room for it):
- * returns the datagram's iovec count, n or n + 1. Inline: without a key, one branch per
- * datagram sent. */
-static inline size_t cour_wire_sign(struct cour_wire *w, struct iovec *v, size_t n,
-				    struct cour_mac_trailer *t)
+/* The ends a key's tag covers (cour_mac.h): from src to dst. */
+static inline void cour_mac_ends_of(struct cour_mac_ends *e, const struct cour_addr *src,
+				    const struct cour_addr *dst)
 {
+	memcpy(e->src, src->ip, 16);
+	memcpy(e->src + 16, &src->port, 2);
+	memcpy(e->dst, dst->ip, 16);
+	memcpy(e->dst + 16, &dst->port, 2);
+}
+/* The ends of a datagram between self and the socket address sa: sent to it (out), or
+ * received from it. An address that is no sockaddr_in/in6 counts as all zeros. */
+void cour_mac_ends_sa(struct cour_mac_ends *e, const struct cour_addr *self, const void *sa,
+		      socklen_t sa_len, bool out);
+/* With a key, sign the datagram v[0..n) to sa into t and append t as v[n] (v has room for
+ * it): returns the datagram's iovec count, n or n + 1. Inline: without a key, one branch per
+ * datagram sent. */
+static inline size_t cour_wire_sign(struct cour_wire *w, const void *sa, socklen_t sa_len,
+				    struct iovec *v, size_t n, struct cour_mac_trailer *t)
+{
+	struct cour_mac_ends e;
+
 	if (!w->mac)
 		return n;
-	cour_mac_sign(w->mac, v, n, t);
+	cour_mac_ends_sa(&e, &w->addr, sa, sa_len, true);
+	cour_mac_sign(w->mac, &e, v, n, t);
 	v[n].iov_base = t;
 	v[n].iov_len = COUR_MAC_LEN;
 	return n + 1;
 }
+/* Sign, in place, a datagram of len bytes to sa whose buffer has COUR_MAC_LEN bytes of room
+ * after it (cour_mac_sign_buf between this wire's name and sa). */
+void cour_wire_sign_buf(struct cour_wire *w, const void *sa, socklen_t sa_len, void *buf,
+			size_t len);
 /* From now on, authenticate with key (before open, or before the first peer's MTU is asked:
  * the trailer takes room). 0, or -FI_EINVAL/-FI_ENOMEM (logged). */
 int  cour_wire_auth(struct cour_wire *w, const void *key, size_t len, uint32_t skew_s);
 void cour_wire_auth_fini(struct cour_wire *w);
-/* Check a received datagram of *len bytes in buf from sa with m: true (and *len without the
- * trailer) to take it; false when refused (counted, logged with sa). Also the passive
- * endpoint's, which has no wire. */
-bool cour_mac_accept(struct cour_mac *m, const void *buf, size_t *len,
-		     const struct sockaddr_storage *sa, socklen_t sa_len);
+/* Check a received datagram of *len bytes in buf from sa to self with m: true (and *len
+ * without the trailer) to take it; false when refused (counted, logged with sa). Also the
+ * passive endpoint's, which has no wire. */
+bool cour_mac_accept(struct cour_mac *m, const struct cour_addr *self, const void *buf,
+		     size_t *len, const struct sockaddr_storage *sa, socklen_t sa_len);
 /* Check a received datagram of *len bytes in buf with the wire's key, if it has one: true
  * (and *len without the trailer) to hand it up; false when refused (counted, logged). */
 bool cour_wire_rx_auth(struct cour_wire *w, const void *buf, size_t *len,
