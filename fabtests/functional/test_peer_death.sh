@@ -16,6 +16,9 @@
 # Both sides are on this host, so by default they talk through shared memory: the killed
 # receiver is seen gone through its process (FI_EHOSTUNREACH) and must leave nothing in
 # /dev/shm. restart-now tests the UDP session restart, so it turns shared memory off.
+# COUR_PEER_DEATH_KEYED=1: every process with the same fresh key (FI_COURIER_AUTH_KEY_FILE),
+# so the restarted receiver must prove its new session (a challenge, docs/protocol.md) and its
+# RESETs are authenticated; the failures and the restart must be the same.
 # Environment as run_pair.sh (COUR_BUILD, COUR_FT_PROVIDER); courier only (it needs
 # FI_COURIER_PEER_TIMEOUT), other providers skip.
 set -u
@@ -46,6 +49,10 @@ fi
 port=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null)
 [ -n "$port" ] || port=$((20000 + $$ % 20000))
 out=$(mktemp -d "${TMPDIR:-/tmp}/peer_death.XXXXXX") || exit 99
+if [ -n "${COUR_PEER_DEATH_KEYED:-}" ]; then
+	(umask 077 && head -c 32 /dev/urandom >"$out/key") || exit 99
+	FI_COURIER_AUTH_KEY_FILE=$out/key; export FI_COURIER_AUTH_KEY_FILE
+fi
 spid1= cpid= spid2=
 cleanup() {
 	for p in $spid1 $cpid $spid2; do kill -9 "$p" 2>/dev/null; done

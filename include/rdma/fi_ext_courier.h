@@ -125,6 +125,11 @@ struct fi_courier_stats {
 	uint64_t cc_stalls;                 /* rounds in which the window held sends back */
 	uint64_t cc_rto_spurious;           /* timeouts undone: the peer had the packet, its
 					     * process was late to acknowledge it */
+	/* fresh sessions with a key (docs/protocol.md, Sessions) */
+	uint64_t session_challenges;        /* RESETs that offered a session of ours to a
+					     * sender claiming a new one of its own */
+	uint64_t session_proofs;            /* sessions begun: the sender named our offer */
+	uint64_t drop_unproven;             /* packets of a session not (yet) proven fresh */
 };
 
 struct fi_courier_ops_ep {

@@ -674,6 +674,10 @@ static void cour_ep_print_stats(struct cour_ep *ep)
 		fprintf(stderr, "courier stats %s: authenticated %d drop_bad_mac %" PRIu64
 			" drop_replay %" PRIu64 "\n", str, ep->pep.wire.mac != NULL,
 			s.drop_bad_mac, s.drop_replay);
+	if (ep->pep.wire.mac)
+		fprintf(stderr, "courier stats %s: session_challenges %" PRIu64 " session_proofs %"
+			PRIu64 " drop_unproven %" PRIu64 "\n", str, s.session_challenges,
+			s.session_proofs, s.drop_unproven);
 }
 
 /* ---- open and close ---- */

@@ -256,6 +256,10 @@ struct cour_peer {
 					       * its operations fail at once; 2: and said so */
 
 	uint32_t             local_session, remote_session;
+	/* with a key: the session of ours offered, while one lives, to a sender that claims a
+	 * new one (0: none), and when a challenge last offered one (proto/cour_peer_rx.c) */
+	uint32_t             session_offer;
+	uint64_t             challenge_us;
 
 	/* transmit side */
 	uint32_t             tx_una, tx_next;
@@ -717,6 +721,14 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		   const uint8_t *ext, size_t extlen);
 /* "Your view of my session is stale": to a packet for an earlier session of ours. */
 void cour_send_reset(struct cour_pep *ep, struct cour_peer *peer, uint32_t their_session);
+/* A RESET from a session of ours we name (a challenge offers one: proto/cour_peer_rx.c) */
+void cour_send_reset_from(struct cour_pep *ep, struct cour_peer *peer, uint32_t ours,
+			  uint32_t their_session);
+/* A random nonzero session nonce. */
+uint32_t cour_session_new(void);
+/* Send again, now, every packet of the window not yet acknowledged or SACKed: the peer
+ * dropped them unread (it asked for proof of a fresh session first). */
+void cour_peer_resend_window(struct cour_peer *peer, uint64_t now);
 void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags);
 
 /* ---- proto/cour_msg_proto.c: message protocols and matching ---- */
@@ -832,6 +844,10 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
  * write the ring), and cost the sender and the receiver a twelfth of their time each at
  * 7 M small messages a second. A packet that leaves by UDP is always finished whole. */
 void cour_hdr_finish_fields(struct cour_peer *peer, struct cour_pkt_hdr *hdr);
+/* cour_hdr_finish without the peer's fields (a RESET names sessions of its own): flags
+ * PCSUM and, with ep's key, MAC; the crc. */
+void cour_hdr_seal(struct cour_pep *ep, struct cour_pkt_hdr *hdr, size_t hdr_len,
+		   const struct iovec *iov, size_t iovcnt);
 /* What the endpoint's wire hands up (proto/cour_peer_rx.c). */
 extern const struct cour_wire_rx_ops cour_ep_wire_rx;
 

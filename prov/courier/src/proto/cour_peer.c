@@ -13,7 +13,7 @@
 
 #define COUR_RTO_INIT_US 10000
 
-static uint32_t cour_session_new(void)
+uint32_t cour_session_new(void)
 {
 	uint32_t s = 0;
 
@@ -39,6 +39,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	cour_credit_peer_end(peer);             /* a loan ends with its session */
 	peer->local_session = cour_session_new();
 	peer->remote_session = 0;
+	peer->session_offer = 0;
 	peer->tx_una = peer->tx_next = 0;
 	peer->inflight_bytes = 0;
 	peer->sacked_bytes = 0;
@@ -356,6 +357,18 @@ void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t no
 	cour_wire_queue(peer->ep, peer, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
 }
 
+void cour_peer_resend_window(struct cour_peer *peer, uint64_t now)
+{
+	if (peer->via_shm || peer->tx_una == peer->tx_next)
+		return;
+	for (uint32_t s = peer->tx_una; s != peer->tx_next; s++) {
+		struct cour_txpkt *slot = cour_txslot(peer, s);
+
+		if (!slot->sacked)
+			cour_slot_send(peer, slot, now);
+	}
+	cour_wire_flush(peer->ep);
+}
 
 /* Packets in the peer's ring are delivered: release them in order up to the first one the
  * ring refused. */
@@ -555,14 +568,20 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 
 void cour_send_reset(struct cour_pep *ep, struct cour_peer *peer, uint32_t their_session)
 {
+	cour_send_reset_from(ep, peer, peer->local_session, their_session);
+}
+
+void cour_send_reset_from(struct cour_pep *ep, struct cour_peer *peer, uint32_t ours,
+			  uint32_t their_session)
+{
 	struct cour_pkt_hdr hdr;
 
 	memset(&hdr.base, 0, sizeof(hdr.base));
 	hdr.base.type = COUR_PKT_RESET;
 	hdr.base.version = COUR_WIRE_VERSION;
-	hdr.base.src_session = peer->local_session;
+	hdr.base.src_session = ours;
 	hdr.base.dst_session = their_session;
-	hdr.base.crc = cour_crc32c(0, &hdr, COUR_BASE_HDR_LEN);
+	cour_hdr_seal(ep, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
 	cour_peer_send_now(peer, &hdr, COUR_BASE_HDR_LEN, NULL, 0);
 }
 
@@ -785,9 +804,15 @@ void cour_txe_complete(struct cour_pep *ep, struct cour_txe *txe, int err, int p
 void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hdr_len,
 		     const struct iovec *iov, size_t iovcnt)
 {
+	cour_hdr_finish_fields(peer, hdr);
+	cour_hdr_seal(peer ? peer->ep : NULL, hdr, hdr_len, iov, iovcnt);
+}
+
+void cour_hdr_seal(struct cour_pep *ep, struct cour_pkt_hdr *hdr, size_t hdr_len,
+		   const struct iovec *iov, size_t iovcnt)
+{
 	uint32_t crc;
 
-	cour_hdr_finish_fields(peer, hdr);
 	/* an ACK's payload (a SACK bitmap) and a HELLO's are always checked (cour_pkt_valid) */
 	bool pcsum = cour_params.checksum ||
 		     (iovcnt && (hdr->base.type == COUR_PKT_ACK || hdr->base.type == COUR_PKT_HELLO));
@@ -795,7 +820,7 @@ void cour_hdr_finish(struct cour_peer *peer, struct cour_pkt_hdr *hdr, size_t hd
 	if (pcsum)
 		hdr->base.flags |= COUR_F_PCSUM;
 	hdr->base.crc = 0;
-	if (peer && peer->ep->wire.mac) {
+	if (ep && ep->wire.mac) {
 		hdr->base.flags |= COUR_F_MAC;
 		/* the datagram's tag covers every byte: a crc would add nothing (unless asked) */
 		if (!cour_params.checksum)

@@ -232,6 +232,57 @@ static void cour_ep_rx_invalid(struct cour_pep *ep, const void *buf, size_t len,
 		  h->version, COUR_WIRE_VERSION, ep->rx_other_version);
 }
 
+/*
+ * With a key, a session starts only when it is proven fresh (docs/protocol.md, Sessions). A
+ * packet whose src_session we do not know (the peer's first, its restart, its RESET) is taken
+ * only if it names, as dst_session, a session of ours chosen after everything the attacker
+ * could have recorded: our session while we have none with the peer (chosen when our state
+ * for it began), else the one we offered since (session_offer). Anything else is answered
+ * with a challenge, a RESET from that session to the sender's, and dropped: an honest sender
+ * learns it and sends again naming it; a recorded packet cannot, whatever its age. So a
+ * replayed first packet, or one of an earlier incarnation of the peer, never ends a live
+ * session, and a genuine restart does after one round trip.
+ */
+#define COUR_CHALLENGE_GAP_US 1000    /* challenges to one peer at most this often */
+static bool cour_peer_session_fresh(struct cour_pep *ep, struct cour_peer *peer,
+				    const struct cour_base_hdr *h, bool answer, uint64_t now)
+{
+	uint32_t offer = peer->remote_session ? peer->session_offer : peer->local_session;
+	char str[80];
+
+	if (offer && h->dst_session == offer) {
+		if (peer->remote_session) {
+			COUR_INFO(FI_LOG_EP_DATA, "peer %s restarted (session %08x -> %08x, "
+				  "proven fresh)\n", cour_addr_str(&peer->addr, str, sizeof(str)),
+				  peer->remote_session, h->src_session);
+			ep->stats.peers_reset++;
+			cour_peer_reset(peer, COUR_E_PEER_RESET);
+			peer->local_session = offer;
+		}
+		peer->remote_session = h->src_session;
+		ep->stats.session_proofs++;
+		if (h->type == COUR_PKT_RESET) {
+			/* our challenge, or theirs answered: our next packet is its proof (or it
+			 * waits for one), and what it dropped unread goes again now */
+			cour_peer_send_ack(peer, 0);
+			cour_peer_resend_window(peer, now);
+			if (cour_shm_hello_pending(peer))
+				peer->hello_next_us = 0;
+		}
+		return true;
+	}
+	ep->stats.drop_unproven++;
+	if (!answer || (peer->challenge_us && now - peer->challenge_us < COUR_CHALLENGE_GAP_US))
+		return false;
+	if (peer->remote_session && !peer->session_offer)
+		peer->session_offer = cour_session_new();
+	peer->challenge_us = now;
+	ep->stats.session_challenges++;
+	cour_send_reset_from(ep, peer, peer->remote_session ? peer->session_offer :
+			     peer->local_session, h->src_session);
+	return false;
+}
+
 void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			const struct sockaddr_storage *sa, socklen_t sa_len)
 {
@@ -292,6 +343,11 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		ep->stats.drop_stale_session++;
 		return buf;
 	}
+	if (COUR_UNLIKELY(ep->wire.mac && !ep->rx_borrowed &&
+			  h->src_session != peer->remote_session) &&
+	    !cour_peer_session_fresh(ep, peer, h, msg || probe || h->type == COUR_PKT_HELLO ||
+				     h->type == COUR_PKT_RESET, cour_ep_clock(ep)))
+		return buf;
 	if (h->dst_session && h->dst_session != peer->local_session) {
 		/* meant for an earlier session of ours: tell the sender, unless it is itself
 		 * only a plain ACK or a RESET (never answer those: two sides must not ping-pong) */
