@@ -198,6 +198,7 @@ int main(int argc, char **argv)
 		cour_ft_print_header(&pp.ft, "pingpong");
 		ret = pp_run(&pp);
 	}
+	cour_ft_close_ep(&pp.ft);
 	cour_ft_buf_free(&pp.tx);
 	cour_ft_buf_free(&pp.rx);
 	cour_ft_close(&pp.ft);

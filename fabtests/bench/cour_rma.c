@@ -705,6 +705,7 @@ int main(int argc, char **argv)
 	}
 	if (!ret)
 		ret = cour_ft_finish(&r.ft);
+	cour_ft_close_ep(&r.ft);
 	cour_ft_buf_free(&r.local);
 	cour_ft_buf_free(&r.region);
 	cour_ft_close(&r.ft);

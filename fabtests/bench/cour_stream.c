@@ -362,6 +362,7 @@ int cour_stream_main(int argc, char **argv, enum cour_stream_kind kind)
 		cour_ft_print_header(&st.ft, st.par->name);
 		ret = st_run(&st);
 	}
+	cour_ft_close_ep(&st.ft);
 	cour_ft_buf_free(&st.data);
 	cour_ft_buf_free(&st.ack);
 	cour_ft_close(&st.ft);

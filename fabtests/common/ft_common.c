@@ -337,6 +337,13 @@ static void cour_ft_close_fid(struct fid *fid, const char *what)
 			fi_strerror(-ret));
 }
 
+void cour_ft_close_ep(struct cour_ft *ft)
+{
+	/* an FI_MR_ENDPOINT region still bound keeps it open (-FI_EBUSY): cour_ft_close then */
+	if (ft->ep && fi_close(&ft->ep->fid) == 0)
+		ft->ep = NULL;
+}
+
 void cour_ft_close(struct cour_ft *ft)
 {
 	ft->fabric_up = false;

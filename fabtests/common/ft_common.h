@@ -172,6 +172,9 @@ int cour_ft_start(struct cour_ft *ft, const struct cour_ft_opts *opts);
 int cour_ft_finish(struct cour_ft *ft);
 
 /* Close whatever is open (buffers first, with cour_ft_buf_free); safe on a partial start. */
+/* Close the endpoint first: its close may still send what the application's buffers hold
+ * (data accepted is delivered), so buffers are freed only after it. */
+void cour_ft_close_ep(struct cour_ft *ft);
 void cour_ft_close(struct cour_ft *ft);
 
 /* "# provider: tcp;ofi_rxm  ep_type: rdm  ..." on stdout. */

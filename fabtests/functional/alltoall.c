@@ -169,6 +169,7 @@ int main(int argc, char **argv)
 		fi_close(&a.txcq->fid);
 	if (a.rxcq)
 		fi_close(&a.rxcq->fid);
+	cour_ft_close_ep(&f->ft);
 	cour_ft_buf_free(&a.buf);
 	cour_ft_close(&f->ft);
 	if (ret || f->failures) {

@@ -550,6 +550,7 @@ int main(int argc, char **argv)
 	for (l = 0; l < m.nlocal; l++)
 		if (m.ep[l])
 			fi_close(&m.ep[l]->fid);
+	cour_ft_close_ep(&f->ft);
 	cour_ft_buf_free(&m.buf);
 	cour_ft_close(&f->ft);
 	if (ret || f->failures) {

@@ -307,6 +307,7 @@ int main(int argc, char **argv)
 			ret = a.test == AT_EXCHANGE ? auth_exchange(&a, &st) : auth_refused(&a, &st);
 		if (!ret)
 			ret = func_finish(f);
+		cour_ft_close_ep(&f->ft);
 		cour_ft_buf_free(&a.buf);
 		cour_ft_close(&f->ft);
 	}

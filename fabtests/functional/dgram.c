@@ -154,6 +154,7 @@ int main(int argc, char **argv)
 		ret = f->ft.is_server ? dg_server(&d) : dg_client(&d);
 	if (!ret)
 		ret = func_finish(f);
+	cour_ft_close_ep(&f->ft);
 	cour_ft_buf_free(&d.buf);
 	cour_ft_close(&f->ft);
 	if (ret || f->failures) {

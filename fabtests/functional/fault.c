@@ -143,6 +143,7 @@ int main(int argc, char **argv)
 		ret = func_finish(f);
 	if (!ret)
 		ret = fault_stats(&t);
+	cour_ft_close_ep(&f->ft);
 	cour_ft_buf_free(&t.buf);
 	cour_ft_close(&f->ft);
 	if (ret || f->failures) {

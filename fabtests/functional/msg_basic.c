@@ -324,6 +324,7 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = func_finish(f);
 out:
+	cour_ft_close_ep(&f->ft);
 	cour_ft_buf_free(&b.buf);
 	cour_ft_close(&f->ft);
 	if (ret || f->failures) {

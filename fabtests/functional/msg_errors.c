@@ -370,6 +370,7 @@ int main(int argc, char **argv)
 		ret = func_finish(f);
 	if (e.ep2)
 		fi_close(&e.ep2->fid);
+	cour_ft_close_ep(&f->ft);
 	cour_ft_buf_free(&e.buf);
 	cour_ft_close(&f->ft);
 	if (ret || f->failures) {

@@ -362,6 +362,7 @@ int main(int argc, char **argv)
 		sv_report(&t, cour_ft_now_ns() - start);
 	if (!ret)
 		ret = sv_stats(&t);
+	cour_ft_close_ep(&f->ft);
 	cour_ft_buf_free(&t.buf);
 	cour_ft_close(&f->ft);
 	if (ret || f->failures) {

@@ -606,6 +606,11 @@ void cour_peer_reset(struct cour_peer *peer, int prov_errno)
 
 	if (COUR_UNLIKELY(ep->up->peer_lost != NULL))
 		ep->up->peer_lost(ep, &peer->addr, prov_errno);
+	/* the wire's batch may still point into the buffers of what fails below: out first,
+	 * since the application may read the error (a progress thread's CQ) and free them
+	 * before this pass would flush */
+	if (!peer->via_shm)
+		cour_wire_flush(ep);
 
 	if (peer->txwin)
 		for (uint32_t s = peer->tx_una; s != peer->tx_next; s++)
