@@ -108,8 +108,12 @@ static int cour_ft_getinfo(struct cour_ft *ft)
 			return -FI_ENOMEM;
 	}
 
-	ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0,
-			 hints, &list);
+	/* COUR_FT_EP_PORT: this side's endpoint binds that port (a test that needs the same
+	 * addresses across runs: test_auth_forge.sh's replays of an earlier run) */
+	const char *port = getenv("COUR_FT_EP_PORT");
+
+	ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL,
+			 port && *port ? port : NULL, port && *port ? FI_SOURCE : 0, hints, &list);
 	if (ret) {
 		fprintf(stderr, "cour_ft: fi_getinfo(provider %s, ep %s, caps %s) failed: %d (%s)\n",
 			o->prov_name ? o->prov_name : "any",

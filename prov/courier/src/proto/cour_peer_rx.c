@@ -237,11 +237,15 @@ static void cour_ep_rx_invalid(struct cour_pep *ep, const void *buf, size_t len,
  * packet whose src_session we do not know (the peer's first, its restart, its RESET) is taken
  * only if it names, as dst_session, a session of ours chosen after everything the attacker
  * could have recorded: our session while we have none with the peer (chosen when our state
- * for it began), else the one we offered since (session_offer). Anything else is answered
- * with a challenge, a RESET from that session to the sender's, and dropped: an honest sender
- * learns it and sends again naming it; a recorded packet cannot, whatever its age. So a
+ * for it began), else the one we offered since (session_offer). One that names no session
+ * of ours, or our current one, is answered with a challenge, a RESET from that session to the
+ * sender's, and dropped: an honest sender learns it and sends again naming it; a recorded
+ * packet cannot, whatever its age. One that names another session of ours is stale (the
+ * caller's rule): a challenge sent to a session that is not the receiver's, as one answering
+ * a replay is, must draw no answer, or the live peer would prove our offer for it. So a
  * replayed first packet, or one of an earlier incarnation of the peer, never ends a live
  * session, and a genuine restart does after one round trip.
+ * Returns true when the packet goes on through the caller's rules, false when it was dropped.
  */
 #define COUR_CHALLENGE_GAP_US 1000    /* challenges to one peer at most this often */
 static bool cour_peer_session_fresh(struct cour_pep *ep, struct cour_peer *peer,
@@ -271,6 +275,8 @@ static bool cour_peer_session_fresh(struct cour_pep *ep, struct cour_peer *peer,
 		}
 		return true;
 	}
+	if (h->dst_session && h->dst_session != peer->local_session)
+		return true;                    /* stale: the caller drops it */
 	ep->stats.drop_unproven++;
 	if (!answer || (peer->challenge_us && now - peer->challenge_us < COUR_CHALLENGE_GAP_US))
 		return false;
@@ -343,6 +349,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		ep->stats.drop_stale_session++;
 		return buf;
 	}
+	/* (with a key, what passes names our session: proven, or stale just below) */
 	if (COUR_UNLIKELY(ep->wire.mac && !ep->rx_borrowed &&
 			  h->src_session != peer->remote_session) &&
 	    !cour_peer_session_fresh(ep, peer, h, msg || probe || h->type == COUR_PKT_HELLO ||
