@@ -634,6 +634,80 @@ Test(engine_loop, faults_with_key)
 	}
 }
 
+/*
+ * With a key, a packet that claims a new session of the peer is taken only when it names a
+ * session we offered (docs/protocol.md, Sessions). Here a key holder's packet from A's address
+ * with a session A never had (a replay of an earlier incarnation's opening packet, as far as B
+ * can tell): once naming no session of B's, once naming B's current one. B must answer with a
+ * challenge and drop it; A must drop that challenge, which names a session not its own, and
+ * not answer it (an answer would prove B's offer); no session is reset and the traffic after
+ * it is delivered.
+ */
+static void inject_signed(int from, int to, uint32_t src_session, uint32_t dst_session)
+{
+	struct cour_ep *a = COUR_CONTAINER_OF(net.t[from].ep, struct cour_ep, ep_fid);
+	struct cour_ep *b = COUR_CONTAINER_OF(net.t[to].ep, struct cour_ep, ep_fid);
+	_Alignas(8) char buf[COUR_PKT_HDR_LEN + 8 + COUR_MAC_LEN];
+	struct cour_pkt_hdr *h = (struct cour_pkt_hdr *)buf;
+
+	memset(buf, 0, sizeof(buf));
+	h->base.version = COUR_WIRE_VERSION;
+	h->base.type = COUR_PKT_EAGER;
+	h->base.flags = COUR_F_MAC | COUR_F_TAGGED;
+	h->base.src_session = src_session;
+	h->base.dst_session = dst_session;
+	h->base.credits = 64;
+	h->msg.tag = SUITE_TAG;
+	h->msg.total_len = 8;
+	memcpy(buf + COUR_PKT_HDR_LEN, "INJECTED", 8);
+	cour_lock_acquire(&a->domain->lock);
+	cour_wire_sign_buf(&a->pep.wire, &b->pep.wire.bound_sa, b->pep.wire.bound_len, buf,
+			   COUR_PKT_HDR_LEN + 8);
+	a->pep.wire.ops->send_raw(&a->pep.wire, &b->pep.wire.bound_sa, b->pep.wire.bound_len,
+				  buf, sizeof(buf));
+	cour_lock_release(&a->domain->lock);
+}
+
+static uint32_t local_session_for(int i, int peer_i)
+{
+	struct cour_ep *e = COUR_CONTAINER_OF(net.t[i].ep, struct cour_ep, ep_fid);
+	struct cour_ep *p = COUR_CONTAINER_OF(net.t[peer_i].ep, struct cour_ep, ep_fid);
+	struct cour_peer *peer;
+	uint32_t s;
+
+	cour_lock_acquire(&e->domain->lock);
+	peer = cour_peer_by_addr_locked(&e->pep, &p->pep.wire.addr, false);
+	cr_assert_not_null(peer);
+	s = peer->local_session;
+	cour_lock_release(&e->domain->lock);
+	return s;
+}
+
+Test(engine_loop, keyed_unproven_session_resets_nothing)
+{
+	size_t sizes[] = { 1, 4096, cour_params.eager_max + 1 };
+	struct fi_courier_stats s0, s1;
+
+	net.key = "engine_loop's shared secret";
+	net_open(2, NULL, 0);
+	run_suite(sizes, COUR_ARRAY_SIZE(sizes), WAIT_MS);
+	inject_signed(0, 1, 0x5eed0001u, 0);
+	run_suite(sizes, COUR_ARRAY_SIZE(sizes), WAIT_MS);
+	inject_signed(0, 1, 0x5eed0002u, local_session_for(1, 0));
+	run_suite(sizes, COUR_ARRAY_SIZE(sizes), WAIT_MS);
+	s0 = stats_of(0);
+	s1 = stats_of(1);
+	print_stats("keyed, unproven sessions", 0);
+	print_stats("keyed, unproven sessions", 1);
+	cr_assert_eq(s0.peers_reset + s1.peers_reset, 0, "a session was reset");
+	cr_assert_geq(s1.drop_unproven, 2);
+	cr_assert_geq(s1.session_challenges, 2);
+	cr_assert_eq(s0.session_challenges, 0, "A answered a challenge for a session not its");
+	cr_assert_geq(s0.drop_stale_session, 2, "A took B's challenges");
+	cr_assert_eq(s1.rx_msgs, 3 * 2 * COUR_ARRAY_SIZE(sizes), "the injected message was "
+		     "delivered, or a genuine one lost");
+}
+
 Test(engine_loop, heavy_loss_small_window)
 {
 	size_t sizes[] = { 0, 1, 1473, 4096, 20000, cour_params.eager_max + 1 };
