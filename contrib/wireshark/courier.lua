@@ -78,7 +78,7 @@ local function flag_meaning(t, n)
 end
 
 local cm_ops = { [1] = "CONNREQ", [2] = "ACCEPT", [3] = "REJECT", [4] = "ESTABLISHED",
-		 [5] = "SHUTDOWN", [6] = "SHUTDOWN_ACK" }
+		 [5] = "SHUTDOWN", [6] = "SHUTDOWN_ACK", [7] = "RETRY" }
 local atomic_ops = { [0] = "FI_MIN", "FI_MAX", "FI_SUM", "FI_PROD", "FI_LOR", "FI_LAND",
 		     "FI_BOR", "FI_BAND", "FI_LXOR", "FI_BXOR", "FI_ATOMIC_READ",
 		     "FI_ATOMIC_WRITE", "FI_CSWAP", "FI_CSWAP_NE", "FI_CSWAP_LE", "FI_CSWAP_LT",
@@ -176,6 +176,7 @@ end
 
 field("cm_conn_id",  ProtoField.uint64("courier.cm.conn_id", "Connection id", base.HEX))
 field("cm_op",       ProtoField.uint32("courier.cm.op", "CM op", base.DEC, cm_ops))
+field("cm_cookie",   ProtoField.uint64("courier.cm.cookie", "Cookie (base ack, sack)", base.HEX))
 field("cm_data_len", ProtoField.uint32("courier.cm.data_len", "CM data length", base.DEC))
 field("cm_data",     ProtoField.bytes("courier.cm.data", "CM data"))
 
@@ -453,6 +454,7 @@ local function dissect_cm(tvb, tree, body)
 	local c = tree:add(courier, tvb(o, math.min(tvb:len(), body) - o), "CM")
 	c:add_le(pf.cm_conn_id, tvb(o, 8))
 	c:add_le(pf.cm_op, tvb(o + 8, 4))
+	c:add_le(pf.cm_cookie, tvb(20, 8))
 	c:add_le(pf.cm_data_len, tvb(o + 12, 4))
 	local dl = tvb(o + 12, 4):le_uint()
 	local have = math.min(tvb:len(), body) - (o + CM_HDR_LEN)

@@ -8,8 +8,10 @@
 #include "cour_cq.h"
 #include "cour_ep.h"
 
+#include <nettle/hmac.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -50,6 +52,7 @@ struct cour_cm_pep {
 	pthread_mutex_t       lock;      /* reqs, nreqs, npending */
 	struct cour_connreq  *reqs;      /* utlist DL, oldest first */
 	struct cour_mac      *mac;       /* with a key (cour_auth.c): under lock too */
+	uint8_t               cookie_key[32];   /* with a key: this passive endpoint's alone */
 	size_t                nreqs, npending, backlog;
 };
 
@@ -115,11 +118,11 @@ static int cour_cm_socket(const struct cour_addr *want, struct cour_addr *got)
 }
 
 static void cour_cm_pep_send(struct cour_cm_pep *pep, const struct cour_addr *to, uint32_t op,
-			     uint64_t id, const void *data, size_t len)
+			     uint64_t id, uint64_t cookie, const void *data, size_t len)
 {
 	_Alignas(8) char buf[COUR_CM_DGRAM_MAX];
 	union cour_sockaddr sa;
-	size_t n = cour_cm_pack(buf, pep->mac, &pep->addr, to, op, id, data, len);
+	size_t n = cour_cm_pack(buf, pep->mac, &pep->addr, to, op, id, cookie, data, len);
 	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &sa);
 
 	if (sendto(pep->fd, buf, n, 0, &sa.sa, sl) < 0)
@@ -161,7 +164,7 @@ static void cour_cm_pep_connreq(struct cour_cm_pep *pep, const struct cour_addr 
 	if (r) {
 		r->seen_us = now;
 		if (r->state == COUR_REQ_REJECTED)
-			cour_cm_pep_send(pep, from, COUR_CM_REJECT, r->conn_id, r->rej, r->rej_len);
+			cour_cm_pep_send(pep, from, COUR_CM_REJECT, r->conn_id, 0, r->rej, r->rej_len);
 		pthread_mutex_unlock(&pep->lock);
 		return;      /* pending: the application has it; taken: the endpoint answers */
 	}
@@ -229,6 +232,55 @@ nomem:
 	free(r);
 }
 
+/*
+ * With a key, a CONNREQ is reported only with a cookie this passive endpoint gave its sender
+ * for this conn_id within the last minute (COUR_CM_RETRY): an HMAC, under a secret of this
+ * passive endpoint alone, of the sender's address, the conn_id and the half minute. A CONNREQ
+ * an attacker recorded, even seconds ago from a passive endpoint that ran before this one on
+ * the same address, carries no cookie this one gave; one that carries such a cookie is a copy
+ * the key's replay window refuses (cour_mac.h). Stateless, so a flood of them costs no memory.
+ */
+#define COUR_CM_COOKIE_EPOCH_S 30
+static uint64_t cour_cm_cookie(const struct cour_cm_pep *pep, const struct cour_addr *from,
+			       uint64_t conn_id, uint32_t epoch)
+{
+	struct hmac_sha256_ctx h;
+	uint8_t d[SHA256_DIGEST_SIZE];
+	uint64_t c;
+
+	hmac_sha256_set_key(&h, sizeof(pep->cookie_key), pep->cookie_key);
+	hmac_sha256_update(&h, sizeof(from->ip), from->ip);
+	hmac_sha256_update(&h, sizeof(from->port), (const uint8_t *)&from->port);
+	hmac_sha256_update(&h, sizeof(conn_id), (const uint8_t *)&conn_id);
+	hmac_sha256_update(&h, sizeof(epoch), (const uint8_t *)&epoch);
+	hmac_sha256_digest(&h, sizeof(d), d);
+	memcpy(&c, d, sizeof(c));
+	return c ? c : 1;        /* 0 means none */
+}
+
+static uint32_t cour_cm_epoch(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)(ts.tv_sec / COUR_CM_COOKIE_EPOCH_S);
+}
+
+/* Whether a keyed CONNREQ may be reported: its cookie is ours; else it is answered RETRY. */
+static bool cour_cm_pep_fresh(struct cour_cm_pep *pep, const struct cour_addr *from,
+			      const struct cour_cm_hdr *cm, uint64_t cookie)
+{
+	uint32_t e = cour_cm_epoch();
+	uint64_t now = cour_cm_cookie(pep, from, cm->conn_id, e);
+
+	if (cookie && (cookie == now || cookie == cour_cm_cookie(pep, from, cm->conn_id, e - 1)))
+		return true;
+	pthread_mutex_lock(&pep->lock);
+	cour_cm_pep_send(pep, from, COUR_CM_RETRY, cm->conn_id, now, NULL, 0);
+	pthread_mutex_unlock(&pep->lock);
+	return false;
+}
+
 /* The listener returns when its eventfd turns readable. */
 static void cour_cm_listener_stop(void *arg)
 {
@@ -269,19 +321,22 @@ static void *cour_cm_listener(void *arg)
 			struct cour_cm_hdr cm;
 			struct cour_addr from;
 			const uint8_t *data;
+			uint64_t cookie;
 
 			if (len < 0)
 				break;
 			if (pep->mac && !cour_cm_pep_auth(pep, buf, (size_t *)&len, &ss, sl))
 				continue;
-			if (!cour_cm_unpack(buf, (size_t)len, pep->mac != NULL, &cm, &data) ||
+			if (!cour_cm_unpack(buf, (size_t)len, pep->mac != NULL, &cm, &cookie,
+					    &data) ||
 			    cour_addr_from_sockaddr(&from, &ss, sl) != 0) {
 				COUR_DBG(FI_LOG_EP_CTRL, "passive endpoint: dropped a datagram that "
 					 "is no CM packet\n");
 				continue;
 			}
 			from.is_v4 = pep->addr.is_v4;
-			if (cm.op == COUR_CM_CONNREQ)
+			if (cm.op == COUR_CM_CONNREQ &&
+			    (!pep->mac || cour_cm_pep_fresh(pep, &from, &cm, cookie)))
 				cour_cm_pep_connreq(pep, &from, &cm, data);
 		}
 	}
@@ -337,7 +392,7 @@ static int cour_cm_pep_reject(struct fid_pep *pep_fid, fid_t handle, const void 
 	r->rej_len = len;
 	if (len)
 		memcpy(r->rej, param, len);
-	cour_cm_pep_send(pep, &r->from, COUR_CM_REJECT, r->conn_id, r->rej, r->rej_len);
+	cour_cm_pep_send(pep, &r->from, COUR_CM_REJECT, r->conn_id, 0, r->rej, r->rej_len);
 	pthread_mutex_unlock(&pep->lock);
 	return 0;
 }
@@ -427,6 +482,7 @@ static int cour_cm_pep_close(struct fid *fid)
 	close(pep->wake_fd);
 	pthread_mutex_destroy(&pep->lock);
 	cour_mac_free(pep->mac);
+	explicit_bzero(pep->cookie_key, sizeof(pep->cookie_key));
 	fi_freeinfo(pep->info);
 	cour_ref_dec(&pep->fabric->refcnt);
 	free(pep);
@@ -555,6 +611,9 @@ static int cour_cm_pep_key(struct cour_cm_pep *pep)
 		return ret;
 	pep->mac = cour_mac_new(key, len, (uint32_t)cour_params.auth_skew_s);
 	cour_auth_key_free(key, len);
+	while (getrandom(pep->cookie_key, sizeof(pep->cookie_key), 0) !=
+	       (ssize_t)sizeof(pep->cookie_key))
+		;
 	return pep->mac ? 0 : -FI_ENOMEM;
 }
 
@@ -593,6 +652,14 @@ int cour_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	ret = cour_cm_pep_key(pep);
 	if (ret)
 		goto err_fd;
+	if (pep->mac && cour_addr_is_wildcard(&pep->addr)) {
+		/* (the key's tag covers our address: cour_mac.h) */
+		COUR_WARN(FI_LOG_EP_CTRL, "a passive endpoint with a key cannot bind the wildcard "
+			  "address: give it a host address\n");
+		cour_mac_free(pep->mac);
+		ret = -FI_EINVAL;
+		goto err_fd;
+	}
 	pthread_mutex_init(&pep->lock, NULL);
 	pep->backlog = COUR_CM_BACKLOG;
 	pep->fabric = fab;
@@ -721,7 +788,8 @@ int cour_cm_connect(struct fid_ep *ep_fid, const void *addr, const void *param,
 	c->state = COUR_CONN_CONNECTING;
 	c->started_us = now;
 	c->tries = 0;
-	cour_pep_send_cm(&ep->pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->data, len);
+	cour_pep_send_cm(&ep->pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->cookie, c->data,
+			 len);
 	cour_cm_schedule(ep, now);
 	cour_lock_release(&ep->domain->lock);
 	cour_domain_kick(ep->domain);
@@ -763,7 +831,7 @@ int cour_cm_accept(struct fid_ep *ep_fid, const void *param, size_t len)
 	c->started_us = now;
 	c->tries = 0;
 	cour_cm_event(ep, FI_CONNECTED, NULL, 0);     /* (queued before the peer can answer) */
-	cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, c->data, len);
+	cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, 0, c->data, len);
 	cour_cm_schedule(ep, now);
 	cour_lock_release(&ep->domain->lock);
 	cour_domain_kick(ep->domain);
@@ -790,7 +858,7 @@ int cour_cm_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 	c->shutdown_sent = true;
 	c->accept_pending = false;
 	c->tries = 0;
-	cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
+	cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, 0, NULL, 0);
 	cour_cm_schedule(ep, cour_now_us());
 	cour_lock_release(&ep->domain->lock);
 	cour_domain_kick(ep->domain);
@@ -811,7 +879,7 @@ int cour_cm_getpeer(struct fid_ep *ep_fid, void *addr, size_t *addrlen)
 }
 
 void cour_cm_rx(struct cour_pep *pep, const struct cour_addr *from,
-		const struct cour_cm_hdr *cm, const uint8_t *data)
+		const struct cour_cm_hdr *cm, uint64_t cookie, const uint8_t *data)
 {
 	struct cour_ep *ep = cour_cm_ep(pep);
 	struct cour_conn *c = &ep->conn;
@@ -826,11 +894,20 @@ void cour_cm_rx(struct cour_pep *pep, const struct cour_addr *from,
 			c->gen++;
 			c->state = COUR_CONN_CONNECTED;
 			pep->cm_deadline = 0;
-			cour_pep_send_cm(pep, from, COUR_CM_ESTABLISHED, c->conn_id, NULL, 0);
+			cour_pep_send_cm(pep, from, COUR_CM_ESTABLISHED, c->conn_id, 0, NULL, 0);
 			cour_cm_event(ep, FI_CONNECTED, data, cm->data_len);
 		} else if (from_peer) {
 			/* our ESTABLISHED was lost */
-			cour_pep_send_cm(pep, from, COUR_CM_ESTABLISHED, c->conn_id, NULL, 0);
+			cour_pep_send_cm(pep, from, COUR_CM_ESTABLISHED, c->conn_id, 0, NULL, 0);
+		}
+		return;
+	case COUR_CM_RETRY:
+		/* (bound to our fresh conn_id: a recorded one names another) */
+		if (ours && c->state == COUR_CONN_CONNECTING && cookie &&
+		    cour_addr_eq(from, &c->target) && cookie != c->cookie) {
+			c->cookie = cookie;
+			cour_pep_send_cm(pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->cookie,
+					 c->data, c->data_len);
 		}
 		return;
 	case COUR_CM_REJECT:
@@ -851,7 +928,7 @@ void cour_cm_rx(struct cour_pep *pep, const struct cour_addr *from,
 	case COUR_CM_SHUTDOWN:
 		if (!from_peer)
 			return;
-		cour_pep_send_cm(pep, from, COUR_CM_SHUTDOWN_ACK, c->conn_id, NULL, 0);
+		cour_pep_send_cm(pep, from, COUR_CM_SHUTDOWN_ACK, c->conn_id, 0, NULL, 0);
 		if (c->shutdown_reported || c->closing)
 			return;
 		c->shutdown_reported = true;
@@ -892,7 +969,7 @@ void cour_cm_tick(struct cour_pep *pep, uint64_t now)
 			cour_cm_error(ep, FI_ETIMEDOUT, 0, NULL, 0);
 			return;
 		}
-		cour_pep_send_cm(pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->data,
+		cour_pep_send_cm(pep, &c->target, COUR_CM_CONNREQ, c->conn_id, c->cookie, c->data,
 				 c->data_len);
 		cour_cm_schedule(ep, now);
 		return;
@@ -916,13 +993,13 @@ void cour_cm_tick(struct cour_pep *pep, uint64_t now)
 			cour_cm_event(ep, FI_SHUTDOWN, NULL, 0);
 			return;
 		}
-		cour_pep_send_cm(pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, c->data, c->data_len);
+		cour_pep_send_cm(pep, &c->peer, COUR_CM_ACCEPT, c->conn_id, 0, c->data, c->data_len);
 		cour_cm_schedule(ep, now);
 		return;
 	}
 	case COUR_CONN_SHUTDOWN:
 		if (c->shutdown_sent && !c->shutdown_acked && c->tries < COUR_CM_SHUTDOWN_TRIES) {
-			cour_pep_send_cm(pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
+			cour_pep_send_cm(pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, 0, NULL, 0);
 			cour_cm_schedule(ep, now);
 		}
 		return;
@@ -966,7 +1043,7 @@ void cour_cm_ep_close(struct cour_ep *ep)
 	c->closing = true;
 	ep->pep.cm_deadline = 0;
 	if (c->has_peer && c->state == COUR_CONN_CONNECTED)
-		cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, NULL, 0);
+		cour_pep_send_cm(&ep->pep, &c->peer, COUR_CM_SHUTDOWN, c->conn_id, 0, NULL, 0);
 	if (c->eq)
 		cour_ref_dec(&c->eq->refcnt);
 	c->eq = NULL;

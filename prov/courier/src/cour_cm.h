@@ -53,6 +53,7 @@ struct cour_conn {
 	bool                 closing;
 	bool                 accept_pending; /* accepted: ACCEPT resent until the peer answers */
 	uint64_t             conn_id;
+	uint64_t             cookie;     /* CONNECTING with a key: the passive endpoint's */
 	uint64_t             started_us;
 	unsigned             tries;
 	uint64_t             gen;        /* the engine's av_gen: changes with the peer */
@@ -85,7 +86,7 @@ fi_addr_t cour_cm_reverse(struct cour_conn *conn, const struct cour_addr *addr);
 
 /* Up ops of FI_EP_MSG endpoints */
 void cour_cm_rx(struct cour_pep *pep, const struct cour_addr *from,
-		const struct cour_cm_hdr *cm, const uint8_t *data);
+		const struct cour_cm_hdr *cm, uint64_t cookie, const uint8_t *data);
 void cour_cm_tick(struct cour_pep *pep, uint64_t now);
 void cour_cm_peer_lost(struct cour_pep *pep, const struct cour_addr *addr, int prov_errno);
 void cour_cm_refused(struct cour_pep *pep, const struct cour_addr *addr);

@@ -6,8 +6,8 @@
 #include "proto/cour_engine.h"
 
 size_t cour_cm_pack(void *buf, struct cour_mac *mac, const struct cour_addr *self,
-		    const struct cour_addr *to, uint32_t op, uint64_t conn_id, const void *data,
-		    size_t len)
+		    const struct cour_addr *to, uint32_t op, uint64_t conn_id, uint64_t cookie,
+		    const void *data, size_t len)
 {
 	struct cour_base_hdr *h = buf;
 	struct cour_mac_ends e;
@@ -18,6 +18,8 @@ size_t cour_cm_pack(void *buf, struct cour_mac *mac, const struct cour_addr *sel
 	h->version = COUR_WIRE_VERSION;
 	h->type = COUR_PKT_CM;
 	h->flags = COUR_F_PCSUM | (mac ? COUR_F_MAC : 0);
+	h->ack = (uint32_t)cookie;
+	h->sack = (uint32_t)(cookie >> 32);
 	memcpy(h + 1, &cm, sizeof(cm));
 	if (len)
 		memcpy((char *)(h + 1) + sizeof(cm), data, len);
@@ -31,7 +33,7 @@ size_t cour_cm_pack(void *buf, struct cour_mac *mac, const struct cour_addr *sel
 }
 
 bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr *cm,
-		    const uint8_t **data)
+		    uint64_t *cookie, const uint8_t **data)
 {
 	struct cour_base_hdr h;
 	uint32_t want;
@@ -51,16 +53,18 @@ bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr 
 	if (cour_crc32c(cour_crc32c(0, &h, sizeof(h)), (const char *)buf + sizeof(h),
 			len - sizeof(h)) != want)
 		return false;
+	*cookie = (uint64_t)h.sack << 32 | h.ack;
 	*data = (const uint8_t *)buf + sizeof(h) + sizeof(*cm);
 	return true;
 }
 
 void cour_pep_send_cm(struct cour_pep *ep, const struct cour_addr *to, uint32_t op,
-		      uint64_t conn_id, const void *data, size_t len)
+		      uint64_t conn_id, uint64_t cookie, const void *data, size_t len)
 {
 	_Alignas(8) char buf[COUR_CM_DGRAM_MAX];
 	struct sockaddr_storage ss;
-	size_t n = cour_cm_pack(buf, ep->wire.mac, &ep->wire.addr, to, op, conn_id, data, len);
+	size_t n = cour_cm_pack(buf, ep->wire.mac, &ep->wire.addr, to, op, conn_id, cookie,
+				data, len);
 	socklen_t sl = (socklen_t)cour_addr_to_sockaddr(to, &ss);
 
 	ep->wire.ops->send_raw(&ep->wire, &ss, sl, buf, n);
@@ -71,10 +75,12 @@ void cour_ep_rx_cm(struct cour_pep *ep, const void *buf, size_t len, const struc
 {
 	struct cour_cm_hdr cm;
 	const uint8_t *data;
+	uint64_t cookie;
 
-	if (!ep->up->cm_rx || !cour_cm_unpack(buf, len, ep->wire.mac != NULL, &cm, &data)) {
+	if (!ep->up->cm_rx ||
+	    !cour_cm_unpack(buf, len, ep->wire.mac != NULL, &cm, &cookie, &data)) {
 		COUR_DROP_BAD(ep, "CM packet failed validation, or not a connected endpoint");
 		return;
 	}
-	ep->up->cm_rx(ep, from, &cm, data);
+	ep->up->cm_rx(ep, from, &cm, cookie, data);
 }

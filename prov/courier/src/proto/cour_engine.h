@@ -539,7 +539,7 @@ struct cour_up_ops {
 	 * (cm_deadline) expired; the session with a peer ended in error (prov_errno), so every
 	 * operation to it failed; ICMP port unreachable from addr */
 	void (*cm_rx)(struct cour_pep *ep, const struct cour_addr *from,
-		      const struct cour_cm_hdr *cm, const uint8_t *data);
+		      const struct cour_cm_hdr *cm, uint64_t cookie, const uint8_t *data);
 	void (*cm_tick)(struct cour_pep *ep, uint64_t now);
 	void (*peer_lost)(struct cour_pep *ep, const struct cour_addr *addr, int prov_errno);
 	/* ICMP port unreachable from addr: nothing listens there */
@@ -640,12 +640,12 @@ void cour_peer_refused(struct cour_pep *ep, const struct sockaddr_storage *sa, s
 /* A CM packet from self to to into buf (COUR_CM_DGRAM_MAX bytes): with mac, signed, its
  * trailer included in the length returned. */
 size_t cour_cm_pack(void *buf, struct cour_mac *mac, const struct cour_addr *self,
-		    const struct cour_addr *to, uint32_t op, uint64_t conn_id, const void *data,
-		    size_t len);
+		    const struct cour_addr *to, uint32_t op, uint64_t conn_id, uint64_t cookie,
+		    const void *data, size_t len);
 bool cour_cm_unpack(const void *buf, size_t len, bool keyed, struct cour_cm_hdr *cm,
-		    const uint8_t **data);
+		    uint64_t *cookie, const uint8_t **data);
 void cour_pep_send_cm(struct cour_pep *ep, const struct cour_addr *to, uint32_t op,
-		      uint64_t conn_id, const void *data, size_t len);
+		      uint64_t conn_id, uint64_t cookie, const void *data, size_t len);
 void cour_ep_rx_cm(struct cour_pep *ep, const void *buf, size_t len, const struct cour_addr *from);
 /* Operations of ours the peer has not yet taken or answered (0: nothing owed). */
 size_t cour_peer_tx_pending(const struct cour_peer *peer);

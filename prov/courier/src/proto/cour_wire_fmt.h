@@ -239,8 +239,13 @@ _Static_assert(sizeof(struct cour_shm_hello) == 80, "HELLO payload is 80 bytes o
  *   REJECT       passive endpoint -> connecting endpoint: data is fi_reject's param
  *   ESTABLISHED  connecting endpoint -> accepting endpoint: the ACCEPT arrived
  *   SHUTDOWN     either -> the other: fi_shutdown or close; SHUTDOWN_ACK answers it
+ *   RETRY        passive endpoint -> connecting endpoint, with a key only: a CONNREQ came
+ *                without the cookie the passive endpoint now names; send it again with it
  * CONNREQ, ACCEPT and SHUTDOWN are sent again until answered; the answers are sent again for
- * every duplicate.
+ * every duplicate. The base header's ack (low half) and sack (high half) of a CONNREQ and a
+ * RETRY carry the cookie (0: none): a keyed passive endpoint reports only a CONNREQ that
+ * repeats a cookie it gave, for that address and conn_id, in the last minute, so a recorded
+ * CONNREQ is never reported again (a DTLS HelloVerifyRequest; docs/protocol.md).
  */
 enum cour_cm_op {
 	COUR_CM_CONNREQ = 1,
@@ -249,6 +254,7 @@ enum cour_cm_op {
 	COUR_CM_ESTABLISHED,
 	COUR_CM_SHUTDOWN,
 	COUR_CM_SHUTDOWN_ACK,
+	COUR_CM_RETRY,
 	COUR_CM_OP_MAX
 };
 
