@@ -8,8 +8,9 @@
 #   1. stream_verify (every byte of >= 256 MiB checked) while the forger hits the stream;
 #   2. rma (writes of 1 B .. 64 MiB, the target checks every byte and its guards) while the
 #      forger hits the WRITEs;
-#   3. stream_verify with lo at MTU 9000: big RDATA datagrams are read in place before their
-#      tag is checked (rx_in_place must count them), forged ones among them;
+#   3. stream_verify with lo at MTU 1500, then at MTU 9000, where big RDATA datagrams are read
+#      in place before their tag is checked (rx_in_place must count them), forged ones among
+#      them;
 #   4. an earlier run's opening packets: a short stream between two fixed ports is recorded
 #      (forger -R), then the same ports carry a new stream, attacked as in 1, into which the
 #      forger sends the recorded datagrams (authentic, seconds old, new to the new endpoints)
@@ -192,6 +193,8 @@ udp_port() {
 attack stream "" stream_verify -b 256
 COUR_FT_TIMEOUT=90; export COUR_FT_TIMEOUT
 attack rma "" rma -k basic -T 80
+ip link set lo mtu 1500 || fail "cannot set lo's MTU to 1500"
+attack stream1500 "" stream_verify -b 1024
 ip link set lo mtu 9000 || fail "cannot set lo's MTU to 9000"
 attack stream9000 "" stream_verify -b 1024
 inplace=$(field "$out/stream9000/server.out" rx_in_place)
