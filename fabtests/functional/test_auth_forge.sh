@@ -14,7 +14,9 @@
 #   4. an earlier run's opening packets: a short stream between two fixed ports is recorded
 #      (forger -R), then the same ports carry a new stream, attacked as in 1, into which the
 #      forger sends the recorded datagrams (authentic, seconds old, new to the new endpoints)
-#      twice each (forger -r).
+#      twice each (forger -r);
+#   5. the same again, the endpoints' skew 2 s (FI_COURIER_AUTH_SKEW) and the recording older:
+#      every copy of the earlier run's datagrams is refused as stale (drop_replay).
 # Every run must pass with no session reset on either side (peer_resets 0). The server must
 # have refused exactly what the forger sent it: drop_bad_mac equal to the forger's forged
 # count, drop_replay to its replayed count plus the earlier run's second copies; the client
@@ -176,12 +178,19 @@ attack() {
 		"client drop_bad_mac $c_bad drop_replay $c_rep drop_unproven $c_unp;" \
 		"kernel drops $s_slack/$c_slack"
 	exact "server's drop_bad_mac" "$s_bad" "$forged" "$s_slack"
-	exact "server's drop_replay" "$s_rep" $((replayed + ${old_sc:-0})) "$s_slack"
 	exact "client's drop_bad_mac" "$c_bad" $((reflected + resets)) "$c_slack"
-	exact "client's drop_replay" "$c_rep" "${old_cc:-0}" "$c_slack"
-	old=$((${old_s:-0} + ${old_c:-0}))
-	[ $((s_unp + c_unp)) -ge $((old - s_slack - c_slack)) ] ||
-		fail "$run: $old packets of the earlier run, only $((s_unp + c_unp)) refused as unproven"
+	if [ -n "${STALE:-}" ]; then
+		# stamped beyond the skew: both copies of each refused before anything else
+		exact "server's drop_replay" "$s_rep" $((replayed + 2 * ${old_sc:-0})) "$s_slack"
+		exact "client's drop_replay" "$c_rep" $((2 * ${old_cc:-0})) "$c_slack"
+	else
+		exact "server's drop_replay" "$s_rep" $((replayed + ${old_sc:-0})) "$s_slack"
+		exact "client's drop_replay" "$c_rep" "${old_cc:-0}" "$c_slack"
+		old=$((${old_s:-0} + ${old_c:-0}))
+		[ $((s_unp + c_unp)) -ge $((old - s_slack - c_slack)) ] ||
+			fail "$run: $old packets of the earlier run, only $((s_unp + c_unp))" \
+				"refused as unproven"
+	fi
 	grep -h "PASS" "$out/$run/pair"
 }
 
@@ -206,6 +215,10 @@ SERVER_PORT=$(udp_port) CLIENT_PORT=$(udp_port)
 export SERVER_PORT CLIENT_PORT
 attack record "-R $out/earlier.rec" stream_verify -b 8
 attack earlier "-r $out/earlier.rec" stream_verify -b 256
-echo "$me: PASS: forgeries, replays, reflections, RESETs and an earlier run's packets all" \
-	"refused and counted, no session reset, every byte intact"
+sleep 2
+STALE=1 FI_COURIER_AUTH_SKEW=2
+export STALE FI_COURIER_AUTH_SKEW
+attack stale "-r $out/earlier.rec" stream_verify -b 256
+echo "$me: PASS: forgeries, replays, reflections, RESETs and an earlier run's packets (fresh" \
+	"and stale) all refused and counted, no session reset, every byte intact"
 exit 0
