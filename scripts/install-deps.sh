@@ -7,6 +7,7 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config libfabric-dev libfabric-bin
       uthash-dev libcriterion-dev nettle-dev openmpi-bin libopenmpi-dev iproute2 nftables procps iperf3
       clang libclang-rt-dev    # these two: the libFuzzer run of the packet parser
+      pandoc                   # man/fi_courier.7 from its markdown
       tshark tcpdump python3)  # test_trace.sh: captures read by tshark (through
                                # contrib/wireshark/courier.lua) and tcpdump, trace_craft.py
 missing=()
