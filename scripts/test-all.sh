@@ -99,6 +99,21 @@ if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" = 12 ] && [ "$(id -u)" = 0
 	stage "Debian 13: Open MPI 5 between two emulated hosts (netns, 2% UDP loss)" \
 		$d13 bash fabtests/mpi/run-mpi-netns.sh build-ci
 fi
+# the Debian packages, built from the release tarball, lintian clean, installed into a clean
+# root of their release and checked there without FI_PROVIDER_PATH (scripts/package.sh)
+if [ "$(id -u)" = 0 ]; then
+	stage "Debian packages: build (make dist, dpkg-buildpackage, lintian)" \
+		bash "$top/scripts/package.sh" build "$top/packages/host"
+	stage "Debian packages: installed in a clean root, checked, purged" \
+		bash "$top/scripts/package.sh" check "$top/packages/host"
+	if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" = 12 ]; then
+		stage "Debian 13: packages built (lintian clean)" \
+			$d13 bash scripts/package.sh build packages/trixie
+		stage "Debian 13: packages installed in a clean root, checked, purged" \
+			bash "$top/scripts/package.sh" check \
+			"${COUR_DEBIAN13_ROOT:-/var/cache/courier/debian13}/work/courier/packages/trixie"
+	fi
+fi
 rm -f "$keyfile"
 echo
 [ $fail -eq 0 ] || echo "failed stages: ${failed[*]}"
