@@ -191,3 +191,23 @@ Test(cm_cookie, only_a_fresh_connreq_is_reported)
 	cr_assert_neq(retry_cookie(id), 0, "no RETRY for the recorded CONNREQ");
 	cr_assert_not(reported(500), "a recorded CONNREQ was reported to a new passive endpoint");
 }
+
+/* A key's tag covers the sender's address, which a socket bound to every address has not:
+ * a keyed passive endpoint refuses the wildcard address. */
+Test(cm_cookie, keyed_passive_endpoint_refuses_the_wildcard_address)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	struct fid_pep *pep = NULL;
+
+	cr_assert_not_null(hints);
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->caps = FI_MSG;
+	hints->addr_format = FI_SOCKADDR_IN;
+	hints->domain_attr->auth_key = (uint8_t *)strdup(key);
+	hints->domain_attr->auth_key_size = strlen(key);
+	cr_assert_eq(cour_prov.getinfo(FI_VERSION(1, 17), "0.0.0.0", "0", FI_SOURCE, hints,
+				       &info), 0);
+	cr_assert_eq(fi_passive_ep(t.fabric, info, &pep, NULL), -FI_EINVAL);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
