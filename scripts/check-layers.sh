@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check-layers.sh: keep the courier provider's layering honest (docs/architecture.md).
 # Sources in prov/courier/src are layered by directory: util/ (utilities) < wire/
-# (wires) < proto/ (the protocol engine) < src/ itself (libfabric objects and fi_ops
+# (wires) < proto/ (the protocol engine) < fi/ (libfabric objects and fi_ops
 # adapters).  Dependencies point one way, objects -> engine -> wires -> utilities,
 # so that a lower layer can be built, tested and reasoned about without the ones
 # above it.  A file may #include "..." only headers of its own layer or a lower one,
@@ -46,14 +46,14 @@ function layer_of(path,    rest, n, parts) {
 	rest = substr(path, length(src) + 2)
 	n = split(rest, parts, "/")
 	if (n == 1)
-		return "obj"
+		return ""
 	if (parts[1] in rank)
 		return parts[1]
 	return ""
 }
 
 # Collapse "." and ".." the way the compiler does when it opens the file, so
-# that "../cour_ep.h" from proto/ is recognised as the obj-layer header it is.
+# that "../fi/cour_ep.h" from proto/ is recognised as the fi-layer header it is.
 function normalize(path,    n, parts, i, out, depth, j) {
 	n = split(path, parts, "/")
 	depth = 0
@@ -124,7 +124,7 @@ function visit(h,    i, e, t, k, msg) {
 }
 
 BEGIN {
-	rank["util"] = 0; rank["wire"] = 1; rank["proto"] = 2; rank["obj"] = 3
+	rank["util"] = 0; rank["wire"] = 1; rank["proto"] = 2; rank["fi"] = 3
 	n = split(known_list, kl, "\n")
 	for (i = 1; i <= n; i++)
 		if (kl[i] != "")
@@ -137,7 +137,7 @@ BEGIN {
 		nfiles++
 		order[nfiles] = f
 		if (layer_of(f) == "") {
-			printf "%s:1: not in a layer: put it in util/, wire/, proto/ or %s/ itself\n", f, src
+			printf "%s:1: not in a layer: put it in util/, wire/, proto/ or fi/\n", f
 			violations++
 		}
 	}
@@ -183,7 +183,7 @@ END {
 			prog, violations, cycles, nfiles
 		exit 1
 	}
-	printf "%s: %d files, %d includes, layers util < wire < proto < obj respected, no include cycle\n",
+	printf "%s: %d files, %d includes, layers util < wire < proto < fi respected, no include cycle\n",
 		prog, nfiles, includes
 }
 ' "${sources[@]}" </dev/null

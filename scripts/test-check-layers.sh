@@ -69,15 +69,15 @@ copy_baseline() {
 # directory and src/), and the includes the checker must ignore.
 make_synthetic() {
 	local s=$1/$src
-	mkdir -p "$s/util" "$s/wire" "$s/proto"
+	mkdir -p "$s/util" "$s/wire" "$s/proto" "$s/fi"
 	printf '#pragma once\n#include <stdint.h>\n' >"$s/util/u.h"
 	printf '#include "util/u.h"\n' >"$s/util/u.c"
 	printf '#pragma once\n#include "util/u.h"\n' >"$s/wire/w.h"
 	printf '#include "w.h"\n#include "util/u.h"\n' >"$s/wire/w.c"
 	printf '#pragma once\n#include "wire/w.h"\n' >"$s/proto/p.h"
 	printf '#include "p.h"\n#include "../util/u.h"\n' >"$s/proto/p.c"
-	printf '#pragma once\n#include <rdma/fabric.h>\n#include "proto/p.h"\n' >"$s/o.h"
-	printf '#include "config.h"\n#include "o.h"\n#include "wire/w.h"\n' >"$s/o.c"
+	printf '#pragma once\n#include <rdma/fabric.h>\n#include "proto/p.h"\n' >"$s/fi/o.h"
+	printf '#include "config.h"\n#include "o.h"\n#include "wire/w.h"\n' >"$s/fi/o.c"
 }
 
 # First file matching a pattern in one directory of a tree, for planting
@@ -100,8 +100,8 @@ else
 fi
 
 run_check "$base"
-expect "clean baseline passes" 0 "layers util < wire < proto < obj respected, no include cycle"
-summary_re='^check-layers: [0-9]+ files, [0-9]+ includes, layers util < wire < proto < obj respected, no include cycle$'
+expect "clean baseline passes" 0 "layers util < wire < proto < fi respected, no include cycle"
+summary_re='^check-layers: [0-9]+ files, [0-9]+ includes, layers util < wire < proto < fi respected, no include cycle$'
 if ! [[ $out =~ $summary_re ]]; then
 	fail "clean baseline prints exactly one summary line"
 else
@@ -117,24 +117,30 @@ run_check "$root"
 expect "util including proto is rejected" 1 \
 	"$src/util/zz_planted.c:3: includes \"$proto_h\": layer util may not include layer proto"
 
-# Appended to an existing file: the reported line must be the real one.
-root=$(copy_baseline wire-obj)
-obj_h=$(first_file "$root/$src" '*.h')
-obj_h=${obj_h##*/}
+# Appended to an existing file: the reported line must be the real one; "../" is
+# resolved from the includer's directory.
+root=$(copy_baseline wire-fi)
+fi_h=$(first_file "$root/$src/fi" '*.h')
+fi_h=fi/${fi_h##*/}
 wire_c=$(first_file "$root/$src/wire" '*.c')
 line=$(($(wc -l <"$wire_c") + 1))
-printf '#include "%s"\n' "$obj_h" >>"$wire_c"
+printf '#include "../%s"\n' "$fi_h" >>"$wire_c"
 run_check "$root"
-expect "wire including obj is rejected" 1 \
-	"${wire_c#"$root/"}:$line: includes \"$obj_h\": layer wire may not include layer obj"
+expect "wire including fi is rejected" 1 \
+	"${wire_c#"$root/"}:$line: includes \"../$fi_h\": layer wire may not include layer fi"
 
-# A bare name not found next to the includer must fall back to src/, which is
-# how proto/ reaches the object headers today.
-root=$(copy_baseline bare-fallback)
-printf '#include "%s"\n' "$obj_h" >"$root/$src/proto/zz_bare.c"
+# A name not found next to the includer must fall back to src/, as the compiler's -I does.
+root=$(copy_baseline src-fallback)
+printf '#include "%s"\n' "$fi_h" >"$root/$src/proto/zz_fallback.c"
 run_check "$root"
-expect "bare include falls back to src/" 1 \
-	"$src/proto/zz_bare.c:1: includes \"$obj_h\": layer proto may not include layer obj"
+expect "include falls back to src/" 1 \
+	"$src/proto/zz_fallback.c:1: includes \"$fi_h\": layer proto may not include layer fi"
+
+# A source directly in src/ belongs to no layer.
+root=$(copy_baseline loose)
+printf '#include "%s"\n' "$fi_h" >"$root/$src/zz_loose.c"
+run_check "$root"
+expect "a file outside the layer folders is rejected" 1 "$src/zz_loose.c:1: not in a layer"
 
 # --- c. include cycle ----------------------------------------------------------
 root=$(copy_baseline cycle)
@@ -156,7 +162,7 @@ util_h=${util_h#"$root/$src/"}
 wire_h=$(first_file "$root/$src/wire" '*.h')
 wire_h=${wire_h#"$root/$src/"}
 printf '#include "%s"\n#include "%s"\n#include "%s"\n' "$util_h" "$wire_h" "$proto_h" \
-	>"$root/$src/zz_down.c"
+	>"$root/$src/fi/zz_down.c"
 printf '#include "%s"\n#include "%s"\n' "$util_h" "$wire_h" >"$root/$src/proto/zz_down.c"
 printf '#include "%s"\n' "$util_h" >"$root/$src/wire/zz_down.c"
 run_check "$root"

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cour.h"
-#include "cour_attr.h"
+#include "fi/cour_fi.h"
+#include "fi/cour_attr.h"
 
 /* names libfabric 2.x deprecates, values that 1.x applications still pass */
 #define LEGACY_LOCAL_MR     (1ULL << 55)

@@ -3,7 +3,7 @@
  * with its defaults, so that cour_attr.c links alone. Drop this file once test_attr links
  * libcourier_core.la.
  */
-#include "cour.h"
+#include "fi/cour_fi.h"
 
 struct cour_params cour_params = {
 	.mtu = 0,

@@ -3,8 +3,8 @@
  * fi_av_* inlines. The EQ is a fake that records what the AV writes (cour_eq_write_err is
  * defined here for the same reason), so these tests pin the AV's side of the contract only.
  */
-#include "cour_av.h"
-#include "cour_cq.h"
+#include "fi/cour_av.h"
+#include "fi/cour_cq.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

@@ -3,7 +3,7 @@
  * besides their own, so that the tests link those files alone instead of the whole provider
  * (cour_init.c would drag in getinfo, the fabric and everything under it).
  */
-#include "cour.h"
+#include "fi/cour_fi.h"
 
 struct fi_provider cour_prov = {
 	.version = COUR_PROV_VERSION,

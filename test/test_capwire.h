@@ -11,7 +11,7 @@
 #ifndef TEST_CAPWIRE_H
 #define TEST_CAPWIRE_H
 
-#include "cour_ep.h"
+#include "fi/cour_ep.h"
 
 #define CAPWIRE_MAX          256      /* packets recorded; later ones are only counted */
 #define CAPWIRE_PAYLOAD_MAX  2048     /* payload bytes kept per packet */

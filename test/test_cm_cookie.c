@@ -6,7 +6,7 @@
  * FI_CONNREQ; one with the cookie is reported once; the same datagram replayed to a new
  * passive endpoint on the same address (a job that ran before) is not.
  */
-#include "cour.h"
+#include "fi/cour_fi.h"
 #include "proto/cour_engine.h"
 
 #include <arpa/inet.h>

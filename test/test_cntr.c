@@ -2,7 +2,7 @@
  * Unit tests of counters (cour_cntr.c) through the fi_cntr_* API on a hand-built domain; the
  * engine is played by calling cour_cntr_inc_locked / cour_cntr_inc_err_locked directly.
  */
-#include "cour_cq.h"
+#include "fi/cour_cq.h"
 
 #include "test_mcond.h"
 

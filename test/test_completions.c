@@ -18,7 +18,7 @@
  *   - the data: what arrived, what was read, the atomic's old and new values.
  * Two endpoints of one process over the loop wire, manual progress driven by the test.
  */
-#include "cour_ep.h"
+#include "fi/cour_ep.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * Unit tests of completion queues (cour_cq.c) through the fi_cq_* API on a hand-built domain;
  * the engine is played by calling the *_locked writers directly.
  */
-#include "cour_cq.h"
+#include "fi/cour_cq.h"
 #include "proto/cour_errno.h"
 
 #include "test_mcond.h"

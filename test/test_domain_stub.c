@@ -9,7 +9,7 @@
  * references: linked against libcourier_core.la without this file they still pass, skipping
  * only those checks.
  */
-#include "cour.h"
+#include "fi/cour_fi.h"
 
 #include <poll.h>
 

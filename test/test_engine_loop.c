@@ -6,7 +6,7 @@
  * iterations and time. Each test runs in its own process (Criterion's default), so cour_params,
  * which is process-global, is set in the test and restored by the fixture.
  */
-#include "cour_ep.h"
+#include "fi/cour_ep.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

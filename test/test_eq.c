@@ -1,7 +1,7 @@
 /*
  * Unit tests of event queues (cour_eq.c) through the fi_eq_* API on a hand-built fabric.
  */
-#include "cour_cq.h"
+#include "fi/cour_cq.h"
 #include "proto/cour_errno.h"
 
 #include "test_mcond.h"

@@ -15,7 +15,7 @@
  * B's socket may drop datagrams itself when its buffer is full; those never reach courier, so
  * every expected count is lowered by the kernel's drop count for B's socket (/proc/net/udp).
  */
-#include "cour_ep.h"
+#include "fi/cour_ep.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

@@ -3,7 +3,7 @@
  * Criterion worker 0.4 s): the provider object and the two logging entry points it calls,
  * logging nothing.
  */
-#include "cour.h"
+#include "fi/cour_fi.h"
 
 struct fi_provider cour_prov = { .name = "courier" };
 

@@ -3,9 +3,9 @@
  * inlines, and the target-side check (cour_region_check, proto/cour_region.c) the RMA engine
  * relies on, over the regions cour_mr.c registers.
  */
-#include "cour_mr.h"
-#include "cour_cq.h"
-#include "cour_ep.h"
+#include "fi/cour_mr.h"
+#include "fi/cour_cq.h"
+#include "fi/cour_ep.h"
 #include "proto/cour_errno.h"
 
 #include <criterion/criterion.h>

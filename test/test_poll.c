@@ -8,7 +8,7 @@
  * against 1.x call them), so these tests call them on purpose */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-#include "cour_cq.h"
+#include "fi/cour_cq.h"
 
 #include <criterion/criterion.h>
 

@@ -9,7 +9,7 @@
  *   - A's send to C completes (C's ACK is read from A's socket);
  * and a message from B still arrives through the mailbox. Real UDP wire, manual progress.
  */
-#include "cour_ep.h"
+#include "fi/cour_ep.h"
 #include "rdma/fi_ext_courier.h"
 
 #include <criterion/criterion.h>

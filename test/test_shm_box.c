@@ -9,7 +9,7 @@
  * The cross-process test forks a producer: it reports through its exit status (never
  * cr_assert), dies with the test (PR_SET_PDEATHSIG) and stops by itself at a deadline.
  */
-#include "cour.h"
+#include "fi/cour_fi.h"
 #include "wire/cour_shm_box.h"
 #include "wire/cour_shm_ring.h"
 

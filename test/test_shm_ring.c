@@ -9,7 +9,7 @@
  * die with the test (PR_SET_PDEATHSIG) and stop by themselves at a deadline.
  */
 #define COUR_SHM_RING_TESTING
-#include "cour.h"
+#include "fi/cour_fi.h"
 #include "wire/cour_shm_ring.h"
 
 #include <criterion/criterion.h>

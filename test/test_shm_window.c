@@ -5,7 +5,7 @@
  * never entered under the old view.
  */
 #define COUR_SHM_RING_TESTING
-#include "cour.h"
+#include "fi/cour_fi.h"
 #include "wire/cour_shm_window.h"
 
 #include <criterion/criterion.h>

@@ -50,7 +50,7 @@
  * In this build every object pool poisons what is given back (see run-fuzz.sh), so a use after
  * cour_pool_put is caught by ASan like a use after free.
  */
-#include "cour_ep.h"
+#include "fi/cour_ep.h"
 
 #include <arpa/inet.h>
 #include <sanitizer/asan_interface.h>

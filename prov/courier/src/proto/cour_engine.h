@@ -379,7 +379,7 @@ struct cour_rxq {
 
 /*
  * The engine's endpoint: what the protocol needs of an RDM or DGRAM endpoint, embedded in the
- * object layer's struct cour_ep. Guarded by the domain's progress lock (cour.h), which *lock
+ * object layer's struct cour_ep. Guarded by the domain's progress lock (fi/cour_fi.h), which *lock
  * points to.
  */
 struct cour_pep {

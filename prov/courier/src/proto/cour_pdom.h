@@ -1,5 +1,5 @@
 /*
- * The engine's half of a domain, embedded in struct cour_domain (cour.h): small and apart from
+ * The engine's half of a domain, embedded in struct cour_domain (fi/cour_fi.h): small and apart from
  * proto/cour_engine.h so that the object layer's domain needs nothing else of the engine.
  */
 #ifndef COUR_PDOM_H

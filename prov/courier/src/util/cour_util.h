@@ -75,7 +75,7 @@ static inline uint64_t cour_us_since(uint64_t now, uint64_t then)
 	return now > then ? now - then : 0;
 }
 
-/* ---- the progress lock (the locking design is written once, in cour.h) ---- */
+/* ---- the progress lock (the locking design is written once, in fi/cour_fi.h) ---- */
 /*
  * Three kinds. NONE: one thread drives everything. SPIN: two parties at most, the one
  * application thread a FI_THREAD_DOMAIN domain allows and our progress thread, which stands

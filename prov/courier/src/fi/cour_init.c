@@ -2,7 +2,7 @@
  * Provider entry: fi_prov_ini, the FI_COURIER_* parameters, and the "not supported" slots that
  * every ops table uses for what courier does not offer.
  */
-#include "cour.h"
+#include "cour_fi.h"
 #include "proto/cour_wire_fmt.h"
 
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #ifndef COUR_MR_H
 #define COUR_MR_H
 
-#include "cour.h"
+#include "cour_fi.h"
 #include "proto/cour_engine.h"
 
 struct cour_mr {

@@ -4,7 +4,7 @@
  * can write per job. The secret itself is used by the wire (wire/cour_mac.h); here it is
  * only found, checked and copied.
  */
-#include "cour.h"
+#include "cour_fi.h"
 #include "wire/cour_mac.h"
 
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /*
  * The fabric object: the root that domains and event queues are opened from.
  */
-#include "cour.h"
+#include "cour_fi.h"
 #include "cour_cq.h"
 #include "cour_cm.h"
 

@@ -6,7 +6,7 @@
 #ifndef COUR_CQ_H
 #define COUR_CQ_H
 
-#include "cour.h"
+#include "cour_fi.h"
 #include "proto/cour_engine.h"
 
 /* struct cour_cq_entry, one completion as the engine reports it, is proto/cour_engine.h's;

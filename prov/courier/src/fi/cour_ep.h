@@ -6,7 +6,7 @@
 #ifndef COUR_EP_H
 #define COUR_EP_H
 
-#include "cour.h"
+#include "cour_fi.h"
 #include "cour_av.h"
 #include "cour_cq.h"
 #include "cour_cm.h"

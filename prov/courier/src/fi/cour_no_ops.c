@@ -3,7 +3,7 @@
  * -FI_ENOSYS, and fi_getinfo never advertises FI_RMA or FI_ATOMIC, so no conforming
  * application reaches them.
  */
-#include "cour.h"
+#include "cour_fi.h"
 
 static ssize_t cour_no_rma_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
 				fi_addr_t src, uint64_t addr, uint64_t key, void *context)

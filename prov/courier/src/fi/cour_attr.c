@@ -2,7 +2,7 @@
  * fi_getinfo: what courier offers (one template per endpoint type), how hints narrow it, and
  * which addresses node, service and flags name. The rules are summarised in cour_attr.h.
  */
-#include "cour.h"
+#include "cour_fi.h"
 #include "cour_attr.h"
 #include "util/cour_addr.h"
 

@@ -8,7 +8,7 @@
 #ifndef COUR_AV_H
 #define COUR_AV_H
 
-#include "cour.h"
+#include "cour_fi.h"
 #include "util/cour_addr.h"
 #include "util/cour_addr_table.h"
 

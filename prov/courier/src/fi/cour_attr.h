@@ -35,7 +35,7 @@
 /* remote iovecs of one RMA or atomic (cour_rma.c) */
 #define COUR_RMA_IOV_MAX 4
 
-#include "cour.h"
+#include "cour_fi.h"
 #include "util/cour_addr.h"
 #include "wire/cour_mac.h"
 

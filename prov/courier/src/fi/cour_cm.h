@@ -24,7 +24,7 @@
 #ifndef COUR_CM_H
 #define COUR_CM_H
 
-#include "cour.h"
+#include "cour_fi.h"
 #include "proto/cour_wire_fmt.h"
 #include "util/cour_addr.h"
 

@@ -2,7 +2,7 @@
  * The domain: owner of the progress lock, the endpoints it progresses, the memory regions, and
  * the progress thread when data progress is automatic (cour_progress.c).
  */
-#include "cour.h"
+#include "cour_fi.h"
 #include "cour_attr.h"
 #include "cour_ep.h"
 #include "cour_mr.h"

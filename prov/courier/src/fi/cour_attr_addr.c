@@ -3,7 +3,7 @@
  * (numeric or looked up, FI_SOURCE, an interface or subnet from FI_COURIER_IFACE_ADDR, or the
  * route's own source), and the address an endpoint binds when it is given none.
  */
-#include "cour.h"
+#include "cour_fi.h"
 #include "cour_attr.h"
 #include "util/cour_addr.h"
 
