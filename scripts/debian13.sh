@@ -13,11 +13,13 @@
 #           /run mounted for it (shared memory, network namespaces) and unmounted after.
 #
 # A half-built root is never reused: debootstrap writes into a temporary directory that is
-# renamed when it succeeded. COUR_DEBIAN13_MIRROR names another archive.
+# renamed when it succeeded. The archive is the one the host's apt uses (apt-archive.sh);
+# COUR_DEBIAN13_MIRROR names another.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 root=${COUR_DEBIAN13_ROOT:-/var/cache/courier/debian13}
-mirror=${COUR_DEBIAN13_MIRROR:-http://deb.debian.org/debian}
+# shellcheck source=apt-archive.sh
+. "$top/scripts/apt-archive.sh"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "debian13.sh: needs root (debootstrap, chroot, mounts)" >&2
@@ -28,7 +30,8 @@ make_root() {
 	[ -x "$root/usr/bin/apt-get" ] && return 0
 	command -v debootstrap >/dev/null 2>&1 ||
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
-	local t0=$SECONDS tmp="$root.tmp"
+	local t0=$SECONDS tmp="$root.tmp" mirror
+	mirror=${COUR_DEBIAN13_MIRROR:-$(cour_apt_archive)} || return 1
 	rm -rf "$tmp"
 	mkdir -p "$(dirname "$root")"
 	echo "debian13.sh: building the Debian 13 root in $root (debootstrap from $mirror)"

@@ -14,7 +14,7 @@
 #                            processes; then apt-get purge, and that no file of theirs is
 #                            left.
 #
-# As root (apt-get, debootstrap, chroot). The archive is the host's (its apt sources), or
+# As root (apt-get, debootstrap, chroot). The archive is the host's (its apt sources: apt-archive.sh), or
 # COUR_PACKAGE_MIRROR. Debian 13 packages are built inside scripts/debian13.sh's root:
 #   bash scripts/debian13.sh run bash scripts/package.sh build packages/trixie
 #   bash scripts/package.sh check packages/trixie
@@ -39,23 +39,10 @@ apt_install() {
 
 codename() { . /etc/os-release && echo "${VERSION_CODENAME:?no VERSION_CODENAME in /etc/os-release}"; }
 
-# The Debian archive the host's apt uses for its own release (one-line or deb822 sources),
-# else Debian's own: any release can be fetched from it.
+# shellcheck source=apt-archive.sh
+. "$top/scripts/apt-archive.sh"
 host_mirror() {
-	local own m
-	own=$(codename)
-	m=$( { awk -v c="$own" '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/) break;
-					       if ($(i + 1) == c) print $i }' \
-		   /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
-	       awk -v c="$own" 'BEGIN { RS = "" } { u = ""; ok = 0
-			n = split($0, l, "\n")
-			for (j = 1; j <= n; j++) {
-				if (l[j] ~ /^URIs:/) { split(l[j], f, " "); u = f[2] }
-				if (l[j] ~ /^Suites:/ && (l[j] " ") ~ (" " c " ")) ok = 1
-			}
-			if (ok && u != "") print u }' /etc/apt/sources.list.d/*.sources 2>/dev/null
-	   } | head -n 1)
-	echo "${COUR_PACKAGE_MIRROR:-${m:-http://deb.debian.org/debian}}"
+	if [ -n "${COUR_PACKAGE_MIRROR:-}" ]; then echo "$COUR_PACKAGE_MIRROR"; else cour_apt_archive; fi
 }
 
 build() {
