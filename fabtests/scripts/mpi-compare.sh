@@ -11,7 +11,7 @@
 # bandwidth and rate: ours/theirs).
 #
 # usage: mpi-compare.sh [-r rounds] [-s seconds] [-w "where"] [-m "mtus"] [-H hogs] [-b BASEDIR]
-#                       [-p "paths"] [-o logdir] BUILDDIR
+#                       [-p "paths"] [-x sweep] [-S "sizes"] [-o logdir] BUILDDIR
 #   -r N      rounds (default 5)
 #   -s S      seconds each test runs per round (MPI_BENCH_SECONDS, default 1)
 #   -w LIST   "host" (one host), "hosts" (two emulated hosts), or both (default "host hosts")
@@ -20,21 +20,27 @@
 #   -b DIR    another courier build (say, before a change): a column "base" beside courier
 #   -p PATHS  only these paths (default: all of the place's, and base with -b)
 #   -o DIR    keep logs and results there (default: a temporary directory, removed)
+#   -x sweep  latency and bandwidth at every power of two from 1 B to 4 MiB (-S: other sizes),
+#             two ranks, instead of the four rows above: where each path's protocols switch
+#   -S SIZES  the sweep's sizes in bytes, space separated
 # Two cores: the two-pair rate runs four ranks on two cores, so it measures how each path
 # shares a CPU more than its wire; it is there because users oversubscribe too.
 # pml ucx is told to take any transport (pml_ucx_tls, pml_ucx_devices: any): Open MPI 4.1
 # selects it by default only where InfiniBand or RoCE is. A path that is not installed shows n/a. Exit status 1 if a courier
 # run failed or any run counted a data error.
 set -uo pipefail
-rounds=5 secs=1 where="host hosts" mtus="1500 9000" hogs=0 logdir= base= only=
-while getopts "r:s:w:m:H:o:b:p:" o; do
+rounds=5 secs=1 where="host hosts" mtus="1500 9000" hogs=0 logdir= base= only= mode=rows sizes=
+for ((z = 1; z <= 4194304; z *= 2)); do sizes+="$z "; done
+while getopts "r:s:w:m:H:o:b:p:x:S:" o; do
 	case $o in
 	r) rounds=$OPTARG ;; s) secs=$OPTARG ;; w) where=$OPTARG ;; m) mtus=$OPTARG ;;
 	H) hogs=$OPTARG ;; o) logdir=$OPTARG ;; b) base=$(cd "$OPTARG" && pwd) ;; p) only=$OPTARG ;;
-	*) sed -n '2,25p' "$0"; exit 2 ;;
+	x) mode=$OPTARG ;; S) sizes=$OPTARG ;;
+	*) sed -n '2,28p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
+case $mode in rows|sweep) ;; *) echo "mpi-compare.sh: -x: rows or sweep" >&2; exit 2 ;; esac
 build=$(cd "${1:?usage: mpi-compare.sh [options] BUILDDIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 mpisrc=$here/../mpi
@@ -117,8 +123,15 @@ paths_of() {
 
 # one round of every path in SETTING
 round_of() {
-	local setting=$1; shift
+	local setting=$1 z; shift
+	local sweep=()
+	for z in $sizes; do sweep+=(lat "$z"); done
+	for z in $sizes; do sweep+=(bw "$z"); done
 	for path in "$@"; do
+		if [ "$mode" = sweep ]; then
+			run "$setting" "$path" 2 "${sweep[@]}"
+			continue
+		fi
 		run "$setting" "$path" 2 lat 8 bw 65536 bw 1048576 rate 8
 		run "$setting" "$path" 4 rate 8
 	done
