@@ -22,7 +22,7 @@ struct cour_sink {
 	struct cour_cntr    *rmt_read_cntr, *rmt_write_cntr; /* as the target (FI_RMA_EVENT) */
 };
 
-/* Bindings on a sink (cour_ep.c), for endpoints and scalable endpoint contexts alike.
+/* Bindings on a sink (cour_ep_ctrl.c), for endpoints and scalable endpoint contexts alike.
  * Lock held. 0 or -FI_*. */
 int  cour_sink_bind_cq(struct cour_sink *b, struct cour_domain *dom, struct cour_cq *cq,
 		       uint64_t flags);
@@ -50,7 +50,7 @@ struct cour_ep {
 	struct cour_pep      pep;             /* the protocol engine's endpoint */
 };
 
-/* fi_ep_alias: the same endpoint with its own default operation flags (cour_ep.c). */
+/* fi_ep_alias: the same endpoint with its own default operation flags (cour_ep_ctrl.c). */
 struct cour_ep_alias {
 	struct fid_ep        ep_fid;
 	struct cour_ep      *ep;
@@ -181,6 +181,15 @@ int  cour_ep_bind_common(struct cour_ep *ep, struct fid *bfid, uint64_t flags);
 int  cour_ep_enable_common(struct cour_ep *ep);
 int  cour_ep_getopt_fid(fid_t fid, int level, int optname, void *optval, size_t *optlen);
 int  cour_ep_setopt_fid(fid_t fid, int level, int optname, const void *optval, size_t optlen);
+/* What cour_ep.c (open, enable, close), cour_ep_ctrl.c (the calls on an open endpoint, and
+ * the ops tables open installs) and cour_ep_stats.c take from one another */
+int  cour_ep_close(struct fid *fid);
+int  cour_ep_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+		      void *context);
+void cour_ep_print_stats(struct cour_ep *ep);   /* FI_COURIER_STATS, at close; lock held */
+extern struct fi_ops_ep cour_ep_ops;
+/* fi_ops_cm of an FI_EP_MSG endpoint; of an RDM or DGRAM one (names only) */
+extern struct fi_ops_cm cour_msg_cm_ops, cour_cm_ops;
 /* A closing context's triggered operations that never fired go. Lock held. */
 void cour_trig_drop_owner_locked(struct cour_domain *dom, const struct cour_sep_ctx *x);
 

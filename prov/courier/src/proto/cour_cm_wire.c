@@ -1,7 +1,8 @@
 /*
  * CM packets on the wire (struct cour_cm_hdr, cour_wire_fmt.h): built and checked here for both
- * ends of a handshake, the passive endpoint's own socket (cour_cm.c) and an engine endpoint's
- * (the connecting and the accepting endpoint), so the two cannot disagree on the format.
+ * ends of a handshake, the passive endpoint's own socket (cour_cm_passive.c) and an engine
+ * endpoint's (the connecting and the accepting endpoint), so the two cannot disagree on the
+ * format.
  */
 #include "proto/cour_engine.h"
 
