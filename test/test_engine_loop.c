@@ -280,7 +280,7 @@ static struct fi_courier_stats stats_of(int i)
 	struct fi_courier_stats s;
 
 	cr_assert_eq(fi_open_ops(&net.t[i].ep->fid, FI_COURIER_EP_OPS, 0, (void **)&ops, NULL), 0);
-	cr_assert_eq(ops->get_stats(net.t[i].ep, &s), 0);
+	cr_assert_eq(ops->get_stats(net.t[i].ep, &s, sizeof(s)), 0);
 	return s;
 }
 
@@ -566,6 +566,42 @@ Test(engine_loop, clean_transfer_all_sizes_in_order)
 		     s1.unexpected_msgs + s0.retrans_fast + s1.retrans_fast, 0);
 	cr_assert_leq(s0.dup_rcvd + s1.dup_rcvd, s0.retrans_timeout + s1.retrans_timeout +
 		      s0.retrans_probe + s1.retrans_probe);
+}
+
+/* get_stats fills the caller's struct as the caller knows it: an older program's smaller one
+ * up to its end and not a byte beyond, a newer one's counters courier lacks with zeros. */
+Test(engine_loop, stats_sized_to_the_callers_struct)
+{
+	struct fi_courier_ops_ep *ops = NULL;
+	struct fi_courier_stats full;
+	uint64_t buf[sizeof(full) / 8 + 4];
+	size_t head = offsetof(struct fi_courier_stats, tx_msgs);
+
+	net_open(2, NULL, 0);
+	size_t sizes[2] = { 8, 64 * 1024 };
+	run_suite(sizes, 2, WAIT_MS);
+	cr_assert_eq(fi_open_ops(&net.t[0].ep->fid, "courier_ep_ops_v1", 0, (void **)&ops, NULL),
+		     -FI_ENOSYS, "the unsized v1 must not be handed out");
+	cr_assert_eq(fi_open_ops(&net.t[0].ep->fid, FI_COURIER_EP_OPS, 0, (void **)&ops, NULL), 0);
+	cr_assert_eq(ops->size, sizeof(*ops));
+	full = stats_of(0);
+	cr_assert_gt(full.tx_pkts, 0);
+	/* older: only the counters before tx_msgs */
+	memset(buf, 0xa5, sizeof(buf));
+	cr_assert_eq(ops->get_stats(net.t[0].ep, (struct fi_courier_stats *)buf, head), 0);
+	cr_assert_eq(((struct fi_courier_stats *)buf)->tx_pkts, full.tx_pkts);
+	for (size_t i = head / 8; i < sizeof(buf) / 8; i++)
+		cr_assert_eq(buf[i], 0xa5a5a5a5a5a5a5a5ULL, "word %zu written past the caller's size", i);
+	/* newer: four counters more, zero */
+	memset(buf, 0xa5, sizeof(buf));
+	cr_assert_eq(ops->get_stats(net.t[0].ep, (struct fi_courier_stats *)buf, sizeof(buf)), 0);
+	cr_assert_eq(((struct fi_courier_stats *)buf)->tx_pkts, full.tx_pkts);
+	for (size_t i = sizeof(full) / 8; i < sizeof(buf) / 8; i++)
+		cr_assert_eq(buf[i], 0, "counter %zu unknown to courier not zeroed", i);
+	/* nothing to fill */
+	cr_assert_eq(ops->get_stats(net.t[0].ep, NULL, sizeof(full)), -FI_EINVAL);
+	cr_assert_eq(ops->get_stats(net.t[0].ep, &full, 0), -FI_EINVAL);
+	cr_assert_eq(ops->get_stats(net.t[0].ep, &full, 12), -FI_EINVAL);
 }
 
 /* Payload checksums on, so that every corrupted byte is caught, header or payload. */

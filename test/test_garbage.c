@@ -183,7 +183,7 @@ static struct fi_courier_stats stats_of(struct fid_ep *ep)
 	struct fi_courier_stats s;
 
 	cr_assert_eq(fi_open_ops(&ep->fid, FI_COURIER_EP_OPS, 0, (void **)&ops, NULL), 0);
-	cr_assert_eq(ops->get_stats(ep, &s), 0);
+	cr_assert_eq(ops->get_stats(ep, &s, sizeof(s)), 0);
 	return s;
 }
 

@@ -195,7 +195,7 @@ int func_get_stats(struct fid_ep *ep, struct fi_courier_stats *st)
 		return ret;
 	if (ops->size < sizeof(*ops) || !ops->get_stats)
 		return -FI_ENOSYS;
-	return ops->get_stats(ep, st);
+	return ops->get_stats(ep, st, sizeof(*st));
 }
 
 void func_sleep_ms(struct func *f, int ms)

@@ -230,7 +230,7 @@ static void pd_print_stats(struct pd *pd)
 	struct fi_courier_stats st;
 
 	if (fi_open_ops(&pd->ep->fid, FI_COURIER_EP_OPS, 0, (void **)&ops, NULL) ||
-	    ops->get_stats(pd->ep, &st))
+	    ops->get_stats(pd->ep, &st, sizeof(st)))
 		return;
 	fprintf(stderr, "peer_death: sender stats: tx_pkts %llu retrans_timeout %llu "
 		"credit_stalls %llu window_stalls %llu peers_unreachable %llu peers_reset %llu "

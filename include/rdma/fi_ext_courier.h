@@ -24,9 +24,13 @@ _Static_assert(FI_OPT_SHARED_MEMORY_PERMITTED == FI_COURIER_OPT_SHARED_MEMORY_PE
 #endif
 
 /* Name for fi_open_ops on an endpoint fid: returns struct fi_courier_ops_ep. */
-#define FI_COURIER_EP_OPS "courier_ep_ops_v1"
+#define FI_COURIER_EP_OPS "courier_ep_ops_v2"
 
-/* Endpoint statistics: every counter since the endpoint was enabled, summed over its peers. */
+/*
+ * Endpoint statistics: every counter since the endpoint was enabled, summed over its peers.
+ * New counters are only ever appended, so a program built with an older header passes its
+ * smaller size to get_stats and gets the counters it knows.
+ */
 struct fi_courier_stats {
 	uint64_t tx_pkts, rx_pkts;          /* packets handed to / taken from the wire */
 	uint64_t tx_bytes, rx_bytes;        /* payload bytes */
@@ -134,8 +138,10 @@ struct fi_courier_stats {
 
 struct fi_courier_ops_ep {
 	size_t size;                        /* sizeof(struct fi_courier_ops_ep) */
-	/* Copy the endpoint's statistics; returns 0 or a negative FI_* code. */
-	int (*get_stats)(struct fid_ep *ep, struct fi_courier_stats *stats);
+	/* Copy the endpoint's statistics into the first `size` bytes of `stats` (pass
+	 * sizeof(*stats)): counters this courier does not have read 0. Returns 0 or a negative
+	 * FI_* code (-FI_EINVAL: no buffer, or a size of no whole counter). */
+	int (*get_stats)(struct fid_ep *ep, struct fi_courier_stats *stats, size_t size);
 };
 
 #ifdef __cplusplus

@@ -44,15 +44,21 @@ static void cour_ep_stats_locked(struct cour_ep *ep, struct fi_courier_stats *s)
 	}
 }
 
-static int cour_ep_get_stats(struct fid_ep *ep_fid, struct fi_courier_stats *stats)
+/* The caller's struct may be older (smaller) or newer (larger) than ours: counters are only
+ * appended, so the common prefix means the same on both sides. */
+static int cour_ep_get_stats(struct fid_ep *ep_fid, struct fi_courier_stats *stats, size_t size)
 {
 	struct cour_ep *ep = cour_ep_of(ep_fid);
+	struct fi_courier_stats s;
 
-	if (!stats)
+	if (!stats || !size || size % sizeof(uint64_t))
 		return -FI_EINVAL;
 	cour_lock_acquire(&ep->domain->lock);
-	cour_ep_stats_locked(ep, stats);
+	cour_ep_stats_locked(ep, &s);
 	cour_lock_release(&ep->domain->lock);
+	memcpy(stats, &s, COUR_MIN(size, sizeof(s)));
+	if (size > sizeof(s))
+		memset((char *)stats + sizeof(s), 0, size - sizeof(s));
 	return 0;
 }
 
@@ -64,6 +70,10 @@ static struct fi_courier_ops_ep cour_ep_ext_ops = {
 int cour_ep_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
 		     void *context)
 {
+	if (name && !strcmp(name, "courier_ep_ops_v1"))
+		COUR_WARN(FI_LOG_EP_CTRL, "fi_open_ops: %s: get_stats now takes the size of the "
+			  "caller's struct; rebuild with this fi_ext_courier.h (%s)\n", name,
+			  FI_COURIER_EP_OPS);
 	if (!name || strcmp(name, FI_COURIER_EP_OPS))
 		return -FI_ENOSYS;
 	*ops = &cour_ep_ext_ops;
