@@ -9,7 +9,7 @@
 #include "cour_fi.h"
 #include "proto/cour_engine.h"
 
-/* struct cour_cq_entry, one completion as the engine reports it, is proto/cour_engine.h's;
+/* struct cour_cq_entry, one completion as the engine reports it, is proto/cour_pep.h's;
  * formatted per the CQ's fi_cq_format on read. */
 
 /* An error completion waiting in cq->errs. It reaches the head of the CQ once every success

@@ -1,7 +1,7 @@
 /*
  * The endpoint object: libfabric's fid_ep, its bindings (CQs, counters, AV), and the protocol
- * engine's endpoint it wraps (struct cour_pep, proto/cour_engine.h, where the reliability,
- * session and credit designs are written down).
+ * engine's endpoint it wraps (struct cour_pep, proto/cour_pep.h; the reliability, session and
+ * credit designs are written down in proto/cour_engine.h).
  */
 #ifndef COUR_EP_H
 #define COUR_EP_H

@@ -94,7 +94,7 @@ struct cour_domain {
 	uint64_t            mr_mode;
 
 	struct cour_pdom    pdom;          /* the engine's half: enabled endpoints (to progress),
-					    * registered regions (proto/cour_engine.h) */
+					    * registered regions (proto/cour_region.h) */
 
 	/* automatic progress: a thread that sleeps on the endpoints' fds and the next timer */
 	struct cour_thread  progress_thread; /* entered in util/cour_threads.c while it runs */

@@ -1,7 +1,7 @@
 /*
  * Shared contexts (fi_endpoint(3)): fi_srx_context and fi_stx_context.
  *
- * A shared receive context is a receive queue (struct cour_rxq, proto/cour_engine.h) that the
+ * A shared receive context is a receive queue (struct cour_rxq, proto/cour_op.h) that the
  * endpoints bound to it use instead of their own: receives posted to it match messages that
  * arrive at any of them, and each completion goes to the CQ of the endpoint the message
  * arrived at, as the man page says. Posting goes through one of the bound, enabled endpoints

@@ -1,7 +1,8 @@
 /*
  * Peers, sessions and reliability, sending side: the send window, ACK/SACK processing,
  * retransmission, resets. Incoming packets are cour_peer_rx.c's, timers and liveness
- * cour_peer_live.c's. The design essay is in cour_engine.h above struct cour_peer.
+ * cour_peer_live.c's. The design essay is at the top of cour_engine.h, struct cour_peer in
+ * cour_peer.h.
  */
 #include "proto/cour_engine.h"
 #include "proto/cour_peer_int.h"

@@ -209,7 +209,7 @@ struct cour_wire {
 	uint16_t             pack_lens[COUR_WIRE_PACK_CNT];
 	char                *pack_arena;
 	uint32_t             pack_used;
-	/* what a flush hands the kernel: single datagrams, and GSO runs (wire/cour_udp.c) */
+	/* what a flush hands the kernel: single datagrams, and GSO runs (wire/cour_udp_tx.c) */
 	struct mmsghdr       out_msgs[COUR_WIRE_TX_BATCH];
 	uint32_t             out_first[COUR_WIRE_TX_BATCH], out_segs[COUR_WIRE_TX_BATCH];
 	struct iovec         out_iov[COUR_WIRE_TX_BATCH * (COUR_WIRE_IOV_MAX + 2)];
