@@ -64,6 +64,7 @@ static uint64_t shm_short_count(struct st *s, uint64_t *box)
 
 #define WARM_TAG 0x7777
 #define WARM_N   20
+#define BOX_AFTER 16    /* small messages through the ring before a pair's mailbox (man page) */
 
 static int warmup(struct st *s)
 {
@@ -312,8 +313,13 @@ int main(int argc, char **argv)
 				       &min_multi, sizeof(min_multi)));
 
 	ret = warmup(&s);
-	if (!ret && !f->ft.is_server && func_is_courier(f))
+	if (!ret && !f->ft.is_server && func_is_courier(f)) {
 		s.short_before = shm_short_count(&s, &s.box_before);
+		/* a pair gets its mailbox only once it has shown it talks */
+		FUNC_ASSERT(f, s.box_before <= WARM_N - BOX_AFTER,
+			    "warm-up: %llu of %d messages through the mailbox, before %d through the ring",
+			    (unsigned long long)s.box_before, WARM_N, BOX_AFTER);
+	}
 	if (!ret)
 		ret = f->ft.is_server ? order_server(&s) : order_client(&s);
 	if (!ret && !f->ft.is_server && func_is_courier(f)) {

@@ -75,6 +75,7 @@ _Static_assert(COUR_PKT_HDR_LEN <= COUR_WIRE_HDR_MAX, "a packet header fits a wi
 _Static_assert(COUR_MAX_PKT == COUR_WIRE_DGRAM_MAX, "the engine's largest packet is the wire's");
 #define COUR_HELLO_TRIES 8     /* HELLOs to a peer that does not answer (proto/cour_shm_peer.c) */
 #define COUR_HELLO_GAP_US 1000 /* before the second; doubling */
+#define COUR_BOX_AFTER   16     /* small messages through a peer's ring before its mailbox */
 /* cq_flags bit (unused by libfabric) marking a send that reports no success completion,
  * as fi_inject asks; masked off before anything reaches a CQ */
 #define COUR_CQF_NOCOMP  (1ULL << 62)

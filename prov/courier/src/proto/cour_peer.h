@@ -137,6 +137,8 @@ struct cour_peer {
 	struct cour_box_tx   box;
 	struct cour_box_rx   inbox;
 	uint32_t             ring_puts;       /* packets we put into its ring (a box entry's stamp) */
+	uint32_t             box_want;        /* small messages sent through its ring (a box of
+					       * ours after COUR_BOX_AFTER of them) */
 	uint32_t             ring_got;        /* the put index of its last ring packet handled */
 	uint32_t             box_stamp;       /* its box entry waiting for a ring packet: stamp */
 	bool                 box_blocked;     /* ...there is one */

@@ -120,7 +120,7 @@ static void cour_shm_inbox_close(struct cour_peer *peer)
 
 	if (!peer->inbox.gen)
 		return;
-	cour_box_rx_close(&peer->inbox);
+	cour_shm_box_close(peer->shm, &peer->inbox);
 	for (uint32_t i = 0; i < ep->ninboxes; i++)
 		if (ep->inboxes[i] == peer) {
 			ep->inboxes[i] = ep->inboxes[--ep->ninboxes];
@@ -150,6 +150,7 @@ void cour_shm_peer_detach(struct cour_peer *peer)
 	if (peer->ep->shm_ring)
 		cour_shm_box_free(peer->ep->shm_ring, &peer->box);
 	peer->push_held_us = 0;
+	peer->box_want = 0;
 	peer->hello_tries = 0;
 	peer->hello_next_us = 0;
 	peer->via_shm = false;
@@ -184,8 +185,8 @@ void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
 	hello.flags = flags;
 	if (peer->shm)
 		hello.flags |= COUR_HELLO_MAPPED | (peer->cma_off ? 0 : COUR_HELLO_PULLS);
-	/* a mailbox of ours for a peer we know to be here: it polls it once it reads this */
-	if (peer->shm && !peer->box.gen && ep->shm_ring)
+	/* a mailbox of ours for a peer that needs one: it polls it once it reads this */
+	if (peer->shm && !peer->box.gen && ep->shm_ring && peer->box_want >= COUR_BOX_AFTER)
 		(void)cour_shm_box_claim(ep->shm_ring, &peer->box);
 	hello.box_gen = peer->box.gen;
 	hello.box_idx = peer->box.idx;
@@ -343,6 +344,25 @@ int cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t
 	return ret;
 }
 
+/*
+ * A mailbox costs both sides memory for as long as the pair lasts (its 8 KiB in our file and
+ * in the peer's resident memory, which polls it), and a ring file has COUR_BOX_COUNT of them.
+ * Most pairs of a big job exchange a handful of messages (an all-to-all, a barrier), for
+ * which the ring does as well; so a pair gets its box once its small messages through the ring
+ * show it talks: after COUR_BOX_AFTER of them a box is claimed and named in a HELLO, and the
+ * peer polls it from when it reads that. A HELLO lost (it is one datagram) is sent again every
+ * COUR_BOX_AFTER * 16 sends until the box is live; with every box taken the ring it stays.
+ */
+static void cour_shm_box_want(struct cour_pep *ep, struct cour_peer *peer)
+{
+	if (++peer->box_want < COUR_BOX_AFTER || !ep->shm_ring || ep->wire.trace ||
+	    (peer->box_want != COUR_BOX_AFTER && peer->box_want % (COUR_BOX_AFTER * 16)))
+		return;
+	if (!peer->box.gen && cour_shm_box_claim(ep->shm_ring, &peer->box))
+		return;
+	cour_shm_hello_send(peer, 0);
+}
+
 /* A SHORT through the peer's mailbox (wire/cour_shm_box.h): the same message in a 40-byte
  * header, with no address, session or sequence fields, as the box belongs to the pair. Its
  * stamp is the count of our ring puts before it: the peer takes it only after those
@@ -445,6 +465,8 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 	if (cour_shm_put(peer, &h.base, COUR_PKT_HDR_LEN, iov, count))
 		return false;           /* full: the engine queues it and retries in order */
 	peer->next_msg_id++;
+	if (COUR_UNLIKELY(!cour_box_tx_live(&peer->box)) && len <= COUR_BOX_PAYLOAD_MAX)
+		cour_shm_box_want(ep, peer);
 sent:
 	cour_short_sent(ep, peer, cost, len, tag, context, flags, cq_flags);
 	return true;

@@ -762,12 +762,36 @@ void cour_shm_box_free(struct cour_shm_ring *r, struct cour_box_tx *b)
 	b->live = false;
 }
 
+/*
+ * The consumer only reads a box, and a read fault on a shared mapping also maps the pages
+ * around it that the file has in memory (the kernel's fault-around, up to 64 KiB): the
+ * producer's boxes for other peers, which would count in our resident memory once per peer.
+ * Fault-around stays inside one mapping, so the box gets one of its own: read-only, which
+ * also says the consumer never writes there. Closed, its pages leave our memory (not the
+ * file's).
+ */
 int cour_shm_box_open(struct cour_shm_ring *r, uint32_t idx, uint32_t gen, struct cour_box_rx *b)
 {
+	uint8_t *lines;
+
 	if (r->owner || idx >= COUR_BOX_COUNT || !gen || gen > COUR_BOX_GEN_MAX)
 		return -FI_EINVAL;
-	cour_box_rx_open(b, cour_shm_box_lines(r, idx), &r->hdr->box[idx], (uint16_t)idx, gen);
+	lines = cour_shm_box_lines(r, idx);
+	(void)mprotect(lines, COUR_BOX_BYTES, PROT_READ);   /* (else fault-around: more RSS) */
+	cour_box_rx_open(b, lines, &r->hdr->box[idx], (uint16_t)idx, gen);
 	return 0;
+}
+
+void cour_shm_box_close(struct cour_shm_ring *r, struct cour_box_rx *b)
+{
+	const uint8_t *lines = b->lines;
+
+	if (!b->gen)
+		return;
+	cour_box_rx_close(b);
+	/* (a box that is no peer's file's, as tests make, keeps its memory) */
+	if (r && !r->owner && lines == cour_shm_box_lines(r, b->idx))
+		(void)madvise((void *)lines, COUR_BOX_BYTES, MADV_DONTNEED);
 }
 
 bool cour_shm_ring_wake(struct cour_shm_ring *r)

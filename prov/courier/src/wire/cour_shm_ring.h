@@ -212,6 +212,8 @@ void cour_shm_box_free(struct cour_shm_ring *r, struct cour_box_tx *b);  /* b->g
  * -FI_EINVAL: no such box. */
 int  cour_shm_box_open(struct cour_shm_ring *r, uint32_t idx, uint32_t gen,
 		       struct cour_box_rx *b);
+/* ...and stop polling it (before the ring is closed): its pages leave our resident memory. */
+void cour_shm_box_close(struct cour_shm_ring *r, struct cour_box_rx *b);
 /* Producer, after publishing in a box of ours: does the consumer of this (its) ring sleep?
  * true once per arming, as cour_shm_ring_put's *wake. */
 bool cour_shm_ring_wake(struct cour_shm_ring *r);
