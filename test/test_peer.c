@@ -311,7 +311,10 @@ Test(rxwin, outgoing_data_carries_the_ack_and_sack)
 	cr_assert_not(peer->ack_needed, "the data packet took the pending ACK along");
 }
 
-Test(rxwin, consumed_messages_grant_credits_in_batches)
+/* A grant rides on the next packet to the peer, or on an ACK once the ACK delay is up: a peer
+ * that answers what it received (a ping-pong, a halo exchange) takes it along with the
+ * answer. Only a peer that has used everything we told it gets its grant at once. */
+Test(rxwin, consumed_messages_grant_credits_on_the_next_packet)
 {
 	char b[16];
 	struct iovec iov = { .iov_base = b, .iov_len = sizeof(b) };
@@ -324,15 +327,24 @@ Test(rxwin, consumed_messages_grant_credits_in_batches)
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.credits, 9);
 	cr_assert_eq(peer->credits_sent, 9);
-	/* then one ACK per credits / 2 = 4 consumed */
-	for (int i = 0; i < 3; i++)
+	/* the peer has units left (it used 6 of 9): the grants wait, however many */
+	for (int i = 0; i < 4; i++)
 		cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert(peer->ack_needed, "the grant waits for the ACK delay");
+	/* ...and a packet to the peer carries them */
+	capwire_send(ep, b, 8, NULL, 0);
+	cr_assert_eq(capwire_last()->hdr.base.credits, 13);
+	cr_assert_eq(peer->credits_sent, 13);
+	/* the peer spends all it was told: the next unit goes back at once */
+	for (uint32_t s = 6; s < 13; s++)
+		rx_msg(s, s);
+	cr_assert_eq(peer->rx_units, 13);
+	capwire_clear();
 	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
-	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
-	cr_assert_eq(last_ack()->hdr.base.credits, 13);
-	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 5);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1, "a peer with no unit left waits for a grant");
+	cr_assert_eq(last_ack()->hdr.base.credits, 14);
+	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 6);
 }
 
 /* ---- validation ---- */
