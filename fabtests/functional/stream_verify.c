@@ -45,13 +45,13 @@ static const char *const sv_mode_name[] = { "mixed", "tagged", "msg" };
 /*
  * 1400 and 1472: courier's payload per packet and the UDP payload on a 1500-byte MTU link;
  * 2800: two full packets; 4096: courier's inject size; 9000: a jumbo frame; 64928: courier's
- * payload per packet on loopback; 65536: courier's eager/rendezvous cutover (eager_max); then
- * the largest sizes.
+ * payload per packet on loopback; 65536: eager_max before 0.2.0, 262144: courier's
+ * eager/rendezvous cutover (eager_max); then the largest sizes.
  */
 static const size_t sv_edge[] = {
 	1, 2, 3, 7, 8, 63, 64, 65, 255, 1399, 1400, 1401, 1471, 1472, 1473, 2799, 2800, 2801,
 	4095, 4096, 4097, 8999, 9000, 64927, 64928, 64929, 65535, 65536, 65537, 131071, 131073,
-	1048575, 1048576, 1048577, SV_MAX_MSG - 1, SV_MAX_MSG,
+	262143, 262144, 262145, 1048575, 1048576, 1048577, SV_MAX_MSG - 1, SV_MAX_MSG,
 };
 
 struct sv_plan {		/* what the client tells the server */
