@@ -107,6 +107,27 @@ Test(rxwin, an_in_order_packet_is_delivered_and_acknowledged_after_the_delay)
 	cr_assert_eq(cour_crc32c(0, &h, sizeof(h)), a->hdr.base.crc);
 }
 
+/* A message that crossed one of ours (a halo exchange: both sides sent, both wait for their
+ * sends) is acknowledged at the end of the pass: no answer of ours is coming to carry it. */
+Test(rxwin, a_message_that_crossed_ours_is_acknowledged_at_the_end_of_the_pass)
+{
+	char b[8] = "mine";
+	uint64_t now;
+
+	capwire_send(ep, b, 4, NULL, 0);            /* ours, in flight */
+	cr_assert_neq(peer->tx_una, peer->tx_next);
+	capwire_clear();
+	now = cour_now_us();
+	rx_frag(0, 5, 5, 0, "hello", 5);
+	cr_assert_eq(capwire.count, 0, "the ACK goes at the end of the pass, not in it");
+	cr_assert(peer->ack_needed);
+	cr_assert_leq(peer->ack_deadline, cour_now_us(), "it waits the ACK delay");
+	cr_assert_geq(peer->ack_deadline, now);
+	cour_ep_timers(&ep->pep, cour_now_us());    /* the end of the pass */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert_eq(last_ack()->hdr.base.ack, 1);
+}
+
 Test(rxwin, every_eighth_packet_is_acknowledged_at_once)
 {
 	for (uint32_t s = 0; s < 7; s++)

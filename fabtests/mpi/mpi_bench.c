@@ -7,6 +7,10 @@
  *                   answers each window with 4 bytes: MB/s (10^6 bytes) of payload
  *   rate SIZE       every rank of the first half sends windows of 64 SIZE-byte messages to its
  *                   partner in the second half, all pairs at once: messages per second, summed
+ *   halo SIZE       ranks 0 and 1 exchange SIZE bytes each way at once, as a halo exchange
+ *                   does (MPI_Irecv, MPI_Isend, MPI_Waitall): microseconds per exchange. Each
+ *                   send completes only when it is complete at the sender, with no answer to
+ *                   carry its acknowledgement: what a ping-pong does not show
  *
  * Each runs for about MPI_BENCH_SECONDS (default 1) after a warm-up of a tenth of that, in
  * batches whose count rank 0 decides and broadcasts, so no rank's clock decides alone. Every
@@ -91,6 +95,22 @@ static double window_run(char *sbuf, char *rbuf, size_t len, int iters, int pair
 	return MPI_Wtime() - t0;
 }
 
+static double halo_run(char *sbuf, char *rbuf, size_t len, int iters)
+{
+	MPI_Request req[2];
+	int peer = 1 - rank;
+	double t0 = MPI_Wtime();
+
+	for (int i = 0; i < iters && rank < 2; i++) {
+		MPI_Irecv(rbuf, (int)len, MPI_CHAR, peer, 4, MPI_COMM_WORLD, &req[0]);
+		stamp(sbuf, len, i);
+		MPI_Isend(sbuf, (int)len, MPI_CHAR, peer, 4, MPI_COMM_WORLD, &req[1]);
+		MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+		check(rbuf, len, i);
+	}
+	return MPI_Wtime() - t0;
+}
+
 static double bw_run(char *sbuf, char *rbuf, size_t len, int iters)
 {
 	return window_run(sbuf, rbuf, len, iters, 1);
@@ -141,15 +161,16 @@ int main(int argc, char **argv)
 		seconds = atof(env);
 	if (nranks < 2 || argc < 3 || (argc - 1) % 2) {
 		if (rank == 0)
-			fprintf(stderr, "usage: mpi_bench {lat|bw|rate} SIZE [{lat|bw|rate} SIZE]... "
-				"(2 ranks or more)\n");
+			fprintf(stderr, "usage: mpi_bench TEST SIZE [TEST SIZE]... (TEST: lat, bw, "
+				"rate or halo; 2 ranks or more)\n");
 		MPI_Finalize();
 		return 2;
 	}
 	for (int a = 1; a + 1 < argc; a += 2) {
 		size_t len = strtoul(argv[a + 1], NULL, 0);
 		bench_fn fn = !strcmp(argv[a], "lat") ? lat_run : !strcmp(argv[a], "bw") ? bw_run :
-			      !strcmp(argv[a], "rate") ? rate_run : NULL;
+			      !strcmp(argv[a], "rate") ? rate_run :
+			      !strcmp(argv[a], "halo") ? halo_run : NULL;
 		long iters;
 		double elapsed;
 
@@ -170,6 +191,8 @@ int main(int argc, char **argv)
 		if (rank == 0) {
 			if (fn == lat_run)
 				printf("mpi_bench: lat %zu %.3f us\n", len, elapsed * 1e6 / iters / 2);
+			else if (fn == halo_run)
+				printf("mpi_bench: halo %zu %.3f us\n", len, elapsed * 1e6 / iters);
 			else if (fn == bw_run)
 				printf("mpi_bench: bw %zu %.1f MB/s\n", len,
 				       (double)len * WINDOW * iters / elapsed / 1e6);

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # mpi-compare.sh BUILDDIR: Open MPI's paths side by side, with one MPI program
 # (fabtests/mpi/mpi_bench.c): latency 8 B, bandwidth 64 KiB and 1 MiB, message rate 8 B with one
-# pair and with two. Every path runs with its defaults, only the path named:
+# pair and with two, a halo exchange (both ways at once, Waitall) of 8 B and 16 KiB. Every
+# path runs with its defaults, only the path named:
 #   one host     ob1+vader (5.0: sm), pml ucx, cm+mtl/ofi over courier, over tcp;ofi_rxm
 #   two hosts    ob1+tcp, pml ucx, cm+mtl/ofi over courier, over tcp;ofi_rxm; one rank per
 #                emulated host (network namespaces over veth, netns.sh), per MTU
 # Rounds are interleaved (round 1 of every path, then round 2...), so a slow minute of the
 # machine hits all paths alike; the table gives medians and courier's ratio to each other
-# path, oriented so that >= 1 means courier is as good or better (latency: theirs/ours;
-# bandwidth and rate: ours/theirs).
+# path, oriented so that >= 1 means courier is as good or better (latency and halo:
+# theirs/ours; bandwidth and rate: ours/theirs).
 #
 # usage: mpi-compare.sh [-r rounds] [-s seconds] [-w "where"] [-m "mtus"] [-H hogs] [-b BASEDIR]
 #                       [-p "paths"] [-x sweep] [-S "sizes"] [-o logdir] BUILDDIR
@@ -20,7 +21,7 @@
 #   -b DIR    another courier build (say, before a change): a column "base" beside courier
 #   -p PATHS  only these paths (default: all of the place's, and base with -b)
 #   -o DIR    keep logs and results there (default: a temporary directory, removed)
-#   -x sweep  latency and bandwidth at every power of two from 1 B to 4 MiB (-S: other sizes),
+#   -x sweep  latency, bandwidth and halo at every power of two from 1 B to 4 MiB (-S: others),
 #             two ranks, instead of the four rows above: where each path's protocols switch
 #   -S SIZES  the sweep's sizes in bytes, space separated
 # Two cores: the two-pair rate runs four ranks on two cores, so it measures how each path
@@ -36,7 +37,7 @@ while getopts "r:s:w:m:H:o:b:p:x:S:" o; do
 	r) rounds=$OPTARG ;; s) secs=$OPTARG ;; w) where=$OPTARG ;; m) mtus=$OPTARG ;;
 	H) hogs=$OPTARG ;; o) logdir=$OPTARG ;; b) base=$(cd "$OPTARG" && pwd) ;; p) only=$OPTARG ;;
 	x) mode=$OPTARG ;; S) sizes=$OPTARG ;;
-	*) sed -n '2,28p' "$0"; exit 2 ;;
+	*) sed -n '2,31p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -109,7 +110,7 @@ run() {
 		keep=1
 		return
 	fi
-	awk -v s="$setting" -v p="$path" -v np="$np" '/^mpi_bench: (lat|bw|rate) / {
+	awk -v s="$setting" -v p="$path" -v np="$np" '/^mpi_bench: (lat|bw|rate|halo) / {
 		t = $2; if (t == "rate") t = "rate" np / 2 "p"; print s, p, t, $3, $4 }' "$log" >>"$results"
 }
 
@@ -127,12 +128,13 @@ round_of() {
 	local sweep=()
 	for z in $sizes; do sweep+=(lat "$z"); done
 	for z in $sizes; do sweep+=(bw "$z"); done
+	for z in $sizes; do sweep+=(halo "$z"); done
 	for path in "$@"; do
 		if [ "$mode" = sweep ]; then
 			run "$setting" "$path" 2 "${sweep[@]}"
 			continue
 		fi
-		run "$setting" "$path" 2 lat 8 bw 65536 bw 1048576 rate 8
+		run "$setting" "$path" 2 lat 8 bw 65536 bw 1048576 rate 8 halo 8 halo 16384
 		run "$setting" "$path" 4 rate 8
 	done
 }
@@ -158,7 +160,8 @@ table() {
 		for (i = 1; i <= np; i++) if (p[i] != "courier") printf " %11s", "c/" p[i]
 		printf "\n"
 		for (r = 1; r <= nr; r++) {
-			split(rows[r], rs, " "); unit = rs[1] == "lat" ? " us" : rs[1] == "bw" ? " MB/s" : " msg/s"
+			split(rows[r], rs, " "); lower = rs[1] == "lat" || rs[1] == "halo"
+			unit = lower ? " us" : rs[1] == "bw" ? " MB/s" : " msg/s"
 			printf "%-14s", rows[r]
 			for (i = 1; i <= np; i++) {
 				m[i] = median(rows[r] SUBSEP p[i]); if (p[i] == "courier") c = m[i]
@@ -166,7 +169,7 @@ table() {
 			for (i = 1; i <= np; i++) {
 				if (p[i] == "courier") continue
 				if (m[i] == "" || c == "" || c + 0 == 0 || m[i] + 0 == 0) { printf " %11s", "n/a"; continue }
-				printf " %11.2f", rs[1] == "lat" ? m[i] / c : c / m[i] }
+				printf " %11.2f", lower ? m[i] / c : c / m[i] }
 			printf "%s\n", unit
 		}
 	}' "$results"
