@@ -4,15 +4,44 @@
  * verified), then reports its peak resident memory (VmHWM) and current (VmRSS). Run it at two
  * sizes (np 4 and np 32): the difference of the averages over the difference of peers is what
  * the MPI and fabric stacks keep per peer. `mpi_peer_mem [LEN]` (default 8); rank 0 prints
- * `RESULT np <np> len <LEN> hwm_kb_avg <a> hwm_kb_max <m> rss_kb_avg <r> heap_kb_avg <h>` (h:
- * malloc'd bytes in use, mallinfo2, which tells the heap from mappings) and "ok" or errors.
- * Run by fabtests/mpi/peer-mem.sh.
+ * `RESULT np <np> len <LEN> hwm_kb_avg <a> hwm_kb_max <m> rss_kb_avg <r> heap_kb_avg <h>
+ * startup_ms_max <s> shmem_kb <k>` (h: malloc'd bytes in use, mallinfo2, which tells the heap
+ * from mappings; s: the slowest rank's time from just before MPI_Init to its first all-to-all
+ * done; k: the host's shared memory, /proc/meminfo's Shmem, while every rank still holds
+ * what it mapped, for the caller to set against the host's before the job) and "ok" or
+ * errors. MPI_PEER_MEM_HOLD=S keeps every rank alive S seconds after that line, so that a
+ * caller can kill them. Run by fabtests/mpi/peer-mem.sh and fabtests/scripts/bighost-bench.sh.
  */
 #include <malloc.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static long meminfo_kb(const char *key)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)))
+			v = strtol(line + strlen(key), NULL, 10);
+	fclose(f);
+	return v;
+}
 
 static long status_kb(const char *key)
 {
@@ -39,6 +68,8 @@ int main(int argc, char **argv)
 {
 	int rank, np, errs = 0, all_errs = 0;
 	size_t len = argc > 1 ? strtoul(argv[1], NULL, 0) : 8;
+	double t0 = now_s(), startup, startup_max = 0;
+	const char *hold = getenv("MPI_PEER_MEM_HOLD");
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -51,6 +82,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < len; i++)
 			sb[(size_t)p * len + i] = pat(rank, p, i);
 	MPI_Alltoall(sb, (int)len, MPI_CHAR, rb, (int)len, MPI_CHAR, MPI_COMM_WORLD);
+	startup = now_s() - t0;
 	for (int p = 0; p < np; p++)
 		for (size_t i = 0; i < len; i++)
 			if (rb[(size_t)p * len + i] != pat(p, rank, i)) {
@@ -80,15 +112,21 @@ int main(int argc, char **argv)
 	MPI_Reduce(&rss, &sum_rss, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&heap, &sum_heap, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	MPI_Reduce(&errs, &all_errs, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+	MPI_Reduce(&startup, &startup_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 	if (rank == 0) {
 		printf("RESULT np %d len %zu hwm_kb_avg %ld hwm_kb_max %ld rss_kb_avg %ld "
-		       "heap_kb_avg %ld\n", np, len, sum_hwm / np, hwm_max, sum_rss / np,
-		       sum_heap / np);
+		       "heap_kb_avg %ld startup_ms_max %.0f shmem_kb %ld\n", np, len, sum_hwm / np,
+		       hwm_max, sum_rss / np, sum_heap / np, startup_max * 1e3,
+		       meminfo_kb("Shmem:"));
 		if (all_errs)
 			printf("mpi_peer_mem: %d errors\n", all_errs);
 		else
 			printf("mpi_peer_mem: ok (%d ranks)\n", np);
 	}
+	fflush(stdout);
+	MPI_Barrier(MPI_COMM_WORLD);    /* (nobody unmaps anything before rank 0 read Shmem) */
+	if (hold)
+		sleep((unsigned)atoi(hold));
 	free(sb);
 	free(rb);
 	MPI_Finalize();
