@@ -32,7 +32,7 @@ make_root() {
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 	local t0=$SECONDS tmp="$root.tmp" mirror
 	mirror=${COUR_DEBIAN13_MIRROR:-$(cour_apt_archive)} || return 1
-	rm -rf "$tmp"
+	rm -rf --one-file-system "$tmp"    # (a killed debootstrap leaves /proc mounted there)
 	mkdir -p "$(dirname "$root")"
 	echo "debian13.sh: building the Debian 13 root in $root (debootstrap from $mirror)"
 	if ! debootstrap --variant=minbase trixie "$tmp" "$mirror" >"$tmp.log" 2>&1; then

@@ -105,13 +105,21 @@ check() {
 			printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost\n' >"$base.tmp/etc/hosts"
 		mv "$base.tmp" "$base"
 	fi
+	# a check killed before its cleanup leaves its root with the host's /dev bound in it:
+	# take those mounts down first, and never let rm cross into a mounted file system
+	local old m
+	for old in /var/cache/courier/check-*; do
+		[ -d "$old" ] || continue
+		for m in dev/shm dev/pts dev proc; do umount -l "$old/$m" 2>/dev/null || true; done
+		rm -rf --one-file-system "$old"
+	done
 	root=$(mktemp -d /var/cache/courier/check-$code.XXXXXX)
 	cp -a "$base/." "$root/"
 	local mounts=()
 	cleanup() {
 		local m
 		for m in "${mounts[@]}"; do umount -l "$root/$m" 2>/dev/null || true; done
-		rm -rf "$root"
+		rm -rf --one-file-system "$root"
 	}
 	trap cleanup RETURN
 	for m in proc dev dev/pts dev/shm; do
