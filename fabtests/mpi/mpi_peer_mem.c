@@ -28,26 +28,12 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static long meminfo_kb(const char *key)
+/* The value of a "Key: N kB" line of a /proc file, or -1 */
+static long proc_kb(const char *file, const char *key)
 {
 	char line[256];
 	long v = -1;
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, strlen(key)))
-			v = strtol(line + strlen(key), NULL, 10);
-	fclose(f);
-	return v;
-}
-
-static long status_kb(const char *key)
-{
-	char line[256];
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
+	FILE *f = fopen(file, "r");
 
 	if (!f)
 		return -1;
@@ -104,7 +90,8 @@ int main(int argc, char **argv)
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
 
-	long hwm = status_kb("VmHWM:"), rss = status_kb("VmRSS:"), hwm_max = 0;
+	long hwm = proc_kb("/proc/self/status", "VmHWM:"), hwm_max = 0;
+	long rss = proc_kb("/proc/self/status", "VmRSS:");
 	long heap = (long)(mallinfo2().uordblks / 1024), sum_heap = 0;
 	long sum_hwm = 0, sum_rss = 0;
 	MPI_Reduce(&hwm, &sum_hwm, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -117,7 +104,7 @@ int main(int argc, char **argv)
 		printf("RESULT np %d len %zu hwm_kb_avg %ld hwm_kb_max %ld rss_kb_avg %ld "
 		       "heap_kb_avg %ld startup_ms_max %.0f shmem_kb %ld\n", np, len, sum_hwm / np,
 		       hwm_max, sum_rss / np, sum_heap / np, startup_max * 1e3,
-		       meminfo_kb("Shmem:"));
+		       proc_kb("/proc/meminfo", "Shmem:"));
 		if (all_errs)
 			printf("mpi_peer_mem: %d errors\n", all_errs);
 		else
