@@ -7,6 +7,7 @@
 #include "test_capwire.h"
 
 #include <criterion/criterion.h>
+#include <unistd.h>
 
 static struct cour_ep *ep;
 static struct cour_peer *peer;
@@ -602,6 +603,61 @@ Test(rxwin, a_mailbox_entry_waiting_for_a_lost_ring_packet_goes_once_the_ring_is
 	cr_assert_eq(peer->ring_got, 7);
 	cr_assert(!ep->pep.box_blocked && !peer->box_blocked);
 	box_done();
+}
+
+/* A HELLO's gap runs on the real clock: wait it out. */
+static void hello_gap_up(void)
+{
+	while (cour_now_us() < peer->hello_next_us)
+		usleep(100);
+}
+
+/* The HELLO that names a new mailbox is one datagram: lost, it is asked again as any HELLO
+ * is, backing off, until the peer polls the box, and at most COUR_HELLO_TRIES times. */
+Test(rxwin, a_mailbox_hello_is_asked_again_until_the_box_is_polled)
+{
+	struct cour_shm_locator loc;
+	struct cour_box_rx rx;
+	const struct cour_shm_hello *h;
+	uint64_t t = cour_now_us();
+
+	cr_assert_eq(cour_shm_ring_create(16, 1024, &ep->pep.shm_ring, &loc), 0);
+	peer->peer_mapped = true;               /* the handshake is done: nothing to ask */
+	cour_peer_activate(peer);
+	capwire_clear();
+	cour_ep_timers(&ep->pep, t);
+	cr_assert_eq(capwire_count(COUR_PKT_HELLO), 0);
+	cr_assert_eq(cour_shm_box_claim(ep->pep.shm_ring, &peer->box), 0);
+	cour_shm_hello_again(peer);             /* as cour_shm_box_want does */
+	cour_peer_activate(peer);
+	cr_assert_eq(capwire_count(COUR_PKT_HELLO), 1);
+	h = (const struct cour_shm_hello *)capwire_last()->payload;
+	cr_assert_eq(h->box_gen, peer->box.gen, "the HELLO does not name the box");
+	/* lost: asked again once its gap is up, and only then */
+	cour_ep_timers(&ep->pep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_HELLO), 1, "asked again before its gap");
+	cr_assert_eq(ep->pep.next_timer, peer->hello_next_us, "no timer for the next ask");
+	hello_gap_up();
+	cour_ep_timers(&ep->pep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_HELLO), 2);
+	/* the peer polls it: nothing more to ask */
+	cour_box_rx_open(&rx, peer->box.lines, peer->box.ctl, peer->box.idx, peer->box.gen);
+	cr_assert(cour_box_tx_live(&peer->box));
+	hello_gap_up();
+	cour_ep_timers(&ep->pep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_HELLO), 2);
+	/* never polled: bounded */
+	cour_box_rx_close(&rx);
+	cr_assert_not(cour_box_tx_live(&peer->box));
+	cour_peer_activate(peer);
+	for (int i = 0; i < 2 * COUR_HELLO_TRIES; i++) {
+		hello_gap_up();
+		cour_ep_timers(&ep->pep, cour_now_us());
+	}
+	cr_assert_eq(capwire_count(COUR_PKT_HELLO), COUR_HELLO_TRIES);
+	cour_shm_box_free(ep->pep.shm_ring, &peer->box);
+	cour_shm_ring_close(ep->pep.shm_ring);
+	ep->pep.shm_ring = NULL;
 }
 
 /* A box whose entry cannot be is given up: counted, no longer polled, its producer told

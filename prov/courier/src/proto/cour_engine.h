@@ -369,10 +369,12 @@ int  cour_shm_ep_open(struct cour_pep *ep);     /* 0 even when shm stays off (lo
 void cour_shm_ep_close(struct cour_pep *ep);
 void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags);
 void cour_shm_hello_again(struct cour_peer *peer);
-/* asked once and not answered: asked again, on a timer, until COUR_HELLO_TRIES */
+/* asked once and not answered (the peer has not mapped our ring, or does not poll the box
+ * the HELLO named): asked again, on a timer, until COUR_HELLO_TRIES */
 static inline bool cour_shm_hello_pending(const struct cour_peer *peer)
 {
-	return peer->hello_tries && peer->hello_tries < COUR_HELLO_TRIES && !peer->peer_mapped;
+	return peer->hello_tries && peer->hello_tries < COUR_HELLO_TRIES &&
+	       (!peer->peer_mapped || (peer->box.gen && !peer->box.live));
 }
 void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *h);
 void cour_shm_peer_detach(struct cour_peer *peer);

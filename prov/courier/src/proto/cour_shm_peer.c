@@ -185,9 +185,7 @@ void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
 	hello.flags = flags;
 	if (peer->shm)
 		hello.flags |= COUR_HELLO_MAPPED | (peer->cma_off ? 0 : COUR_HELLO_PULLS);
-	/* a mailbox of ours for a peer that needs one: it polls it once it reads this */
-	if (peer->shm && !peer->box.gen && ep->shm_ring && peer->box_want >= COUR_BOX_AFTER)
-		(void)cour_shm_box_claim(ep->shm_ring, &peer->box);
+	/* our mailbox for it, if it needs one (cour_shm_box_want): it polls it once it reads this */
 	hello.box_gen = peer->box.gen;
 	hello.box_idx = peer->box.idx;
 	memset(&hdr.base, 0, sizeof(hdr.base));
@@ -350,17 +348,24 @@ int cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t
  * Most pairs of a big job exchange a handful of messages (an all-to-all, a barrier), for
  * which the ring does as well; so a pair gets its box once its small messages through the ring
  * show it talks: after COUR_BOX_AFTER of them a box is claimed and named in a HELLO, and the
- * peer polls it from when it reads that. A HELLO lost (it is one datagram) is sent again every
- * COUR_BOX_AFTER * 16 sends until the box is live; with every box taken the ring it stays.
+ * peer polls it from when it reads that. The HELLO is one datagram: asked again as any HELLO
+ * is (cour_shm_hello_pending) until the peer polls the box; with every box taken, the ring.
  */
 static void cour_shm_box_want(struct cour_pep *ep, struct cour_peer *peer)
 {
-	if (++peer->box_want < COUR_BOX_AFTER || !ep->shm_ring || ep->wire.trace ||
-	    (peer->box_want != COUR_BOX_AFTER && peer->box_want % (COUR_BOX_AFTER * 16)))
+	if (++peer->box_want < COUR_BOX_AFTER || !ep->shm_ring || ep->wire.trace)
 		return;
-	if (!peer->box.gen && cour_shm_box_claim(ep->shm_ring, &peer->box))
-		return;
-	cour_shm_hello_send(peer, 0);
+	if (!peer->box.gen) {
+		if (cour_shm_box_claim(ep->shm_ring, &peer->box))
+			return;
+		peer->hello_tries = 0;
+		peer->hello_next_us = 0;
+	}
+	if (!peer->hello_tries || cour_shm_hello_pending(peer)) {
+		cour_shm_hello_again(peer);
+		cour_peer_activate(peer);               /* (the timers ask again) */
+		cour_ep_timer_at(ep, peer->hello_next_us);
+	}
 }
 
 /* A SHORT through the peer's mailbox (wire/cour_shm_box.h): the same message in a 40-byte
@@ -465,7 +470,8 @@ bool cour_short_send(struct cour_pep *ep, struct cour_peer *peer, const struct i
 	if (cour_shm_put(peer, &h.base, COUR_PKT_HDR_LEN, iov, count))
 		return false;           /* full: the engine queues it and retries in order */
 	peer->next_msg_id++;
-	if (COUR_UNLIKELY(!cour_box_tx_live(&peer->box)) && len <= COUR_BOX_PAYLOAD_MAX)
+	/* (live as cour_short_boxable just read it) */
+	if (COUR_UNLIKELY(!peer->box.live) && len <= COUR_BOX_PAYLOAD_MAX)
 		cour_shm_box_want(ep, peer);
 sent:
 	cour_short_sent(ep, peer, cost, len, tag, context, flags, cq_flags);
