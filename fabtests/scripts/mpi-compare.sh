@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # mpi-compare.sh BUILDDIR: Open MPI's paths side by side, with one MPI program
 # (fabtests/mpi/mpi_bench.c): latency 8 B, bandwidth 64 KiB and 1 MiB, message rate 8 B with one
-# pair and with two, a halo exchange (both ways at once, Waitall) of 8 B and 16 KiB. Every
-# path runs with its defaults, only the path named:
+# pair and with two, a halo exchange (both ways at once, Waitall) of 8 B and 16 KiB, random
+# updates (64 B buckets of 8-byte words to random ranks, any-source receives, progress by
+# MPI_Test only) with two ranks and with four. Every path runs with its defaults, only the
+# path named:
 #   one host     ob1+vader (5.0: sm), pml ucx, cm+mtl/ofi over courier, over tcp;ofi_rxm
 #   two hosts    ob1+tcp, pml ucx, cm+mtl/ofi over courier, over tcp;ofi_rxm; one rank per
 #                emulated host (network namespaces over veth, netns.sh), per MTU
 # Rounds are interleaved (round 1 of every path, then round 2...), so a slow minute of the
 # machine hits all paths alike; the table gives medians and courier's ratio to each other
 # path, oriented so that >= 1 means courier is as good or better (latency and halo:
-# theirs/ours; bandwidth and rate: ours/theirs).
+# theirs/ours; bandwidth, rate and updates: ours/theirs).
 #
 # usage: mpi-compare.sh [-r rounds] [-s seconds] [-w "where"] [-m "mtus"] [-H hogs] [-b BASEDIR]
 #                       [-p "paths"] [-x sweep] [-S "sizes"] [-o logdir] BUILDDIR
@@ -22,10 +24,11 @@
 #   -p PATHS  only these paths (default: all of the place's, and base with -b)
 #   -o DIR    keep logs and results there (default: a temporary directory, removed)
 #   -x sweep  latency, bandwidth and halo at every power of two from 1 B to 4 MiB (-S: others),
-#             two ranks, instead of the four rows above: where each path's protocols switch
+#             two ranks, instead of the five rows above: where each path's protocols switch
 #   -S SIZES  the sweep's sizes in bytes, space separated
-# Two cores: the two-pair rate runs four ranks on two cores, so it measures how each path
-# shares a CPU more than its wire; it is there because users oversubscribe too.
+# Two cores: the two-pair rate and the four-rank updates run four ranks on two cores, so they
+# measure how each path shares a CPU more than its wire; they are there because users
+# oversubscribe too.
 # pml ucx is told to take any transport (pml_ucx_tls, pml_ucx_devices: any): Open MPI 4.1
 # selects it by default only where InfiniBand or RoCE is. A path that is not installed shows n/a. Exit status 1 if a courier
 # run failed or any run counted a data error.
@@ -37,7 +40,7 @@ while getopts "r:s:w:m:H:o:b:p:x:S:" o; do
 	r) rounds=$OPTARG ;; s) secs=$OPTARG ;; w) where=$OPTARG ;; m) mtus=$OPTARG ;;
 	H) hogs=$OPTARG ;; o) logdir=$OPTARG ;; b) base=$(cd "$OPTARG" && pwd) ;; p) only=$OPTARG ;;
 	x) mode=$OPTARG ;; S) sizes=$OPTARG ;;
-	*) sed -n '2,31p' "$0"; exit 2 ;;
+	*) sed -n '2,34p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -110,8 +113,9 @@ run() {
 		keep=1
 		return
 	fi
-	awk -v s="$setting" -v p="$path" -v np="$np" '/^mpi_bench: (lat|bw|rate|halo) / {
-		t = $2; if (t == "rate") t = "rate" np / 2 "p"; print s, p, t, $3, $4 }' "$log" >>"$results"
+	awk -v s="$setting" -v p="$path" -v np="$np" '/^mpi_bench: (lat|bw|rate|halo|updates) / {
+		t = $2; if (t == "rate") t = "rate" np / 2 "p"; if (t == "updates") t = "updates" np "r"
+		print s, p, t, $3, $4 }' "$log" >>"$results"
 }
 
 # the paths of a place: its own, then base with -b; -p picks among them
@@ -134,8 +138,8 @@ round_of() {
 			run "$setting" "$path" 2 "${sweep[@]}"
 			continue
 		fi
-		run "$setting" "$path" 2 lat 8 bw 65536 bw 1048576 rate 8 halo 8 halo 16384
-		run "$setting" "$path" 4 rate 8
+		run "$setting" "$path" 2 lat 8 bw 65536 bw 1048576 rate 8 halo 8 halo 16384 updates 64
+		run "$setting" "$path" 4 rate 8 updates 64
 	done
 }
 
@@ -161,7 +165,7 @@ table() {
 		printf "\n"
 		for (r = 1; r <= nr; r++) {
 			split(rows[r], rs, " "); lower = rs[1] == "lat" || rs[1] == "halo"
-			unit = lower ? " us" : rs[1] == "bw" ? " MB/s" : " msg/s"
+			unit = lower ? " us" : rs[1] == "bw" ? " MB/s" : rs[1] ~ /^updates/ ? " Mupd/s" : " msg/s"
 			printf "%-14s", rows[r]
 			for (i = 1; i <= np; i++) {
 				m[i] = median(rows[r] SUBSEP p[i]); if (p[i] == "courier") c = m[i]
