@@ -9,8 +9,9 @@
 #      there also with a job key (every datagram authenticated), and an all-to-all across
 #      four emulated hosts on one switch whose ports are shaped to 1 Gbit/s with 256 KB queues;
 #      and as users run it, with only the provider selected, at 2, 3 and 8 ranks; one big
-#      host at 64 and 128 ranks (oversubscribed: every byte of an all-to-all and a ring
-#      checked, and nothing left in /dev/shm after the job or after kill -9 of its ranks)
+#      host at 64 and 128 ranks (oversubscribed: every byte of an all-to-all, a ring and
+#      one-sided puts, gets and fetch-and-adds checked, and nothing left in /dev/shm after
+#      the job or after kill -9 of its ranks)
 #   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP; the
 #      loss tests between two namespaces (5% dropped each way, courier's injector off so that
 #      runs leave as UDP GSO calls) with GSO and GRO each on and off
@@ -44,8 +45,8 @@ stage "Open MPI with its defaults, only the provider selected (2, 3 and 8 ranks)
 	bash "$top/fabtests/mpi/run-mpi-defaults.sh" "$top/build-ci"
 stage "Open MPI one-sided over courier, btl/ofi two-sided too (2 and 8 ranks)" \
 	bash "$top/fabtests/mpi/run-mpi-osc.sh" "$top/build-ci"
-stage "Open MPI on one big host: 64 and 128 ranks, two-sided, only the provider selected (memory, and nothing left after the job or kill -9)" \
-	bash "$top/fabtests/scripts/bighost-bench.sh" -n "64 128" -p courier "$top/build-ci"
+stage "Open MPI on one big host: 64 and 128 ranks, two- and one-sided, only the provider selected (nothing left after the job or kill -9)" \
+	bash "$top/fabtests/scripts/bighost-bench.sh" -n "64 128" -p courier -1 "$top/build-ci"
 stage "Open MPI between two emulated hosts (netns, 2% UDP loss)" \
 	bash "$top/fabtests/mpi/run-mpi-netns.sh" "$top/build-ci"
 stage "Open MPI between two emulated hosts with a job key (authenticated, 2% loss)" \

@@ -10,7 +10,9 @@
  * done; k: the host's shared memory, /proc/meminfo's Shmem, while every rank still holds
  * what it mapped, for the caller to set against the host's before the job) and "ok" or
  * errors. MPI_PEER_MEM_HOLD=S keeps every rank alive S seconds after that line, so that a
- * caller can kill them. Run by fabtests/mpi/peer-mem.sh and fabtests/scripts/bighost-bench.sh.
+ * caller can kill them. MPI_PEER_MEM_OSC=1 adds a one-sided round before the measurement
+ * (one_sided(): puts, gets and fetch-and-adds, every rank to every rank, every byte and
+ * counter checked). Run by fabtests/mpi/peer-mem.sh and fabtests/scripts/bighost-bench.sh.
  */
 #include <malloc.h>
 #include <mpi.h>
@@ -50,12 +52,66 @@ static char pat(int from, int to, size_t i)
 	return (char)(from * 131 + to * 17 + (int)i * 7);
 }
 
+/*
+ * One-sided, every rank to every rank, under fences, in a window of MPI_Win_allocate: an
+ * 8-byte counter, then a slot of len bytes for each origin. Each rank puts into its slot at
+ * every rank what the all-to-all sent there, gets it back, and adds 1 to every counter with
+ * MPI_Fetch_and_op; then every slot holds its origin's bytes, what came back is what was put,
+ * every fetched value is below np and every counter ends at np. Returns the errors seen.
+ */
+static int one_sided(int rank, int np, size_t len, const char *sb)
+{
+	char *base, *back = calloc((size_t)np, len ? len : 1);
+	int64_t one = 1, *old = calloc((size_t)np, sizeof(*old)), ctr;
+	MPI_Aint size = 8 + (MPI_Aint)len * np;
+	MPI_Win win;
+	int errs = 0;
+
+	if (!back || !old)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	MPI_Win_allocate(size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+	memset(base, 0, (size_t)size);
+	MPI_Win_fence(0, win);
+	for (int k = 0; k < np; k++) {
+		int to = (rank + k) % np;
+
+		MPI_Put(sb + (size_t)to * len, (int)len, MPI_CHAR, to, 8 + (MPI_Aint)rank * len,
+			(int)len, MPI_CHAR, win);
+		MPI_Fetch_and_op(&one, &old[to], MPI_INT64_T, to, 0, MPI_SUM, win);
+	}
+	MPI_Win_fence(0, win);
+	for (int k = 0; k < np; k++) {
+		int from = (rank + k) % np;
+
+		MPI_Get(back + (size_t)from * len, (int)len, MPI_CHAR, from, 8 + (MPI_Aint)rank * len,
+			(int)len, MPI_CHAR, win);
+	}
+	MPI_Win_fence(0, win);
+	memcpy(&ctr, base, sizeof(ctr));
+	errs += ctr != np;
+	for (int p = 0; p < np; p++) {
+		errs += old[p] < 0 || old[p] >= np;
+		for (size_t i = 0; i < len; i++)
+			if (base[8 + (size_t)p * len + i] != pat(p, rank, i) ||
+			    back[(size_t)p * len + i] != pat(rank, p, i)) {
+				errs++;
+				break;
+			}
+	}
+	MPI_Win_free(&win);
+	free(back);
+	free(old);
+	return errs;
+}
+
 int main(int argc, char **argv)
 {
 	int rank, np, errs = 0, all_errs = 0;
 	size_t len = argc > 1 ? strtoul(argv[1], NULL, 0) : 8;
 	double t0 = now_s(), startup, startup_max = 0;
 	const char *hold = getenv("MPI_PEER_MEM_HOLD");
+	const char *osc_env = getenv("MPI_PEER_MEM_OSC");
+	int osc = osc_env && atoi(osc_env);
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -88,6 +144,8 @@ int main(int argc, char **argv)
 				break;
 			}
 	}
+	if (osc)
+		errs += one_sided(rank, np, len, sb);
 	MPI_Barrier(MPI_COMM_WORLD);
 
 	long hwm = proc_kb("/proc/self/status", "VmHWM:"), hwm_max = 0;

@@ -12,19 +12,23 @@
 # from MPI_Init to its first all-to-all done, and what the job left: in /dev/shm and in Shmem
 # after it ended, and after a run whose ranks were all killed with SIGKILL.
 #
-# usage: bighost-bench.sh [-n "nps"] [-l LEN] [-p "paths"] [-k] BUILDDIR
+# usage: bighost-bench.sh [-n "nps"] [-l LEN] [-p "paths"] [-k] [-1] BUILDDIR
 #   -n NPS    rank counts, space separated (default "16 64 128")
 #   -l LEN    bytes per peer in the all-to-all (default 8)
 #   -p PATHS  courier and/or vader (default both)
 #   -k        skip the SIGKILL runs
+#   -1        one-sided too: a round of puts, gets and fetch-and-adds, every rank to every rank,
+#             before the measurement (MPI_PEER_MEM_OSC=1); courier then runs as users run
+#             Open MPI one-sided, btl ofi and osc rdma added (the defaults recipe), vader
+#             with Open MPI's own choice (Open MPI 4.1: in 5.0 pml cm brings no btl)
 # Runs in a network namespace of its own (unshare -n). Exit status 1 if a run failed, its
 # data was wrong, or a courier job left anything behind.
 set -uo pipefail
-nps="16 64 128" len=8 paths="courier vader" kill9=1
-while getopts "n:l:p:k" o; do
+nps="16 64 128" len=8 paths="courier vader" kill9=1 osc=0
+while getopts "n:l:p:k1" o; do
 	case $o in
-	n) nps=$OPTARG ;; l) len=$OPTARG ;; p) paths=$OPTARG ;; k) kill9=0 ;;
-	*) sed -n '2,22p' "$0"; exit 2 ;;
+	n) nps=$OPTARG ;; l) len=$OPTARG ;; p) paths=$OPTARG ;; k) kill9=0 ;; 1) osc=1 ;;
+	*) sed -n '2,26p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -42,7 +46,8 @@ shm_list() { ls -A /dev/shm 2>/dev/null | sort; }
 # args PATH: the mpirun arguments of that path
 args() {
 	case $1 in
-	courier) echo "--mca pml cm --mca mtl ofi --mca btl self" \
+	courier) echo "--mca pml cm --mca mtl ofi" \
+		"$([ $osc = 1 ] && echo --mca btl ofi,self --mca osc rdma || echo --mca btl self)" \
 		"--mca opal_common_ofi_provider_include courier -x FI_PROVIDER=courier" \
 		"-x FI_PROVIDER_PATH=$build/.libs" ;;
 	vader) echo "--mca pml ob1 --mca btl $OMPI_SM,self" ;;
@@ -54,7 +59,8 @@ launch() {
 	local hold=${4:-}
 	timeout 900 unshare -n sh -c "ip link set lo up; exec $MPIRUN --allow-run-as-root \
 		--oversubscribe --bind-to none -np $2 $(args "$1") \
-		${hold:+-x MPI_PEER_MEM_HOLD=$hold} $out/mpi_peer_mem $len" >"$3" 2>&1 &
+		${hold:+-x MPI_PEER_MEM_HOLD=$hold} -x MPI_PEER_MEM_OSC=$osc \
+		$out/mpi_peer_mem $len" >"$3" 2>&1 &
 	pid=$!
 }
 
