@@ -5,7 +5,8 @@
  * shared context and completes on that endpoint's CQ only, with its data; a message that
  * arrives before any receive (eager and rendezvous sizes) waits and is taken by the next
  * receive posted, on the right CQ; sends through the shared transmit context arrive; fi_cancel
- * on the shared context; and what must fail: closing a context endpoints still use
+ * on the shared context; a transmit context closed while endpoints use it (freed with the
+ * last of them); and what must fail: closing a receive context endpoints still use
  * (-FI_EBUSY), binding a receive context to an endpoint with receives of its own
  * (-FI_EOPBADSTATE), posting to a context no enabled endpoint uses (-FI_EOPBADSTATE), sending
  * on a receive context (-FI_ENOSYS). Every wait is bounded. Exit 0 when every check held.
@@ -232,7 +233,10 @@ static int test_misuse(void)
 	struct fid_cq *ocq = NULL;
 
 	CHECK(fi_close(&srx->fid) == -FI_EBUSY, "closed a context in use");
-	CHECK(fi_close(&stx->fid) == -FI_EBUSY, "closed a context in use");
+	/* a transmit context closed in use goes with its last endpoint (Sandia OpenSHMEM closes
+	 * its STXs before the endpoint that shares them) */
+	CHECK(fi_close(&stx->fid) == 0, "a transmit context in use did not close");
+	stx = NULL;
 	CHECK(fi_send(srx, sbuf, 1, NULL, 0, NULL) == -FI_ENOSYS, "sent on a receive context");
 	/* an endpoint with a receive of its own posted cannot take a shared context */
 	CALL(fi_srx_context(dom_r, info->rx_attr, &srx2, NULL));
@@ -279,7 +283,7 @@ int main(int argc, char **argv)
 	fi_close(&sender->fid);
 	for (int i = 0; i < NEP; i++)
 		fi_close(&ep[i]->fid);
-	if (fi_close(&srx->fid) || fi_close(&stx->fid)) {
+	if (fi_close(&srx->fid) || (stx && fi_close(&stx->fid))) {
 		fprintf(stderr, "shared_rx: contexts do not close once their endpoints did\n");
 		failures++;
 	}

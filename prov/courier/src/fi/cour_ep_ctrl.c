@@ -105,8 +105,16 @@ int cour_ep_bind_common(struct cour_ep *ep, struct fid *bfid, uint64_t flags)
 {
 	int ret = 0;
 
-	if (ep->pep.enabled) {
-		COUR_WARN(FI_LOG_EP_CTRL, "bind after fi_enable\n");
+	/* Counters and a shared transmit context may come after fi_enable: Sandia OpenSHMEM
+	 * (single endpoint, its default since 1.5.3) binds its default context's counters and
+	 * STX to its target endpoint, enabled already, as tcp, verbs and opx take. A counter
+	 * bound then counts what completes from then on. The rest decides how the endpoint is
+	 * built, so it must come before. */
+	if (ep->pep.enabled && bfid->fclass != FI_CLASS_CNTR && bfid->fclass != FI_CLASS_STX_CTX) {
+		COUR_WARN(FI_LOG_EP_CTRL, "bind of a %s after fi_enable: only counters and a "
+			  "shared transmit context may be bound then\n",
+			  bfid->fclass == FI_CLASS_CQ ? "CQ" : bfid->fclass == FI_CLASS_AV ? "AV" :
+			  bfid->fclass == FI_CLASS_EQ ? "EQ" : "object");
 		return -FI_EOPBADSTATE;
 	}
 	cour_lock_acquire(&ep->domain->lock);

@@ -28,8 +28,15 @@ struct cour_srx {
 struct cour_stx {
 	struct fid_stx       stx_fid;     /* FI_CLASS_STX_CTX */
 	struct cour_domain  *domain;
-	int                  users;
+	int                  users;       /* endpoints bound; domain lock */
+	bool                 closed;      /* fi_close came first: the last user frees it */
 };
+
+static void cour_stx_free(struct cour_stx *stx)
+{
+	cour_ref_dec(&stx->domain->refcnt);
+	free(stx);
+}
 
 static struct fi_ops cour_srx_fi_ops, cour_stx_fi_ops;
 static struct fi_ops_ep cour_srx_ep_ops, cour_stx_ep_ops;
@@ -198,8 +205,12 @@ void cour_srx_unbind(struct cour_ep *ep)
 {
 	if (ep->srx_fid)
 		COUR_CONTAINER_OF(ep->srx_fid, struct cour_srx, ep_fid.fid)->users--;
-	if (ep->stx_fid)
-		COUR_CONTAINER_OF(ep->stx_fid, struct cour_stx, stx_fid.fid)->users--;
+	if (ep->stx_fid) {
+		struct cour_stx *stx = COUR_CONTAINER_OF(ep->stx_fid, struct cour_stx, stx_fid.fid);
+
+		if (!--stx->users && stx->closed)
+			cour_stx_free(stx);
+	}
 	ep->srx_fid = ep->stx_fid = NULL;
 	ep->pep.rxq = &ep->pep.own_rxq;
 }
@@ -210,16 +221,19 @@ static int cour_stx_close(struct fid *fid)
 {
 	struct cour_stx *stx = COUR_CONTAINER_OF(fid, struct cour_stx, stx_fid.fid);
 
+	/* Closed while endpoints still use it, it goes with the last of them: an endpoint's
+	 * sends do not go through the context, which only names the sharing. Sandia OpenSHMEM
+	 * closes its STXs before its target endpoint, which its default context shares. */
 	cour_lock_acquire(&stx->domain->lock);
 	if (stx->users) {
+		stx->closed = true;
 		cour_lock_release(&stx->domain->lock);
-		COUR_WARN(FI_LOG_EP_CTRL, "shared transmit context still used by %d "
-			  "endpoint(s)\n", stx->users);
-		return -FI_EBUSY;
+		COUR_INFO(FI_LOG_EP_CTRL, "shared transmit context closed while %d endpoint(s) "
+			  "use it: freed with the last\n", stx->users);
+		return 0;
 	}
 	cour_lock_release(&stx->domain->lock);
-	cour_ref_dec(&stx->domain->refcnt);
-	free(stx);
+	cour_stx_free(stx);
 	return 0;
 }
 
