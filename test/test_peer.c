@@ -640,8 +640,13 @@ Test(rxwin, a_mailbox_hello_is_asked_again_until_the_box_is_polled)
 	hello_gap_up();
 	cour_ep_timers(&ep->pep, cour_now_us());
 	cr_assert_eq(capwire_count(COUR_PKT_HELLO), 2);
-	/* the peer polls it: nothing more to ask */
+	/* the peer polls it: nothing more to ask, though nothing was sent since to refresh the
+	 * live flag */
 	cour_box_rx_open(&rx, peer->box.lines, peer->box.ctl, peer->box.idx, peer->box.gen);
+	cr_assert_not(peer->box.live);
+	hello_gap_up();
+	cour_ep_timers(&ep->pep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_HELLO), 2, "asked again for a box that is polled");
 	cr_assert(cour_box_tx_live(&peer->box));
 	hello_gap_up();
 	cour_ep_timers(&ep->pep, cour_now_us());

@@ -111,10 +111,8 @@ int cour_ep_bind_common(struct cour_ep *ep, struct fid *bfid, uint64_t flags)
 	 * bound then counts what completes from then on. The rest decides how the endpoint is
 	 * built, so it must come before. */
 	if (ep->pep.enabled && bfid->fclass != FI_CLASS_CNTR && bfid->fclass != FI_CLASS_STX_CTX) {
-		COUR_WARN(FI_LOG_EP_CTRL, "bind of a %s after fi_enable: only counters and a "
-			  "shared transmit context may be bound then\n",
-			  bfid->fclass == FI_CLASS_CQ ? "CQ" : bfid->fclass == FI_CLASS_AV ? "AV" :
-			  bfid->fclass == FI_CLASS_EQ ? "EQ" : "object");
+		COUR_WARN(FI_LOG_EP_CTRL, "cannot bind an object of class %zu after fi_enable: "
+			  "only counters and a shared transmit context\n", bfid->fclass);
 		return -FI_EOPBADSTATE;
 	}
 	cour_lock_acquire(&ep->domain->lock);

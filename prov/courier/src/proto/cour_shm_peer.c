@@ -206,6 +206,10 @@ void cour_shm_hello_again(struct cour_peer *peer)
 
 	if (now < peer->hello_next_us)
 		return;
+	/* asked again for a box: the live flag is the last send's, so look at the box itself (the
+	 * peer may have polled it since, with nothing sent to it after) */
+	if (peer->peer_mapped && peer->box.gen && cour_box_tx_live(&peer->box))
+		return;
 	cour_shm_hello_send(peer, COUR_HELLO_REPLY);
 	peer->hello_next_us = now + ((uint64_t)COUR_HELLO_GAP_US << peer->hello_tries);
 	peer->hello_tries++;
@@ -353,19 +357,15 @@ int cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t
  */
 static void cour_shm_box_want(struct cour_pep *ep, struct cour_peer *peer)
 {
-	if (++peer->box_want < COUR_BOX_AFTER || !ep->shm_ring || ep->wire.trace)
+	/* (a box claimed already: the timers ask again while it is not polled) */
+	if (++peer->box_want < COUR_BOX_AFTER || !ep->shm_ring || ep->wire.trace ||
+	    peer->box.gen || cour_shm_box_claim(ep->shm_ring, &peer->box))
 		return;
-	if (!peer->box.gen) {
-		if (cour_shm_box_claim(ep->shm_ring, &peer->box))
-			return;
-		peer->hello_tries = 0;
-		peer->hello_next_us = 0;
-	}
-	if (!peer->hello_tries || cour_shm_hello_pending(peer)) {
-		cour_shm_hello_again(peer);
-		cour_peer_activate(peer);               /* (the timers ask again) */
-		cour_ep_timer_at(ep, peer->hello_next_us);
-	}
+	peer->hello_tries = 0;
+	peer->hello_next_us = 0;
+	cour_shm_hello_again(peer);
+	cour_peer_activate(peer);
+	cour_ep_timer_at(ep, peer->hello_next_us);
 }
 
 /* A SHORT through the peer's mailbox (wire/cour_shm_box.h): the same message in a 40-byte
