@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # package.sh: courier's release tarball and Debian packages, and the check that they install.
 #
-#   package.sh build [OUT]   make the release tarball (make dist: the man page made, the
-#                            version configure.ac's), build the Debian packages from it
-#                            (dpkg-buildpackage -b with this tree's debian/) and run lintian
-#                            on them: any error or warning fails. Results in OUT (default
-#                            ./packages/<codename>). Installs what it needs with apt-get.
+#   package.sh build [OUT]   make the release tarball with make distcheck (the tarball
+#                            configured with --enable-werror in a tree of its own, the whole
+#                            of make check run there, installed, uninstalled, cleaned), build
+#                            the Debian packages from it (dpkg-buildpackage -b with this
+#                            tree's debian/) and run lintian on them: any error or warning
+#                            fails. Results in OUT (default ./packages/<codename>), with
+#                            distcheck.log. COUR_DISTCHECK=0: make dist only, no tests.
+#                            Installs what it needs with apt-get (scripts/install-deps.sh:
+#                            the tests' needs too).
 #   package.sh check OUT     install OUT's packages into a clean root of the distribution they
 #                            were built for (debootstrap --variant=minbase, cached in
 #                            /var/cache/courier/clean-<codename>, copied for each check) and
@@ -47,8 +51,8 @@ host_mirror() {
 
 build() {
 	local out=${1:-$top/packages/$(codename)} tmp ver tarball
-	apt_install build-essential autoconf automake libtool pkg-config debhelper dpkg-dev \
-		fakeroot lintian pandoc libfabric-dev nettle-dev uthash-dev
+	bash "$top/scripts/install-deps.sh" >/dev/null || die "installing the build's needs failed"
+	apt_install debhelper dpkg-dev fakeroot lintian
 	mkdir -p "$out"
 	out=$(cd "$out" && pwd)
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/courier-package.XXXXXX")
@@ -62,7 +66,26 @@ build() {
 			--exclude=./configure --exclude='*.in' --exclude=./aclocal.m4 -cf - .)
 	fi | tar -xf - -C "$tmp/src"
 	(cd "$tmp/src" && autoreconf -fi >/dev/null 2>&1 && mkdir b && cd b &&
-	 ../configure -q >/dev/null && make -s dist >/dev/null) || die "make dist failed"
+	 ../configure -q >/dev/null) || die "configure failed"
+	if [ "${COUR_DISTCHECK:-1}" = 1 ]; then
+		# what every packager starts from: the tarball alone builds warning-free, passes
+		# its tests, installs under any prefix and uninstalls clean (the tests run as the
+		# caller runs them: as root they include the namespace and loss tests)
+		# (-j as scripts/check.sh: two tests at a time, as in test-all's own make check)
+		if ! (cd "$tmp/src/b" && make -j"$(nproc)" distcheck \
+			DISTCHECK_CONFIGURE_FLAGS=--enable-werror \
+			>"$tmp/distcheck.log" 2>&1); then
+			find "$tmp/src/b" -name test-suite.log -exec tail -100 {} + 2>/dev/null || true
+			tail -40 "$tmp/distcheck.log"
+			cp "$tmp/distcheck.log" "$out/" 2>/dev/null || true
+			die "make distcheck failed"
+		fi
+		cp "$tmp/distcheck.log" "$out/"
+		echo "$me: make distcheck: $(grep -E '^# (PASS|FAIL|SKIP|ERROR):' "$tmp/distcheck.log" |
+			tr -s ' ' | tr '\n' ' ')"
+	else
+		(cd "$tmp/src/b" && make -s dist >/dev/null) || die "make dist failed"
+	fi
 	tarball=$(ls "$tmp"/src/b/courier-*.tar.gz)
 	ver=$(basename "$tarball" .tar.gz)
 	ver=${ver#courier-}
@@ -72,7 +95,8 @@ build() {
 	cp -a "$top/debian" "$tmp/courier-$ver/"
 	grep -q "^courier ($ver-" "$tmp/courier-$ver/debian/changelog" ||
 		die "debian/changelog's version is not the tarball's ($ver)"
-	(cd "$tmp/courier-$ver" && dpkg-buildpackage -us -uc -b >"$tmp/build.log" 2>&1) || {
+	grep -q "^## $ver\b" "$tmp/courier-$ver/NEWS.md" || die "NEWS.md names no release $ver"
+	(cd "$tmp/courier-$ver" && dpkg-buildpackage -us -uc -b -j"$(nproc)" >"$tmp/build.log" 2>&1) || {
 		tail -40 "$tmp/build.log"
 		die "dpkg-buildpackage failed"
 	}

@@ -12,14 +12,20 @@
 #      host at 64 and 128 ranks (oversubscribed: every byte of an all-to-all, a ring and
 #      one-sided puts, gets and fetch-and-adds checked, and nothing left in /dev/shm after
 #      the job or after kill -9 of its ranks)
-#   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP; the
-#      loss tests between two namespaces (5% dropped each way, courier's injector off so that
+#   3. 1 and 2 again with shared memory off (FI_COURIER_SHM=0): same-host peers over UDP (as
+#      root, make check's run with shared memory off is make distcheck's, in 7); the loss tests between two namespaces (5% dropped each way, courier's injector off so that
 #      runs leave as UDP GSO calls) with GSO and GRO each on and off
 #   4. the packet path fuzzed, then unit and functional tests again under AddressSanitizer +
 #      UndefinedBehaviorSanitizer
 #   5. the multi-threaded functional tests under ThreadSanitizer
-#   6. on Debian 12, as root: in a Debian 13 root (scripts/debian13.sh) the -Werror build, make
-#      check and Open MPI 5 (two-sided, its defaults, two emulated hosts)
+#   6. on Debian 12, as root: in a Debian 13 root (scripts/debian13.sh) the -Werror build and
+#      Open MPI 5 (two-sided, its defaults, two emulated hosts)
+#   7. as root, the release and the Debian packages (scripts/package.sh), on this host and in
+#      the Debian 13 root: make distcheck (the tarball built with -Werror in a tree of its own,
+#      the whole of make check there: here with shared memory off, in Debian 13 with it on),
+#      the packages built from that tarball (lintian clean), installed into a clean root of
+#      their release and checked there without FI_PROVIDER_PATH (cour_selftest, cour_selftest
+#      mpi), purged
 # Prints "N passed, N failed" at the end; exits non-zero on any failure.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +59,9 @@ stage "Open MPI between two emulated hosts with a job key (authenticated, 2% los
 	env AUTH_KEY=1 bash "$top/fabtests/mpi/run-mpi-netns.sh" "$top/build-ci"
 stage "Open MPI all-to-all across four emulated hosts, every switch port shaped (1 Gbit/s, 256 KB)" \
 	bash "$top/fabtests/mpi/run-mpi-bridge.sh" "$top/build-ci"
-stage "make check, shared memory off" env FI_COURIER_SHM=0 bash "$top/scripts/check.sh" "$top/build-ci"
+# (as root, make distcheck runs it, in the package stage below)
+[ "$(id -u)" = 0 ] ||
+	stage "make check, shared memory off" env FI_COURIER_SHM=0 bash "$top/scripts/check.sh" "$top/build-ci"
 loss_tests="fabtests/functional/test_netns_loss.sh fabtests/functional/test_netns_loss_rma.sh"
 for gso in 1 0; do
 	for gro in 1 0; do
@@ -96,7 +104,6 @@ if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" = 12 ] && [ "$(id -u)" = 0
 	stage "Debian 13: root and dependencies (debootstrap, cached)" bash "$top/scripts/debian13.sh" setup
 	stage "Debian 13: build (-Werror, gcc 14, libfabric 2.1)" \
 		$d13 bash scripts/build.sh build-ci --enable-werror
-	stage "Debian 13: make check" $d13 bash scripts/check.sh build-ci
 	stage "Debian 13: Open MPI 5 two-sided (2 and 8 ranks)" \
 		$d13 bash fabtests/mpi/run-mpi.sh build-ci
 	stage "Debian 13: Open MPI 5 with its defaults (2, 3 and 8 ranks)" \
@@ -104,15 +111,16 @@ if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" = 12 ] && [ "$(id -u)" = 0
 	stage "Debian 13: Open MPI 5 between two emulated hosts (netns, 2% UDP loss)" \
 		$d13 bash fabtests/mpi/run-mpi-netns.sh build-ci
 fi
-# the Debian packages, built from the release tarball, lintian clean, installed into a clean
-# root of their release and checked there without FI_PROVIDER_PATH (scripts/package.sh)
+# the release tarball through make distcheck, and the Debian packages built from it, lintian
+# clean, installed into a clean root of their release and checked there without
+# FI_PROVIDER_PATH (scripts/package.sh)
 if [ "$(id -u)" = 0 ]; then
-	stage "Debian packages: build (make dist, dpkg-buildpackage, lintian)" \
-		bash "$top/scripts/package.sh" build "$top/packages/host"
+	stage "make distcheck, shared memory off (make check from the tarball); Debian packages built from it (lintian)" \
+		env FI_COURIER_SHM=0 bash "$top/scripts/package.sh" build "$top/packages/host"
 	stage "Debian packages: installed in a clean root, checked, purged" \
 		bash "$top/scripts/package.sh" check "$top/packages/host"
 	if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" = 12 ]; then
-		stage "Debian 13: packages built (lintian clean)" \
+		stage "Debian 13: make distcheck (make check from the tarball); packages built from it (lintian)" \
 			$d13 bash scripts/package.sh build packages/trixie
 		stage "Debian 13: packages installed in a clean root, checked, purged" \
 			bash "$top/scripts/package.sh" check \
