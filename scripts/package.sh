@@ -56,14 +56,14 @@ build() {
 	mkdir -p "$out"
 	out=$(cd "$out" && pwd)
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/courier-package.XXXXXX")
-	trap 'rm -rf "$tmp"' RETURN
+	trap 'rm -rf "${tmp:-}"' RETURN EXIT   # (EXIT: a die() inside)
 	# the release tarball, from a copy of the tree (tracked and untracked, not ignored)
 	mkdir "$tmp/src"
 	if [ -d "$top/.git" ] && command -v git >/dev/null 2>&1; then
 		(cd "$top" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -)
 	else   # (a copy without git: debian13.sh's root) everything but what builds make
 		(cd "$top" && tar --exclude='./build*' --exclude=./packages --exclude=./autom4te.cache \
-			--exclude=./configure --exclude='*.in' --exclude=./aclocal.m4 -cf - .)
+			--exclude=./configure --exclude=./Makefile.in --exclude='./config.h.in*' --exclude=./aclocal.m4 -cf - .)
 	fi | tar -xf - -C "$tmp/src"
 	(cd "$tmp/src" && autoreconf -fi >/dev/null 2>&1 && mkdir b && cd b &&
 	 ../configure -q >/dev/null) || die "configure failed"

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -219,6 +220,47 @@ Test(shm_ring, create_checks_geometry)
 	cr_assert_neq(loc.nonce, 0);
 	cr_assert_geq(loc.bytes, sizeof(struct cour_shm_hdr) + 2 * 128);
 	cour_shm_ring_close(r);
+}
+
+/* the file's pages that hold data (tmpfs allocates a page at its first write) */
+static long ring_pages(const struct cour_shm_locator *loc)
+{
+	struct stat st;
+
+	cr_assert_eq(fstat(loc->fd, &st), 0);
+	return (long)(st.st_blocks * 512 / 4096);
+}
+
+/* Creating a ring writes only its header: an endpoint nobody on this host sends to (Open
+ * MPI's one-sided endpoint on one host) costs one page of shared memory, not its 64 KiB of
+ * slots. Slots are written as positions reach them, a page per sixteen, and after laps of
+ * small packets the ring holds its header and its slots, no cell. */
+Test(shm_ring, a_ring_costs_the_pages_its_packets_reached)
+{
+	struct cour_shm_ring *own, *prod;
+	struct cour_shm_locator loc;
+	const void *p, *t;
+	uint32_t len, tl;
+	bool wake = false;
+
+	cr_assert_eq(cour_shm_ring_create(256, 16384, &own, &loc), 0);
+	cr_assert_eq(ring_pages(&loc), 1, "a new ring: its header page only, %ld", ring_pages(&loc));
+	cr_assert_eq(cour_shm_ring_attach(&loc, &prod), 0);
+	cr_assert_eq(ring_pages(&loc), 1, "attaching writes nothing");
+	for (uint32_t i = 0; i < 600; i++) {
+		cr_assert_eq(put_pkt(prod, 3, i, 40, &wake), 0, "put %u", i);
+		if (i == 0)
+			cr_assert_eq(ring_pages(&loc), 2, "one packet: one slot page more");
+		p = cour_shm_ring_peek(own, &len, &t, &tl);
+		cr_assert_not_null(p, "packet %u", i);
+		cr_assert_eq(check_pkt(p, len, t, tl, 3, i), 0, "packet %u", i);
+		cour_shm_ring_pop(own);
+	}
+	cr_assert_eq(ring_pages(&loc), 1 + 256 * COUR_SHM_SLOT / 4096,
+		     "after laps of small packets: header and slots, %ld", ring_pages(&loc));
+	cr_assert_null(cour_shm_ring_peek(own, &len, &t, &tl));
+	cour_shm_ring_close(prod);
+	cour_shm_ring_close(own);
 }
 
 Test(shm_ring, hdr_iovecs_and_tag_arrive_exactly)
@@ -893,7 +935,7 @@ Test(shm_ring, corrupt_cells_are_skipped)
 	cr_assert_eq(put_pkt(r, 1, 4, 20, NULL), 0);
 	cr_assert_eq(put_pkt(r, 1, 5, 20, NULL), 0);
 	*(uint64_t *)((uint8_t *)cour_shm_ring_base(r) + cour_shm_slot_off(4)) =
-		cour_shm_word(4, 3, 0);
+		cour_shm_lap_word(7, 4, 3, 0);
 	t0 = cour_now_us();
 	p = wait_pkt(r, &len, &t, &tl, t0 + DEADLINE_US);
 	cr_assert_not_null(p);
@@ -934,8 +976,9 @@ Test(shm_ring, garbage_never_hangs)
 
 				*st = (uint64_t)rand_r(&seed) << 33 ^ (uint64_t)rand_r(&seed);
 				if (rand_r(&seed) & 1)  /* some plausible: right lap, random state */
-					*st = cour_shm_word(i, (unsigned)rand_r(&seed) & 3,
-							    (uint32_t)rand_r(&seed));
+					*st = cour_shm_lap_word(15, (uint64_t)i,
+								(unsigned)rand_r(&seed) & 3,
+								(uint32_t)rand_r(&seed));
 				c->len = (uint32_t)rand_r(&seed) % 300;
 				c->tag_len = (uint32_t)rand_r(&seed) % 40;
 			}

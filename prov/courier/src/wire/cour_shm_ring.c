@@ -102,10 +102,18 @@ static inline unsigned cour_shm_word_state(uint64_t w)
 	return (w >> COUR_SHM_STATE_SHIFT) & 3;
 }
 
-/* seq minus the position's low 40 bits, as a signed 40-bit difference */
-static inline int64_t cour_shm_seq_diff(uint64_t w, uint64_t pos)
+/* the word for position pos in this ring: its seq is the position's lap (cour_shm_lap_word) */
+static inline uint64_t cour_shm_rword(const struct cour_shm_ring *r, uint64_t pos, unsigned state,
+				      uint32_t pid)
 {
-	return (int64_t)((cour_shm_word_seq(w) - pos) << COUR_SHM_SEQ_SHIFT) >> COUR_SHM_SEQ_SHIFT;
+	return cour_shm_lap_word(r->mask, pos, state, pid);
+}
+
+/* the word's lap minus the position's, as a signed 40-bit difference (a multiple of ncells) */
+static inline int64_t cour_shm_seq_diff(const struct cour_shm_ring *r, uint64_t w, uint64_t pos)
+{
+	return (int64_t)((cour_shm_word_seq(w) - (pos & ~(uint64_t)r->mask))
+			 << COUR_SHM_SEQ_SHIFT) >> COUR_SHM_SEQ_SHIFT;
 }
 
 static uint32_t cour_shm_cell_size(uint32_t cell_payload)
@@ -242,9 +250,9 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 	r->box_free = ~0u;
 	r->ncells = ncells;
 
-	/* the file is fresh (all zeroes); nobody can map it before the locator leaves us */
-	for (uint32_t i = 0; i < ncells; i++)
-		*cour_shm_state_at(r, i) = cour_shm_word(i, COUR_SHM_FREE, 0);
+	/* The file is fresh: every slot's word reads 0, FREE for the first lap, so no slot page
+	 * is written here; a ring nobody sends to keeps only its header page. Nobody can map it
+	 * before the locator leaves us. */
 	r->hdr->version = COUR_SHM_VERSION;
 	r->hdr->hdr_size = sizeof(struct cour_shm_hdr);
 	r->hdr->nonce = cour_shm_nonce();
@@ -448,7 +456,7 @@ int cour_shm_ring_reserve(struct cour_shm_ring *r, uint64_t *pos_out, bool advan
 
 	for (int i = 0; i < COUR_SHM_PUT_TRIES; i++) {
 		uint64_t *st = cour_shm_state_at(r, pos);
-		uint64_t w = cour_shm_word(pos, COUR_SHM_FREE, 0);
+		uint64_t w = cour_shm_rword(r, pos, COUR_SHM_FREE, 0);
 		uint64_t expect;
 		int64_t d;
 
@@ -457,7 +465,7 @@ int cour_shm_ring_reserve(struct cour_shm_ring *r, uint64_t *pos_out, bool advan
 		 * acquire: the consumer's reads of the previous lap precede our writes;
 		 * seq_cst: the load of `armed` after it (see Sleeping in the header) */
 		if (COUR_LIKELY(__atomic_compare_exchange_n(st, &w,
-							    cour_shm_word(pos, COUR_SHM_RESERVED,
+							    cour_shm_rword(r, pos, COUR_SHM_RESERVED,
 									  r->pid),
 							    false, __ATOMIC_SEQ_CST,
 							    __ATOMIC_RELAXED))) {
@@ -468,7 +476,7 @@ int cour_shm_ring_reserve(struct cour_shm_ring *r, uint64_t *pos_out, bool advan
 			*pos_out = pos;
 			return 0;
 		}
-		d = cour_shm_seq_diff(w, pos);
+		d = cour_shm_seq_diff(r, w, pos);
 		if (d < 0)
 			return -FI_EAGAIN;  /* the previous lap's packet is still unread: full */
 		/* d == 0: taken by a producer that has not moved the tail yet (or died first);
@@ -525,8 +533,8 @@ static void cour_shm_publish(struct cour_shm_ring *r, uint64_t pos, const void *
 	}
 	c->len = total;
 	c->tag_len = tag_len;
-	__atomic_store_n(cour_shm_state_at(r, pos), cour_shm_word(pos, COUR_SHM_PUBLISHED, r->pid),
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(cour_shm_state_at(r, pos),
+			 cour_shm_rword(r, pos, COUR_SHM_PUBLISHED, r->pid), __ATOMIC_RELEASE);
 }
 
 /* After the reservation's seq_cst CAS, before the copy: does the consumer sleep? (header) */
@@ -578,7 +586,7 @@ int cour_shm_ring_put(struct cour_shm_ring *r, const void *tag, uint32_t tag_len
 static void cour_shm_advance(struct cour_shm_ring *r)
 {
 	__atomic_store_n(cour_shm_state_at(r, r->head),
-			 cour_shm_word(r->head + r->mask + 1, COUR_SHM_FREE, 0), __ATOMIC_RELEASE);
+			 cour_shm_rword(r, r->head + r->mask + 1, COUR_SHM_FREE, 0), __ATOMIC_RELEASE);
 	r->head++;
 	__atomic_store_n(&r->hdr->head, r->head, __ATOMIC_RELAXED);
 	r->ready = false;
@@ -609,12 +617,12 @@ static bool cour_shm_unstick(struct cour_shm_ring *r, uint64_t w)
 	if (cour_us_since(now, r->stuck_since) < COUR_SHM_STUCK_US)
 		return false;
 	r->stuck_since = now;   /* the next verdict, if this one spares it, in another period */
-	reserved = cour_shm_seq_diff(w, pos) == 0 && pid &&
+	reserved = cour_shm_seq_diff(r, w, pos) == 0 && pid &&
 		   cour_shm_word_state(w) == COUR_SHM_RESERVED;
 	if (reserved && !cour_shm_pid_gone(pid))
 		return false;   /* alive, merely slow: never taken from it */
 	if (!__atomic_compare_exchange_n(cour_shm_state_at(r, pos), &w,
-					 cour_shm_word(pos + r->mask + 1, COUR_SHM_FREE, 0), false,
+					 cour_shm_rword(r, pos + r->mask + 1, COUR_SHM_FREE, 0), false,
 					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return false;   /* it changed under us: watch again */
 	if (reserved) {
@@ -645,9 +653,9 @@ const void *cour_shm_ring_peek(struct cour_shm_ring *r, uint32_t *len, const voi
 		struct cour_shm_slot *c;
 		uint32_t l, tl;
 
-		if (COUR_LIKELY(w == cour_shm_word(r->head, COUR_SHM_FREE, 0)))
+		if (COUR_LIKELY(w == cour_shm_rword(r, r->head, COUR_SHM_FREE, 0)))
 			break;
-		if (cour_shm_seq_diff(w, r->head) != 0 ||
+		if (cour_shm_seq_diff(r, w, r->head) != 0 ||
 		    cour_shm_word_state(w) != COUR_SHM_PUBLISHED) {
 			if (cour_shm_unstick(r, w))
 				continue;
@@ -693,7 +701,7 @@ bool cour_shm_ring_arm(struct cour_shm_ring *r)
 	 * (a fence between relaxed accesses would do the same; ThreadSanitizer cannot model it) */
 	__atomic_store_n(&r->hdr->armed, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(st, __ATOMIC_SEQ_CST) ==
-	    cour_shm_word(r->head, COUR_SHM_FREE, 0))
+	    cour_shm_rword(r, r->head, COUR_SHM_FREE, 0))
 		return true;
 	__atomic_store_n(&r->hdr->armed, 0, __ATOMIC_RELAXED);
 	return false;
@@ -804,7 +812,7 @@ bool cour_shm_ring_wake(struct cour_shm_ring *r)
 bool cour_shm_ring_idle(const struct cour_shm_ring *r)
 {
 	return __atomic_load_n(cour_shm_state_at(r, r->head), __ATOMIC_SEQ_CST) ==
-	       cour_shm_word(r->head, COUR_SHM_FREE, 0);
+	       cour_shm_rword(r, r->head, COUR_SHM_FREE, 0);
 }
 
 /* ---- grants ---- */

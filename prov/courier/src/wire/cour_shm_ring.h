@@ -48,6 +48,12 @@
  * keep the owner at 64 KiB and cost a producer a page per sixteen positions. Version 4 put the
  * state words on lines of their own ahead of the cells for the same reason; the slots keep
  * that, and the packet beside its word is on the line the consumer reads anyway.
+ * Why a state word holds the lap and not the position (version 8): with the position, the
+ * owner had to write FREE{i} into every slot at creation, so every ring cost its 64 KiB of
+ * slots at once, used or not. Open MPI opens a second endpoint per rank for one-sided
+ * (btl/ofi), which on one host carries nothing (osc/rdma reaches same-host windows through
+ * its own shared memory): at 128 ranks those idle rings were 8.7 MB of the node's shared
+ * memory. With the lap, the fresh file's zeroes are the first lap's FREE words.
  * A producer never reads a state word before its CAS (a read fault on a shared mapping also
  * maps the cached pages around it, the kernel's fault-around); it maps the slots it takes
  * and the cells it writes, the owner its slots and the cells big packets used.
@@ -56,7 +62,7 @@
  * p & (ncells - 1), called "the cell" below. A slot's state word says, for one position, who
  * holds the cell:
  *
- *   bits 63..24  seq: the position, low 40 bits
+ *   bits 63..24  seq: the position's lap, p & ~(ncells - 1), low 40 bits
  *   bits 23..22  FREE (0), RESERVED (1), PUBLISHED (2); 3 is never written
  *   bits 21..0   pid of the producer that reserved it (Linux pids are below 2^22)
  *
@@ -234,8 +240,9 @@ void cour_shm_ring_forget_pages(struct cour_shm_ring *r);
 
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
-#define COUR_SHM_VERSION 7u      /* 3: windows; 4: state words apart; 5: small packets in slots;
-				  * 6: the tag behind the packet; 7: mailboxes */
+#define COUR_SHM_VERSION 8u      /* 3: windows; 4: state words apart; 5: small packets in slots;
+				  * 6: the tag behind the packet; 7: mailboxes; 8: laps in the
+				  * state words */
 #define COUR_SHM_SLOT    256u    /* a position's state word, lengths, tag and small packet */
 
 #define COUR_SHM_SEQ_SHIFT   24
@@ -330,10 +337,18 @@ static inline size_t cour_shm_box_off(uint32_t ncells, uint32_t cell_size, uint3
 	       (size_t)i * COUR_BOX_BYTES;
 }
 
-static inline uint64_t cour_shm_word(uint64_t pos, unsigned state, uint32_t pid)
+static inline uint64_t cour_shm_word(uint64_t seq, unsigned state, uint32_t pid)
 {
-	return pos << COUR_SHM_SEQ_SHIFT | (uint64_t)state << COUR_SHM_STATE_SHIFT |
+	return seq << COUR_SHM_SEQ_SHIFT | (uint64_t)state << COUR_SHM_STATE_SHIFT |
 	       (pid & COUR_SHM_PID_MASK);
+}
+
+/* a slot's word for position pos of a ring of mask + 1 cells: seq is the position's lap, its
+ * slot bits cleared, so that the first lap's FREE words are the fresh file's zeroes */
+static inline uint64_t cour_shm_lap_word(uint32_t mask, uint64_t pos, unsigned state,
+					 uint32_t pid)
+{
+	return cour_shm_word(pos & ~(uint64_t)mask, state, pid);
 }
 
 #ifdef COUR_SHM_RING_TESTING
