@@ -31,7 +31,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define COUR_SHM_CELLS     256
+/* 128 positions: a ring's slots are 32 KiB and its cells at most 2 MiB, resident as used.
+ * 256 measured no faster anywhere (cour_bw 16 KiB on one host 2.5x slower: the cells a
+ * stream cycles through no longer fit the caches) and cost a 128-rank host 1.4x the shared
+ * memory (docs/architecture.md, Where each byte goes). */
+#define COUR_SHM_CELLS     128
 #define COUR_SHM_CELL      (16384 + 128)  /* one 16 KiB fragment plus headers per cell */
 #define COUR_SHM_POLL_MAX  64             /* packets per poll: the UDP wire gets its turn */
 

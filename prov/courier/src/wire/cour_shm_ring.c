@@ -251,8 +251,8 @@ int cour_shm_ring_create(uint32_t ncells, uint32_t cell_payload, struct cour_shm
 	r->ncells = ncells;
 
 	/* The file is fresh: every slot's word reads 0, FREE for the first lap, so no slot page
-	 * is written here; a ring nobody sends to keeps only its header page. Nobody can map it
-	 * before the locator leaves us. */
+	 * is written here; a ring nobody sends to keeps its header page and the one its poll
+	 * reads. Nobody can map it before the locator leaves us. */
 	r->hdr->version = COUR_SHM_VERSION;
 	r->hdr->hdr_size = sizeof(struct cour_shm_hdr);
 	r->hdr->nonce = cour_shm_nonce();
