@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# build.sh DIR [configure args...]: configure and build courier out of tree in DIR.
+# build.sh DIR [configure args...]: configure and build courier out of tree in DIR, with the
+# test programs of make check unless COUR_BUILD_TESTS=0 (a build only for the MPI scripts).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$1; shift
@@ -10,4 +11,5 @@ mkdir -p "$dir"
 cd "$dir"
 [ -f Makefile ] || "$top/configure" -q "$@"
 make -j"$(nproc)" >/dev/null
-make -j"$(nproc)" check TESTS= >/dev/null    # build the test programs too
+[ "${COUR_BUILD_TESTS:-1}" = 0 ] ||
+	make -j"$(nproc)" check TESTS= >/dev/null    # build the test programs too
