@@ -45,9 +45,10 @@
  * packet landed on a page of its own. The owner's first lap of 256 cells made 1 MiB resident
  * (and took a page-allocating fault per packet), and a producer mapped a page per packet it
  * put. Sixteen slots share a page: small packets (control, acknowledgements, short messages)
- * keep the owner at 64 KiB and cost a producer a page per sixteen positions. Version 4 put the
- * state words on lines of their own ahead of the cells for the same reason; the slots keep
- * that, and the packet beside its word is on the line the consumer reads anyway.
+ * keep the owner at its slots (then 64 KiB, 32 KiB since rings have 128 positions) and cost a
+ * producer a page per sixteen positions. Version 4 put the state words on lines of their own
+ * ahead of the cells for the same reason; the slots keep that, and the packet beside its
+ * word is on the line the consumer reads anyway.
  * Why a state word holds the lap and not the position (version 8): with the position, the
  * owner had to write FREE{i} into every slot at creation, so every ring cost its 64 KiB of
  * slots at once, used or not. Open MPI opens a second endpoint per rank for one-sided
