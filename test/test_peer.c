@@ -369,6 +369,65 @@ Test(rxwin, consumed_messages_grant_credits_on_the_next_packet)
 	cr_assert_eq(capwire_cq_count(&capwire.rx_cq), 6);
 }
 
+/* A SHORT as it comes through the ring: no sequence number, so no data ACK to carry a grant. */
+static void rx_ring_short(uint32_t msg_id)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_SHORT, 0, 0, 0, 8);
+
+	h.msg.msg_id = msg_id;
+	h.msg.total_len = 3;
+	ep->pep.rx_borrowed = true;             /* (as cour_shm_poll sets it) */
+	capwire_rx(ep, &h, "abc", 3);
+	ep->pep.rx_borrowed = false;
+}
+
+static void recv_one(void)
+{
+	char b[8];
+	struct iovec iov = { .iov_base = b, .iov_len = sizeof(b) };
+
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+}
+
+/* A grant goes out on its own only once the peer has used half of what we told it (a window
+ * of 8 units here; each message costs one): before that it waits for a packet of ours, which
+ * between two processes of a host spares a put into the peer's ring per quiet pair. The peer
+ * passes half either with a message (we check as it arrives) or while it is there already
+ * (we check as a message is consumed). */
+Test(rxwin, a_grant_waits_while_the_peer_has_half_of_what_we_told_it)
+{
+	rx_ring_short(1);
+	recv_one();
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1, "nothing told yet: the first grant goes at once");
+	cr_assert_eq(peer->credits_sent, 9);
+	capwire_clear();
+	/* used 3 of 9: the freed unit waits, even past the ACK delay */
+	rx_ring_short(2);
+	rx_ring_short(3);
+	recv_one();
+	cr_assert_eq(peer->credits_granted, 10);
+	cr_assert_not(peer->ack_needed, "a grant scheduled for a peer with 6 of 9 units left");
+	cour_ep_timers(&ep->pep, cour_now_us() + 1000);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 0);
+	/* the sixth unit leaves it 3 of 9, below half: the grant goes after the ACK delay */
+	rx_ring_short(4);
+	rx_ring_short(5);
+	cr_assert_not(peer->ack_needed, "4 of 9 left is not below half");
+	rx_ring_short(6);
+	cr_assert(peer->ack_needed, "the message that took it below half scheduled no grant");
+	cour_ep_timers(&ep->pep, peer->ack_deadline);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert_eq(last_ack()->hdr.base.credits, 10);
+	/* below half with nothing owed, then a message consumed: its unit goes after the delay */
+	rx_ring_short(7);
+	cr_assert_not(peer->ack_needed, "nothing is owed");
+	recv_one();
+	cr_assert(peer->ack_needed, "a unit freed while the peer is below half waits for nothing");
+	cour_ep_timers(&ep->pep, peer->ack_deadline);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
+	cr_assert_eq(last_ack()->hdr.base.credits, 11);
+}
+
 /* ---- validation ---- */
 
 static void flip_payload_bit(char *buf, size_t len)
@@ -972,6 +1031,36 @@ Test(session, a_reset_peer_with_waiting_messages_is_kept)
 	cr_assert_gt(ep->pep.stats.peers_evicted, 1000);
 	cr_assert_eq(capwire_peer(ep), peer, "the peer its message points to was freed");
 	cr_assert_eq(ep->pep.rxq->umsg->peer, peer);
+}
+
+/* A packet that came over UDP is acknowledged over UDP, even once the peer's ring is mapped:
+ * in the ring the ACK is a put, which may map one more page of the peer's ring in us (at
+ * start-up these ACKs were more than half of all puts between the ranks of a host). */
+Test(session, an_ack_goes_back_the_way_its_packet_came)
+{
+	struct cour_shm_locator loc;
+	struct cour_shm_ring *own;
+	uint32_t len;
+
+	cr_assert_eq(cour_shm_ring_create(16, 1024, &own, &loc), 0);
+	cr_assert_eq(cour_shm_ring_attach(&loc, &peer->shm), 0);
+	peer->via_shm = true;
+	rx_msg(0, 1);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1, "the ACK of a UDP packet did not go over UDP");
+	cr_assert_eq(last_ack()->hdr.base.ack, 1);
+	rx_msg(0, 1);                           /* again: our ACK was lost */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
+	cr_assert(last_ack()->hdr.base.flags & COUR_F_DUP);
+	cr_assert_null(cour_shm_ring_peek(own, &len, NULL, NULL), "an ACK went into the ring");
+	/* an ACK of nothing in particular (a probe's answer, a grant) takes the ring */
+	cour_peer_send_ack(peer, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
+	cr_assert_not_null(cour_shm_ring_peek(own, &len, NULL, NULL));
+	cour_shm_ring_pop(own);
+	cour_shm_ring_close(peer->shm);
+	peer->shm = NULL;
+	peer->via_shm = false;
+	cour_shm_ring_close(own);
 }
 
 /* A peer whose ring we mapped while UDP packets were in flight gets no more UDP packets: the

@@ -119,6 +119,24 @@ uint32_t cour_credit_short(const struct cour_peer *peer, uint64_t len)
 
 /* ---- receiver ---- */
 
+/* A grant waits for a packet of ours to ride on while the peer still has half of what we told
+ * it: it is not short of units. Sent on its own, it is an ACK the peer must handle, and
+ * between two processes of a host a put into the peer's ring that may map one more page of
+ * it in us: one such ACK per pair that exchanged a single message was 4 KiB per same-host
+ * peer of a rank's resident memory (fabtests/mpi/peer-mem.sh). */
+static void cour_grant_schedule(struct cour_peer *peer)
+{
+	struct cour_pep *ep = peer->ep;
+
+	if (peer->ack_needed || peer->credits_granted == peer->credits_sent ||
+	    peer->credits_sent - peer->rx_units >= cour_grant_win(peer) / 2)
+		return;
+	peer->ack_needed = true;
+	peer->ack_deadline = cour_ep_clock(ep) + (uint64_t)cour_params.ack_delay_us;
+	cour_ep_timer_at(ep, peer->ack_deadline);
+	cour_peer_activate(peer);
+}
+
 bool cour_credit_admit(struct cour_peer *peer, unsigned type, uint64_t total_len)
 {
 	uint32_t cost = cour_credit_cost(type, total_len);
@@ -126,15 +144,19 @@ bool cour_credit_admit(struct cour_peer *peer, unsigned type, uint64_t total_len
 	if (!cour_seq_le(peer->rx_units + cost, peer->credits_granted))
 		return false;
 	peer->rx_units += cost;
+	/* (the peer may have passed half of what we told it with units we already freed) */
+	if (COUR_UNLIKELY(peer->credits_granted != peer->credits_sent))
+		cour_grant_schedule(peer);
 	return true;
 }
 
 /* Units the peer's messages no longer hold: granted again, or kept to repay a loan others need.
- * A grant rides on the next packet to the peer, or on an ACK after the ACK delay: a peer that
- * answers what it sent (a ping-pong, a halo exchange) gets it with the answer. An ACK of its
- * own costs both sides a system call on the message's path (an 8 KiB ping-pong over veth at
- * MTU 1500: 11.7 against 7.5 us, docs/performance.md). Only a peer that has used all we told
- * it gets its grant at once; one short of units for a message asks (WANT, cour_credit_want). */
+ * A grant rides on the next packet to the peer, or on an ACK after the ACK delay once the peer
+ * has used half of what we told it (cour_grant_schedule): a peer that answers what it sent (a
+ * ping-pong, a halo exchange) gets it with the answer. An ACK of its own costs both sides a
+ * system call on the message's path (an 8 KiB ping-pong over veth at MTU 1500: 11.7 against
+ * 7.5 us, docs/performance.md). Only a peer that has used all we told it gets its grant at
+ * once; one short of units for a message asks (WANT, cour_credit_want). */
 void cour_peer_credit_return(struct cour_peer *peer, uint32_t units)
 {
 	struct cour_pep *ep = peer->ep;
@@ -156,12 +178,7 @@ void cour_peer_credit_return(struct cour_peer *peer, uint32_t units)
 		cour_peer_send_ack(peer, 0);
 		return;
 	}
-	if (!peer->ack_needed) {
-		peer->ack_needed = true;
-		peer->ack_deadline = cour_ep_clock(ep) + (uint64_t)cour_params.ack_delay_us;
-		cour_ep_timer_at(ep, peer->ack_deadline);
-	}
-	cour_peer_activate(peer);
+	cour_grant_schedule(peer);
 }
 
 /* The peer said WANT (len: the message it sent as an RTS for lack of units, or 0): lend it

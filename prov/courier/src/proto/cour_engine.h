@@ -186,6 +186,7 @@ uint32_t cour_session_new(void);
  * dropped them unread (it asked for proof of a fresh session first). */
 void cour_peer_resend_window(struct cour_peer *peer, uint64_t now);
 void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags);
+void cour_peer_send_ack_via(struct cour_peer *peer, uint16_t flags, bool over_udp);
 
 /* ---- proto/cour_msg_proto.c: message protocols and matching ---- */
 /* The peer for dest and a free txe, or -FI_EINVAL (not in the AV, logged) / -FI_EAGAIN. */

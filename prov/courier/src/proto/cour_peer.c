@@ -526,6 +526,15 @@ void cour_peer_push(struct cour_peer *peer)
 
 void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 {
+	cour_peer_send_ack_via(peer, flags, false);
+}
+
+/* An ACK that answers a packet which came over UDP goes back over UDP (over_udp). In the
+ * ring it would be a put into a peer that is still sending to us over UDP: at start-up, when
+ * every pair of a host moves to its ring, those ACKs were more than half of all puts, and
+ * each put may map one more page of the peer's ring in us (4 KiB per peer at 32 ranks). */
+void cour_peer_send_ack_via(struct cour_peer *peer, uint16_t flags, bool over_udp)
+{
 	struct cour_pkt_hdr hdr;
 
 	uint8_t bm[COUR_SACK_EXT_MAX];
@@ -556,7 +565,10 @@ void cour_peer_send_ack(struct cour_peer *peer, uint16_t flags)
 		hdr.base.seq = (uint32_t)COUR_MIN(COUR_MAX(held, (uint64_t)1), (uint64_t)UINT32_MAX);
 	}
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0);
-	if (cour_peer_send_now(peer, &hdr, COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0) == 0) {
+	if ((over_udp ? cour_wire_send_now(peer->ep, &peer->sa, peer->sa_len, &hdr,
+					   COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0) :
+			cour_peer_send_now(peer, &hdr, COUR_BASE_HDR_LEN, &iov,
+					   iov.iov_len ? 1 : 0)) == 0) {
 		peer->ep->stats.acks_sent++;
 		return;
 	}

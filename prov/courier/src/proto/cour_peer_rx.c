@@ -447,7 +447,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			       !cour_pkt_has_more(&hdr->msg, len);
 
 		if (peer->shm || (!train && due)) {
-			cour_peer_send_ack(peer, 0);
+			cour_peer_send_ack_via(peer, 0, !ep->rx_borrowed);
 		} else if ((train && due) || crossed) {
 			/* (while holes are held, too: one SACK for the train, not one a packet) */
 			cour_peer_ack_at_pass_end(peer, now);
@@ -461,7 +461,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	}
 	if (cour_seq_lt(h->seq, peer->rx_next)) {
 		ep->stats.dup_rcvd++;
-		cour_peer_send_ack(peer, COUR_F_DUP);   /* the sender missed our ACK */
+		cour_peer_send_ack_via(peer, COUR_F_DUP, !ep->rx_borrowed);  /* it missed our ACK */
 		return buf;
 	}
 	if (h->seq - peer->rx_next >= w) {
