@@ -664,6 +664,30 @@ Test(rxwin, a_mailbox_entry_waiting_for_a_lost_ring_packet_goes_once_the_ring_is
 	box_done();
 }
 
+/* The peer's close entry ends its box to us: the entries before it are delivered, then we
+ * stop polling it and say so, so the peer may take the box back. */
+Test(rxwin, a_mailbox_s_close_entry_comes_after_its_messages_and_ends_the_polling)
+{
+	struct cour_box_tx tx;
+	struct cour_box_ent e = { .len = 3, .stamp = 0 };
+	struct iovec piov = { .iov_base = "abc", .iov_len = 3 };
+	char got[8] = "";
+	struct iovec iov = { .iov_base = got, .iov_len = sizeof(got) };
+
+	box_open(&tx);
+	cr_assert(cour_box_tx_live(&tx));
+	cr_assert_eq(cour_box_put(&tx, &e, &piov, 1), 0);
+	cr_assert_eq(cour_box_close_put(&tx, 0), 0);
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cour_shm_poll(&ep->pep);
+	cr_assert_str_eq(got, "abc", "the message before the close entry was lost");
+	cr_assert_eq(ep->pep.stats.shm_box_rx, 1, "the close entry counted as a message");
+	cr_assert_eq(ep->pep.ninboxes, 0, "still polling a closed box");
+	cr_assert_eq(peer->inbox.gen, 0);
+	cr_assert(cour_box_tx_unread(&tx), "the peer cannot tell the box is no longer read");
+	box_done();
+}
+
 /* A HELLO's gap runs on the real clock: wait it out. */
 static void hello_gap_up(void)
 {

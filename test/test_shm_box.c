@@ -76,7 +76,7 @@ static int put_k(struct cour_box_tx *tx, uint32_t k)
 	uint8_t payload[COUR_BOX_PAYLOAD_MAX];
 	uint32_t len = len_of(k);
 	struct cour_box_ent e = {
-		.len = len, .flags = (uint16_t)(k & 0x7fff), .rx_id = (uint16_t)(k * 3),
+		.len = len, .flags = (uint16_t)(k & 0x3fff), .rx_id = (uint16_t)(k * 3),
 		.credits = k + 1, .stamp = k * 2, .tag = 0x1000000000ull + k, .data = ~(uint64_t)k,
 	};
 	/* the payload in two pieces, as a send's iovec may be */
@@ -88,7 +88,7 @@ static int put_k(struct cour_box_tx *tx, uint32_t k)
 
 static bool got_k(const struct cour_box_ent *e, const void *payload, uint32_t k)
 {
-	return e->len == len_of(k) && e->flags == (k & 0x7fff) && e->rx_id == (uint16_t)(k * 3) &&
+	return e->len == len_of(k) && e->flags == (k & 0x3fff) && e->rx_id == (uint16_t)(k * 3) &&
 	       e->credits == k + 1 && e->stamp == k * 2 && e->tag == 0x1000000000ull + k &&
 	       e->data == ~(uint64_t)k && same(payload, e->len, k);
 }
@@ -257,6 +257,49 @@ Test(shm_box, a_consumed_position_nobody_wrote_leaves_no_room)
 	munmap(m, sizeof(*m));
 }
 
+/* The close entry: read after every entry put before it, and nothing goes in after it. The
+ * producer learns the consumer stopped reading (so the lines may be claimed again) from the
+ * control line alone. */
+Test(shm_box, a_close_entry_comes_last_and_the_producer_sees_the_box_unread)
+{
+	struct mem *m = mem_new();
+	struct cour_box_tx tx;
+	struct cour_box_rx rx;
+	struct cour_box_ent e;
+	const void *p;
+	bool broken = false;
+
+	pair_open(m, &tx, &rx, 2, 9);
+	cr_assert_eq(put_k(&tx, 1), 0);
+	cr_assert_eq(put_k(&tx, 2), 0);
+	cr_assert_not(cour_box_tx_unread(&tx));
+	cr_assert_eq(cour_box_close_put(&tx, 41), 0);
+	cr_assert(tx.closing);
+	cr_assert_not(cour_box_tx_live(&tx), "a closing box still takes entries");
+	cr_assert_eq(cour_box_close_put(&tx, 42), -FI_EAGAIN, "closed twice");
+	for (uint32_t k = 1; k <= 2; k++) {
+		p = cour_box_peek(&rx, &e, &broken);
+		cr_assert(p && got_k(&e, p, k), "entry %u before the close", k);
+		cour_box_pop(&rx);
+	}
+	p = cour_box_peek(&rx, &e, &broken);
+	cr_assert_not_null(p);
+	cr_assert_eq(e.flags, COUR_BOX_CLOSE);
+	cr_assert_eq(e.len, 0);
+	cr_assert_eq(e.stamp, 41);
+	cour_box_pop(&rx);
+	cr_assert_not(cour_box_tx_unread(&tx), "unread while the consumer still polls");
+	cour_box_rx_close(&rx);
+	cr_assert(cour_box_tx_unread(&tx));
+	cr_assert(!broken);
+	/* a box its consumer closed first takes no close entry: nobody would read it */
+	pair_open(m, &tx, &rx, 2, 10);
+	cour_box_rx_close(&rx);
+	cr_assert_eq(cour_box_close_put(&tx, 1), -FI_EAGAIN);
+	cr_assert_not(tx.closing);
+	munmap(m, sizeof(*m));
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -350,8 +393,11 @@ Test(shm_box, a_ring_file_gives_each_claim_its_box_and_generation)
 	cr_assert_eq(put_k(&tx[5], 77), 0);
 	const void *p = cour_box_peek(&rx, &e, &broken);
 	cr_assert(p && got_k(&e, p, 77));
-	/* freed while the peer polls: the peer's next look finds nothing of it */
+	/* freed while the peer polls: the peer's next look finds nothing of it, and the lines'
+	 * pages left the file (they read as zeroes) */
 	cour_shm_box_free(own, &tx[5]);
+	for (uint32_t i = 0; i < COUR_BOX_BYTES; i++)
+		cr_assert_eq(rx.lines[i], 0, "byte %u of a freed box is still in the file", i);
 	cr_assert_eq(cour_shm_box_claim(own, &tx[5]), 0);
 	cr_assert_eq(put_k(&tx[5], 78), 0);
 	cour_box_pop(&rx);

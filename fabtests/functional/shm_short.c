@@ -15,8 +15,11 @@
  *     untagged messages into one FI_MULTI_RECV buffer, each at its offset in order. Every
  *     receive completion's flags, length, tag and data are checked, and the sender's
  *     completions: one per send that asked, none for injects.
- *  3. the statistics: with shared memory on, the client sent messages as SHORT (shm_short)
- *     in both phases; with FI_COURIER_SHM=0, none. No side dropped a bad packet.
+ *  3. quiet: both sides only progress for 1 s, five times FI_COURIER_WIN_IDLE (200 ms):
+ *     each side's mailbox to the other must go back (shm_box_freed). Then 20 more round
+ *     trips, every byte checked, and the pair gets a mailbox again and uses it (shm_box).
+ *  4. the statistics: with shared memory on, the client sent messages as SHORT (shm_short)
+ *     in every phase; with FI_COURIER_SHM=0, none. No side dropped a bad packet.
  * `shm_short [-p prov]` is the server, `shm_short [-p prov] 127.0.0.1` the client.
  */
 #define _GNU_SOURCE
@@ -288,6 +291,31 @@ static int posted_client(struct st *s)
 	return 0;
 }
 
+/* ---- 3. quiet, then talking again ---- */
+
+static int quiet_then_again(struct st *s, bool shm_on)
+{
+	struct func *f = &s->f;
+	struct fi_courier_stats st;
+	uint64_t box;
+
+	FUNC_CALL(f, func_expect_quiet(f, false, 1000));
+	if (!func_is_courier(f) || func_get_stats(f->ft.ep, &st))
+		return warmup(s);
+	if (shm_on)
+		FUNC_ASSERT(f, st.shm_box_freed >= 1, "%s: a mailbox unused for 1 s was not given back",
+			    f->ft.is_server ? "server" : "client");
+	else
+		FUNC_ASSERT(f, st.shm_box_freed == 0, "a mailbox given back without shared memory");
+	box = st.shm_box;
+	FUNC_CALL(f, warmup(s));
+	FUNC_CALL(f, func_get_stats(f->ft.ep, &st));
+	if (shm_on)
+		FUNC_ASSERT(f, st.shm_box > box, "%s: no mailbox again after %d round trips",
+			    f->ft.is_server ? "server" : "client", WARM_N);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct st s;
@@ -335,13 +363,16 @@ int main(int argc, char **argv)
 	}
 	if (!ret)
 		ret = f->ft.is_server ? posted_server(&s) : posted_client(&s);
+	if (!ret)
+		ret = quiet_then_again(&s, shm_on);
 	if (!ret && func_is_courier(f) && func_get_stats(f->ft.ep, &st) == 0) {
 		printf("shm_short: %s: shm_short %llu (order phase %llu), shm_box %llu "
-		       "(order phase %llu), shm_box_rx %llu, credit_rts %llu, unexpected %llu\n",
+		       "(order phase %llu), shm_box_rx %llu, shm_box_freed %llu, credit_rts %llu, "
+		       "unexpected %llu\n",
 		       f->ft.is_server ? "server" : "client",
 		       (unsigned long long)st.shm_short, (unsigned long long)s.short_before,
 		       (unsigned long long)st.shm_box, (unsigned long long)s.box_before,
-		       (unsigned long long)st.shm_box_rx,
+		       (unsigned long long)st.shm_box_rx, (unsigned long long)st.shm_box_freed,
 		       (unsigned long long)st.credit_rts, (unsigned long long)st.unexpected_msgs);
 		FUNC_ASSERT(f, st.drop_bad_hdr == 0, "%llu bad packets dropped",
 			    (unsigned long long)st.drop_bad_hdr);

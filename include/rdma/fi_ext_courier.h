@@ -134,6 +134,8 @@ struct fi_courier_stats {
 					     * sender claiming a new one of its own */
 	uint64_t session_proofs;            /* sessions begun: the sender named our offer */
 	uint64_t drop_unproven;             /* packets of a session not (yet) proven fresh */
+	/* same-host mailboxes, again */
+	uint64_t shm_box_freed;             /* mailboxes of pairs gone quiet given back */
 };
 
 struct fi_courier_ops_ep {

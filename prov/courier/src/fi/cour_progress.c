@@ -41,6 +41,8 @@ static void cour_ep_progress(struct cour_pep *ep)
 		}
 		cour_ep_clock_refresh(ep, slept);
 		cour_shm_poll(ep);
+		if (COUR_UNLIKELY(ep->box_sweep_us) && ep->now_us >= ep->box_sweep_us)
+			cour_shm_boxes_sweep(ep, ep->now_us);
 	}
 	/* With same-host peers, a socket read per call would cost more than the whole shm
 	 * path, and a read in progress when a ring packet lands delays it by a system call: a

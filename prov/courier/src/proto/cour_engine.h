@@ -379,6 +379,8 @@ static inline bool cour_shm_hello_pending(const struct cour_peer *peer)
 }
 void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *h);
 void cour_shm_peer_detach(struct cour_peer *peer);
+/* Give back the boxes of pairs gone quiet (progress, at ep->box_sweep_us). */
+void cour_shm_boxes_sweep(struct cour_pep *ep, uint64_t now);
 bool cour_shm_peer_gone(struct cour_peer *peer);
 /* A sequenced packet into the peer's ring: 0, or -FI_EAGAIN when it is full. */
 int  cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t hdr_len,

@@ -56,6 +56,10 @@ struct cour_pep {
 	struct cour_shm_locator shm_loc;
 	struct cour_peer    *inboxes[COUR_BOX_COUNT];   /* peers whose boxes we poll */
 	uint32_t             ninboxes;
+	struct cour_peer    *box_peers[COUR_BOX_COUNT]; /* ...and whose boxes we write, by index */
+	uint32_t             boxes_out;       /* how many (cour_shm_boxes_sweep) */
+	uint64_t             box_sweep_us;    /* when to look for quiet ones next (0: none) */
+	uint64_t             box_head_seen[COUR_BOX_COUNT]; /* each one's head at the last look */
 	bool                 box_blocked;     /* an inbox waits for the ring (cour_shm_poll) */
 	bool                 rx_borrowed;     /* the packet being handled lives in the ring */
 	uint64_t             rx_other_version; /* packets of another wire version (logged) */

@@ -40,6 +40,12 @@
 #define COUR_SHM_POLL_MAX  64             /* packets per poll: the UDP wire gets its turn */
 
 static uint8_t cour_host_id[32];
+
+/* How long a box may go unused before it goes back (FI_COURIER_WIN_IDLE, 1 ms at least). */
+static inline uint64_t cour_shm_box_idle_us(void)
+{
+	return COUR_MAX((uint64_t)cour_params.win_idle_ms, (uint64_t)1) * 1000;
+}
 static pthread_once_t cour_host_once = PTHREAD_ONCE_INIT;
 
 static uint64_t cour_ns_inode(const char *path)
@@ -148,11 +154,28 @@ static void cour_shm_inbox_open(struct cour_peer *peer, const struct cour_shm_he
 	ep->inboxes[ep->ninboxes++] = peer;
 }
 
+/* Our box to the peer goes back to the ring's free ones, its pages out of the file. */
+static void cour_shm_box_release(struct cour_pep *ep, struct cour_peer *peer)
+{
+	uint16_t idx = peer->box.idx;
+
+	if (!peer->box.gen)
+		return;
+	if (ep->shm_ring)
+		cour_shm_box_free(ep->shm_ring, &peer->box);
+	peer->box.gen = 0;
+	if (ep->box_peers[idx] == peer) {
+		ep->box_peers[idx] = NULL;
+		if (!--ep->boxes_out)
+			ep->box_sweep_us = 0;
+	}
+	peer->box_want = 0;
+}
+
 void cour_shm_peer_detach(struct cour_peer *peer)
 {
 	cour_shm_inbox_close(peer);
-	if (peer->ep->shm_ring)
-		cour_shm_box_free(peer->ep->shm_ring, &peer->box);
+	cour_shm_box_release(peer->ep, peer);
 	peer->push_held_us = 0;
 	peer->box_want = 0;
 	peer->hello_tries = 0;
@@ -365,11 +388,50 @@ static void cour_shm_box_want(struct cour_pep *ep, struct cour_peer *peer)
 	if (++peer->box_want < COUR_BOX_AFTER || !ep->shm_ring || ep->wire.trace ||
 	    peer->box.gen || cour_shm_box_claim(ep->shm_ring, &peer->box))
 		return;
+	ep->box_peers[peer->box.idx] = peer;
+	ep->box_head_seen[peer->box.idx] = UINT64_MAX;     /* (not looked at yet) */
+	if (!ep->boxes_out++)
+		ep->box_sweep_us = cour_ep_clock(ep) + cour_shm_box_idle_us();
 	peer->hello_tries = 0;
 	peer->hello_next_us = 0;
 	cour_shm_hello_again(peer);
 	cour_peer_activate(peer);
 	cour_ep_timer_at(ep, peer->hello_next_us);
+}
+
+/*
+ * The boxes of pairs gone quiet go back: a box is 8 KiB of our file, and two pages in the peer,
+ * which polls it. Every FI_COURIER_WIN_IDLE ms we look at each box we write. One that nothing
+ * went into since the last look gets a close entry; the peer, having taken every entry before
+ * it, stops polling, and says so (polled); then the box is free again and its pages are
+ * punched out of the file. A box the peer does not poll (it closed it, or never read our
+ * HELLO) goes at once. A pair that talks again gets a box again as any pair does: after
+ * COUR_BOX_AFTER small messages through the ring.
+ */
+void cour_shm_boxes_sweep(struct cour_pep *ep, uint64_t now)
+{
+	for (uint32_t i = 0; i < COUR_BOX_COUNT; i++) {
+		struct cour_peer *peer = ep->box_peers[i];
+		struct cour_box_tx *b;
+
+		if (!peer)
+			continue;
+		b = &peer->box;
+		if (!b->closing && b->head != ep->box_head_seen[i]) {
+			ep->box_head_seen[i] = b->head;         /* used since the last look */
+			continue;
+		}
+		if (cour_box_tx_unread(b)) {
+			ep->stats.shm_box_freed++;
+			cour_shm_box_release(ep, peer);
+			continue;
+		}
+		/* (no room: the peer is behind on it; the next look tries again) */
+		if (!b->closing)
+			(void)cour_box_close_put(b, peer->ring_puts);
+	}
+	if (ep->boxes_out)
+		ep->box_sweep_us = now + cour_shm_box_idle_us();
 }
 
 /* A SHORT through the peer's mailbox (wire/cour_shm_box.h): the same message in a 40-byte
@@ -558,6 +620,11 @@ static int cour_shm_box_take(struct cour_peer *peer, int max, bool until, uint32
 			break;
 		}
 		cour_box_pop(&peer->inbox);
+		if (COUR_UNLIKELY(e.flags & COUR_BOX_CLOSE)) {
+			/* its last entry: every one before it was taken (cour_shm_boxes_sweep) */
+			cour_shm_inbox_close(peer);
+			break;
+		}
 		cour_peer_rx_box(peer, &e, payload);
 		n++;
 	}

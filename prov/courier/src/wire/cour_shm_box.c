@@ -23,6 +23,7 @@ void cour_box_tx_init(struct cour_box_tx *b, uint8_t *lines, struct cour_box_ctl
 	b->gen = gen;
 	b->idx = idx;
 	b->live = false;
+	b->closing = false;
 	__atomic_store_n(&ctl->consumed, (uint64_t)gen << COUR_BOX_POS_BITS, __ATOMIC_RELAXED);
 	__atomic_store_n(&ctl->polled, 0, __ATOMIC_RELEASE);
 }
@@ -44,8 +45,8 @@ static bool cour_box_room(struct cour_box_tx *b, uint64_t need)
 	return b->head + need - b->seen <= COUR_BOX_LINES;
 }
 
-int cour_box_put(struct cour_box_tx *b, const struct cour_box_ent *hdr, const struct iovec *iov,
-		 size_t iovcnt)
+static int cour_box_put_ent(struct cour_box_tx *b, const struct cour_box_ent *hdr,
+			    const struct iovec *iov, size_t iovcnt)
 {
 	uint32_t need = cour_box_lines_of(hdr->len);
 	uint64_t idx = b->head % COUR_BOX_LINES;
@@ -53,7 +54,6 @@ int cour_box_put(struct cour_box_tx *b, const struct cour_box_ent *hdr, const st
 	struct cour_box_ent *e;
 	uint8_t *p;
 
-	assert(hdr->len <= COUR_BOX_PAYLOAD_MAX && !(hdr->flags & COUR_BOX_PAD));
 	if (b->head + pad + need - b->seen > COUR_BOX_LINES && !cour_box_room(b, pad + need))
 		return -FI_EAGAIN;
 	if (pad) {
@@ -86,6 +86,29 @@ int cour_box_put(struct cour_box_tx *b, const struct cour_box_ent *hdr, const st
 	__atomic_store_n(&e->word, cour_box_word(b->gen, b->head), __ATOMIC_SEQ_CST);
 	b->head += need;
 	return 0;
+}
+
+int cour_box_put(struct cour_box_tx *b, const struct cour_box_ent *hdr, const struct iovec *iov,
+		 size_t iovcnt)
+{
+	assert(hdr->len <= COUR_BOX_PAYLOAD_MAX &&
+	       !(hdr->flags & (COUR_BOX_PAD | COUR_BOX_CLOSE)) && !b->closing);
+	return cour_box_put_ent(b, hdr, iov, iovcnt);
+}
+
+int cour_box_close_put(struct cour_box_tx *b, uint32_t stamp)
+{
+	struct cour_box_ent e = { .flags = COUR_BOX_CLOSE, .stamp = stamp };
+	int ret;
+
+	if (!b->gen || b->closing || !cour_box_tx_live(b))
+		return -FI_EAGAIN;
+	ret = cour_box_put_ent(b, &e, NULL, 0);
+	if (ret == 0) {
+		b->closing = true;
+		b->live = false;
+	}
+	return ret;
 }
 
 void cour_box_rx_open(struct cour_box_rx *b, const uint8_t *lines, struct cour_box_ctl *ctl,

@@ -27,6 +27,9 @@
  *                tag, data (40 bytes), then len bytes of payload
  *     pad        an entry with COUR_BOX_PAD that fills the lines up to the end of the box,
  *                where an entry would not fit: entries never wrap
+ *     close      an entry with COUR_BOX_CLOSE and no payload: the producer puts nothing more
+ *                in the box, and the consumer, having read every entry before it, closes it
+ *                (ring version 9)
  *
  * The generation (24 bits, never 0) is the producer's count of claims: a line left from an
  * earlier pair's use of the box never reads as published for this one, so no box is cleared.
@@ -54,13 +57,14 @@
 #define COUR_BOX_LINES   (COUR_BOX_BYTES / COUR_BOX_LINE)
 #define COUR_BOX_ENT_MAX 1024u               /* an entry spans at most 16 lines */
 #define COUR_BOX_PAD     0x8000u             /* flags: filler up to the end of the box */
+#define COUR_BOX_CLOSE   0x4000u             /* flags: the last entry: stop reading the box */
 #define COUR_BOX_POS_BITS 40
 #define COUR_BOX_GEN_MAX ((1u << 24) - 1)
 
 struct cour_box_ent {
 	uint64_t word;      /* gen << 40 | position + 1: published */
 	uint32_t len;       /* payload bytes */
-	uint16_t flags;     /* COUR_BOX_PAD, or the user's (below 0x8000) */
+	uint16_t flags;     /* COUR_BOX_PAD or COUR_BOX_CLOSE, or the user's (below 0x4000) */
 	uint16_t rx_id;
 	uint32_t credits;
 	uint32_t stamp;
@@ -87,6 +91,7 @@ struct cour_box_tx {
 	uint32_t             gen;     /* 0: no box */
 	uint16_t             idx;
 	bool                 live;    /* its consumer polled it at the last look */
+	bool                 closing; /* its close entry is in: nothing more goes in */
 };
 
 /* the consumer's private state of one box */
@@ -115,16 +120,26 @@ static inline uint32_t cour_box_lines_of(uint32_t len)
  * set for an unread box, nobody polling). */
 void cour_box_tx_init(struct cour_box_tx *b, uint8_t *lines, struct cour_box_ctl *ctl,
 		      uint16_t idx, uint32_t gen);
-/* Producer: does the consumer poll the box? */
+/* Producer: does the consumer poll the box (and may we put more into it)? */
 static inline bool cour_box_tx_live(struct cour_box_tx *b)
 {
-	return b->live = b->gen && __atomic_load_n(&b->ctl->polled, __ATOMIC_ACQUIRE) == b->gen;
+	return b->live = b->gen && !b->closing &&
+			 __atomic_load_n(&b->ctl->polled, __ATOMIC_ACQUIRE) == b->gen;
+}
+/* Producer: has the consumer stopped reading the box (closed it, or never opened it)? Then
+ * nobody reads its lines: they may be claimed again, and their pages given back. */
+static inline bool cour_box_tx_unread(const struct cour_box_tx *b)
+{
+	return __atomic_load_n(&b->ctl->polled, __ATOMIC_ACQUIRE) != b->gen;
 }
 /* Producer: one entry: hdr's len, flags, rx_id, credits, stamp, tag and data, then the
  * iovecs (len bytes in all, at most COUR_BOX_PAYLOAD_MAX). 0: published; -FI_EAGAIN: no room
  * (nothing written), or the consumer closed the box (live is cleared). */
 int  cour_box_put(struct cour_box_tx *b, const struct cour_box_ent *hdr, const struct iovec *iov,
 		  size_t iovcnt);
+/* Producer: the close entry, stamped; then nothing more goes in (closing). 0, or -FI_EAGAIN:
+ * no room, or closed by the consumer already. */
+int  cour_box_close_put(struct cour_box_tx *b, uint32_t stamp);
 
 /* Consumer: start polling a box of the producer's file (lines and ctl in our mapping of it),
  * and tell the producer. */

@@ -764,7 +764,10 @@ void cour_shm_box_free(struct cour_shm_ring *r, struct cour_box_tx *b)
 		return;
 	assert(r->owner && b->idx < COUR_BOX_COUNT);
 	/* nothing to clear: a consumer still polling it sees no entry of the next claim's
-	 * generation, and the claim resets the control lines */
+	 * generation (a hole reads as zeroes), and the claim resets the control lines. The
+	 * pages go back to the host: a box is 8 KiB of shared memory while its pair talks */
+	(void)fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			(off_t)cour_shm_box_off(r->ncells, r->cell_size, b->idx), COUR_BOX_BYTES);
 	r->box_free |= 1u << b->idx;
 	b->gen = 0;
 	b->live = false;
