@@ -40,12 +40,6 @@
 #define COUR_SHM_POLL_MAX  64             /* packets per poll: the UDP wire gets its turn */
 
 static uint8_t cour_host_id[32];
-
-/* How long a box may go unused before it goes back (FI_COURIER_WIN_IDLE, 1 ms at least). */
-static inline uint64_t cour_shm_box_idle_us(void)
-{
-	return COUR_MAX((uint64_t)cour_params.win_idle_ms, (uint64_t)1) * 1000;
-}
 static pthread_once_t cour_host_once = PTHREAD_ONCE_INIT;
 
 static uint64_t cour_ns_inode(const char *path)
@@ -152,6 +146,12 @@ static void cour_shm_inbox_open(struct cour_peer *peer, const struct cour_shm_he
 	    cour_shm_box_open(peer->shm, h->box_idx, h->box_gen, &peer->inbox))
 		return;
 	ep->inboxes[ep->ninboxes++] = peer;
+}
+
+/* How long a box may go unused before it goes back (FI_COURIER_WIN_IDLE, 1 ms at least). */
+static inline uint64_t cour_shm_box_idle_us(void)
+{
+	return COUR_MAX((uint64_t)cour_params.win_idle_ms, (uint64_t)1) * 1000;
 }
 
 /* Our box to the peer goes back to the ring's free ones, its pages out of the file. */
