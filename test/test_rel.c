@@ -5,6 +5,7 @@
  * Parameters: window 16, credits 8, 928 payload bytes per packet, RTO 1..64 ms.
  */
 #include "test_capwire.h"
+#include "proto/cour_peer_int.h"
 #include "proto/cour_rel.h"
 
 #include <criterion/criterion.h>
@@ -567,6 +568,80 @@ Test(txwin, a_lost_tail_is_probed_once_after_two_srtts_before_the_rto)
 	 * tail is probed again */
 	capwire_ack(ep, 0, 0x2, 8);
 	cr_assert_not(peer->tail_probed);
+}
+
+/* An ACK from the peer with the DUP flag: it got a packet twice. */
+static void dup_ack(uint32_t ack)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_ACK, 0, ack, 0, 8);
+
+	h.base.flags |= COUR_F_DUP;
+	capwire_rx(ep, &h, NULL, 0);
+}
+
+/* Probe the tail of what was sent (srtt set by the caller), return when it went. */
+static uint64_t probe_tail(void)
+{
+	uint64_t t = COUR_MAX(cour_txslot(peer, peer->tx_next - 1)->sent_us, peer->last_ack_us) +
+		     cour_peer_probe_wait(peer);
+	uint64_t probes = ep->pep.stats.retrans_probe;
+
+	cr_assert_eq(cour_peer_tail_probe(peer, t - 1), t, "no probe before its wait");
+	cr_assert_eq(ep->pep.stats.retrans_probe, probes);
+	cour_peer_tail_probe(peer, t);
+	cr_assert_eq(ep->pep.stats.retrans_probe, probes + 1);
+	return t;
+}
+
+/*
+ * A queue longer than two SRTTs (TCP filling a shared port) made every flight's last packet
+ * a probe, and a resent packet gives no RTT sample (Karn), so SRTT stayed where it was and
+ * the next flight was probed too: 900-1200 probes in 7 s of one stream beside iperf3, SRTT
+ * frozen at half the real RTT. A probe the peer got twice doubles the wait; a clean sample
+ * halves it back; a probe that was needed (no DUP) changes nothing.
+ */
+Test(txwin, a_probe_the_peer_got_twice_doubles_the_next_wait)
+{
+	uint64_t base, t, sent;
+
+	peer->tx_credit_limit = PLENTY;
+	peer->rto_us = 1000000;
+	capwire_send(ep, data, 100, NULL, 0);           /* seq 0 */
+	peer->srtt_us = 2000;
+	peer->rto_deadline = cour_now_us() + peer->rto_us;
+	base = cour_peer_probe_wait(peer);
+	cr_assert_eq(base, 2 * 2000 + (uint64_t)cour_params.ack_delay_us);
+	probe_tail();
+	capwire_ack(ep, 1, 0, 8);                       /* the original's ACK: no sample */
+	cr_assert_eq(peer->srtt_us, 2000);
+	dup_ack(1);                                     /* and the probe's */
+	cr_assert_eq(peer->probe_shift, 1);
+	cr_assert_eq(cour_peer_probe_wait(peer), 2 * base);
+	dup_ack(1);
+	cr_assert_eq(peer->probe_shift, 1, "one doubling per probe");
+
+	capwire_send(ep, data, 100, NULL, 0);           /* seq 1: probed after 2x the wait */
+	peer->rto_deadline = cour_now_us() + peer->rto_us;
+	sent = cour_txslot(peer, 1)->sent_us;
+	t = probe_tail();
+	cr_assert_eq(t, sent + 2 * base);
+	capwire_ack(ep, 2, 0, 8);
+	dup_ack(2);
+	cr_assert_eq(peer->probe_shift, 2);
+
+	/* a packet acknowledged before its probe: a clean sample, the wait halves back */
+	capwire_send(ep, data, 100, NULL, 0);           /* seq 2 */
+	capwire_ack(ep, 3, 0, 8);
+	cr_assert_eq(peer->probe_shift, 1);
+
+	/* a probe that was needed (the original was lost: no DUP follows) keeps the wait */
+	capwire_send(ep, data, 100, NULL, 0);           /* seq 3 */
+	peer->srtt_us = 2000;
+	peer->rto_deadline = cour_now_us() + peer->rto_us;
+	probe_tail();
+	capwire_ack(ep, 4, 0, 8);
+	cr_assert_eq(peer->probe_shift, 1);
+	cr_assert_eq(ep->pep.stats.retrans_probe, 3);
 }
 
 Test(txwin, fast_retransmit_waits_for_three_sacked_above_a_hole)

@@ -55,6 +55,8 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->srtt_us = peer->rttvar_us = 0;
 	peer->rto_us = COUR_MAX((uint64_t)cour_params.rto_min_us, COUR_RTO_INIT_US);
 	peer->rto_deadline = 0;
+	peer->probe_shift = 0;
+	peer->probe_out = false;
 	peer->last_ack_us = now;
 	peer->last_heard_us = now;
 	peer->probe_deadline = 0;

@@ -90,6 +90,12 @@ struct cour_peer {
 	uint64_t             rto_deadline;    /* 0: not armed */
 	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
 	bool                 tail_probed;     /* the tail probe went since that (peer_ack.c) */
+	/* its wait doubles per probe the peer got twice (a DUP ACK past probe_seq): a queue
+	 * longer than two SRTTs must not draw a probe per flight, each a packet with no RTT
+	 * sample (Karn), which kept SRTT where it was; each clean sample halves it back */
+	uint8_t              probe_shift;
+	bool                 probe_out;       /* probe_seq went as a probe, no DUP ACK yet */
+	uint32_t             probe_seq;
 	uint64_t             last_heard_us;   /* last valid packet of any kind from the peer */
 	uint64_t             probe_deadline;  /* waiting on the peer: next liveness probe, 0: none */
 	uint64_t             wait_since_us;   /* ...since then (silence before it is not silence) */

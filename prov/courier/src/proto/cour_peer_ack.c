@@ -213,15 +213,18 @@ uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
  * and show the hole, and only the RTO notices (milliseconds under loss, doubling). Instead,
  * two SRTTs (and the peer's ACK delay) after the newest packet left, with nothing
  * acknowledged since, that packet is sent again, once: its ACK either moves the window or
- * SACKs it above the hole, which fast retransmit and the hole timer then repair. Returns
+ * SACKs it above the hole, which fast retransmit and the hole timer then repair. A probe
+ * the peer got twice (its DUP ACK) was early, and the wait doubles (peer->probe_shift). Returns
  * when to look again, 0 if nothing is to watch.
  */
+#define COUR_PROBE_SHIFT_MAX 3    /* 8 x (2 SRTT + ACK delay) at most: the RTO comes anyway */
+
 uint64_t cour_peer_probe_wait(const struct cour_peer *peer)
 {
 	/* never before the shortest RTO could fire: a receiver that progresses late (a busy
 	 * application under manual progress) must not draw a duplicate every flight */
-	return COUR_MAX(2 * peer->srtt_us + (uint64_t)cour_params.ack_delay_us,
-			(uint64_t)cour_params.rto_min_us);
+	return COUR_MAX((2 * peer->srtt_us + (uint64_t)cour_params.ack_delay_us) <<
+			peer->probe_shift, (uint64_t)cour_params.rto_min_us);
 }
 
 uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now)
@@ -239,6 +242,8 @@ uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now)
 	if (now < due)
 		return due;
 	peer->tail_probed = true;
+	peer->probe_seq = peer->tx_next - 1;
+	peer->probe_out = true;
 	cour_slot_send(peer, slot, now);
 	peer->ep->stats.retrans_probe++;
 	cour_wire_flush(peer->ep);
@@ -292,6 +297,8 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 			uint64_t rtt = cour_us_since(now, last->sent_us);
 
 			cour_peer_rtt_sample(peer, rtt, cour_peer_net_rtt(peer, last, now, hold), now);
+			if (peer->probe_shift)
+				peer->probe_shift--;
 		}
 
 		else if (peer->srtt_us)
@@ -326,6 +333,13 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 	}
 	cour_peer_cc_acked(peer, pipe - cour_peer_pipe(peer), now);
 push:
+	/* the probed packet reached the peer twice: the probe was early */
+	if (COUR_UNLIKELY(peer->probe_out && h->type == COUR_PKT_ACK &&
+			  (h->flags & COUR_F_DUP) && cour_seq_gt(h->ack, peer->probe_seq))) {
+		peer->probe_out = false;
+		if (peer->probe_shift < COUR_PROBE_SHIFT_MAX)
+			peer->probe_shift++;
+	}
 	/* (the hold speaks of the packet the ACK moved past: only an ACK that moved counts) */
 	if (COUR_UNLIKELY(peer->cc.rto_at_us) && cour_params.cc && !peer->via_shm &&
 	    cour_cc_rto_spurious(&peer->cc, h->type == COUR_PKT_ACK && (h->flags & COUR_F_DUP),
