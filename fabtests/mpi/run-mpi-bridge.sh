@@ -48,6 +48,11 @@
 #   -B DIR     another courier build (e.g. before a change): a path "base" in the bench,
 #              interleaved with the others, its ratio ob1/base beside ob1/courier
 #   -p PATHS   bench paths (default "courier ob1tcp", plus base with -B)
+#   -I IMB     bench mode with the Intel MPI Benchmarks' IMB-MPI1 at this path (built by you,
+#              outside this repository) instead of mpi_alltoall: `IMB-MPI1 Alltoall -npmin 4
+#              -msglen FILE -time 4*SECONDS` (FILE: the same four sizes), its t_max (the
+#              slowest rank's mean) per size. IMB checks no data; the test mode's runs of
+#              mpi_alltoall do
 #   -o DIR     keep logs there (default: a temporary directory, kept only on failure)
 # Environment: RUN_TIMEOUT (seconds per mpirun; default 90 in test mode, 150 in bench mode),
 # BRIDGE_MTU (1500), BRIDGE_RATE, BRIDGE_BURST, BRIDGE_LIMIT (1gbit, 64kb, 256kb).
@@ -55,13 +60,16 @@
 # base run; ob1's failures are reported, shown n/a); 2 usage; 77 not root, no network
 # namespaces/bridge/tbf here, or no Open MPI (mpicc.openmpi, mpirun.openmpi).
 set -uo pipefail
-bench=${BENCH:-0} rounds=3 secs=2 base='' logdir='' paths=''
+bench=${BENCH:-0} rounds=3 secs=2 base='' logdir='' paths='' imb=''
 usage() { sed -n '/^# usage:/,/^set -uo/p' "$0" | grep '^#' >&2; exit 2; }
-while getopts "br:s:B:p:o:h" o; do
+while getopts "br:s:B:p:o:I:h" o; do
 	case $o in
 	b) bench=1 ;; r) rounds=$OPTARG ;; s) secs=$OPTARG ;; p) paths=$OPTARG ;;
 	B) base=$(cd "$OPTARG" && pwd) || exit 2 ;;
 	o) logdir=$OPTARG ;;
+	I) imb=$(realpath "$OPTARG" 2>/dev/null)
+	   if [ ! -x "$imb" ]; then echo "run-mpi-bridge.sh: -I: no program $OPTARG" >&2; exit 2; fi
+	   bench=1 ;;
 	*) usage ;;
 	esac
 done
@@ -198,8 +206,10 @@ path_args() {
 # if the program did not say ok
 mpi() {
 	local name=$1 path=$2 rc=0 p0 p1 h0 h1 t0 t1
-	local -a args
+	local -a args prog
 	shift 2
+	prog=("$out/mpi_alltoall" "$@")
+	[ -z "$imb" ] || prog=("$imb" Alltoall -npmin 4 -msglen "$out/imb-sizes" -time $((4 * secs)))
 	read -r -a args <<<"$(path_args "$path")" || return 1
 	rm -rf "${out:?}/ranks" "${out:?}/$name"
 	p0=$(ports); h0=$(bridge_sent $HOSTS); t0=$(tcp_segs)
@@ -207,17 +217,31 @@ mpi() {
 		--oversubscribe --bind-to none --host n0,n1,n2,n3 --map-by node -np 4 \
 		--mca plm_rsh_agent "$out/rsh" --mca plm_rsh_no_tree_spawn 1 \
 		--mca oob_tcp_if_include "$NET" --mca mpi_yield_when_idle 1 "${args[@]}" \
-		"$out/rankout" "$out/mpi_alltoall" "$@" >"$out/$name.log" 2>&1 || rc=$?
+		"$out/rankout" "${prog[@]}" >"$out/$name.log" 2>&1 || rc=$?
 	sleep 0.05	# the ports' queues drain (2 ms at 1gbit, 256kb)
 	p1=$(ports); h1=$(bridge_sent $HOSTS); t1=$(tcp_segs)
 	[ -d "$out/ranks" ] && mv "$out/ranks" "$out/$name"
 	echo "$p0 $p1 $h0 $h1 $t0 $t1" | awk '{ print $3 - $1, $4 - $2, $9 - $6, $13 - $11,
 		$14 - $12 }' >"$out/$name.ctr"
-	if [ $rc = 0 ] && ! grep -q "^mpi_alltoall: ok (0 errors, 4 ranks)$" \
+	if [ $rc = 0 ] && [ -n "$imb" ]; then
+		imb_times "$out/$name/rank.0/stdout" | grep -q . || rc=1
+	elif [ $rc = 0 ] && ! grep -q "^mpi_alltoall: ok (0 errors, 4 ranks)$" \
 			"$out/$name/rank.0/stdout" 2>/dev/null; then
 		rc=1
 	fi
 	return $rc
+}
+
+# imb_times FILE: IMB-MPI1's Alltoall table as mpi_alltoall -t prints its times
+# ("mpi_alltoall: time BYTES US"), US its t_max
+imb_times() {
+	awk '/^# Benchmarking Alltoall/ { on = 1; next } /^# Benchmarking/ { on = 0 }
+	     on && $1 ~ /^[0-9]+$/ && NF >= 5 && $1 > 0 { print "mpi_alltoall: time", $1, $4 }' "$1"
+}
+
+# times_of FILE: a rank's "mpi_alltoall: time BYTES US" lines, from either program
+times_of() {
+	if [ -n "$imb" ]; then imb_times "$1"; else grep "^mpi_alltoall: time " "$1"; fi
 }
 
 # courier_checks NAME: per rank, courier selected by mtl:ofi, UDP used, no shared memory;
@@ -255,6 +279,7 @@ failure_report() {
 }
 
 sizes="4096 65536 262144 1048576"
+printf '%s\n' $sizes >"$out/imb-sizes"
 shape="tbf rate $BRIDGE_RATE burst $BRIDGE_BURST limit $BRIDGE_LIMIT"
 
 if [ "$bench" != 1 ]; then
@@ -306,8 +331,8 @@ for ((round = 1; round <= rounds; round++)); do
 				status=1
 			continue
 		fi
-		awk -v p="$path" '/^mpi_alltoall: time / { print p, "time", $3, $4 }' \
-			"$out/$name/rank.0/stdout" >>"$results"
+		times_of "$out/$name/rank.0/stdout" |
+			awk -v p="$path" '{ print p, "time", $3, $4 }' >>"$results"
 		read -r pp pd hp to tr <"$out/$name.ctr"
 		if [ "$path" = ob1tcp ]; then
 			sent=$to resent=$tr
@@ -319,8 +344,8 @@ for ((round = 1; round <= rounds; round++)); do
 		fi
 		echo "$path ctr $pp $pd $((hp - pp)) $sent $resent" >>"$results"
 		printf '# round %d %-8s %s | ports: %s pkts, %s dropped, %s lost; resent %s/%s\n' \
-			"$round" "$path" "$(awk '/^mpi_alltoall: time / { printf "%s:%sus ", $3, $4 }' \
-			"$out/$name/rank.0/stdout")" "$pp" "$pd" "$((hp - pp))" "$resent" "$sent"
+			"$round" "$path" "$(times_of "$out/$name/rank.0/stdout" |
+			awk '{ printf "%s:%sus ", $3, $4 }')" "$pp" "$pd" "$((hp - pp))" "$resent" "$sent"
 	done
 done
 
