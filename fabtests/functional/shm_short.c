@@ -293,6 +293,8 @@ static int posted_client(struct st *s)
 
 /* ---- 3. quiet, then talking again ---- */
 
+#define AGAIN_WARMUPS 5
+
 static int quiet_then_again(struct st *s, bool shm_on)
 {
 	struct func *f = &s->f;
@@ -308,11 +310,15 @@ static int quiet_then_again(struct st *s, bool shm_on)
 	else
 		FUNC_ASSERT(f, st.shm_box_freed == 0, "a mailbox given back without shared memory");
 	box = st.shm_box;
-	FUNC_CALL(f, warmup(s));
+	/* The box is claimed after BOX_AFTER messages, and takes them only once the peer has
+	 * read the HELLO that names it and polls it: on a loaded host that took more than the
+	 * four round trips a warm-up has left (CI, once). Both sides run the same count. */
+	for (int round = 0; round < AGAIN_WARMUPS; round++)
+		FUNC_CALL(f, warmup(s));
 	FUNC_CALL(f, func_get_stats(f->ft.ep, &st));
 	if (shm_on)
 		FUNC_ASSERT(f, st.shm_box > box, "%s: no mailbox again after %d round trips",
-			    f->ft.is_server ? "server" : "client", WARM_N);
+			    f->ft.is_server ? "server" : "client", AGAIN_WARMUPS * WARM_N);
 	return 0;
 }
 
