@@ -311,7 +311,8 @@ static int quiet_then_again(struct st *s, bool shm_on)
 		FUNC_ASSERT(f, st.shm_box_freed == 0, "a mailbox given back without shared memory");
 	box = st.shm_box;
 	/* The box is claimed after BOX_AFTER messages, and takes them only once the peer has
-	 * read the HELLO that names it and polls it: on a loaded host that took more than the
+	 * read the HELLO that names it, a datagram: while rings carry a process's traffic it
+	 * reads its socket only every 4-64 us (fi/cour_progress.c), which can be more than the
 	 * four round trips a warm-up has left (CI, once). Both sides run the same count. */
 	for (int round = 0; round < AGAIN_WARMUPS; round++)
 		FUNC_CALL(f, warmup(s));
