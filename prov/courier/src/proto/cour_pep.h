@@ -173,12 +173,15 @@ struct cour_cq_entry {
 };
 
 /* The time, for the receive path: packets taken from a shm ring in one progress call share
- * the clock read that call made (a clock read costs as much as a small message's handling). */
+ * the clock read that call made (a clock read costs as much as a small message's handling),
+ * and the pieces of a GRO train the reading taken when it was read (wire->rx_train_us). */
 static inline uint64_t cour_ep_clock(const struct cour_pep *ep)
 {
 	if (ep->rx_borrowed)
 		return ep->now_us;
-	return ep->train_clock ? ep->train_us : cour_now_us();
+	if (ep->train_clock)
+		return ep->train_us;
+	return ep->wire.rx_train_us ? ep->wire.rx_train_us : cour_now_us();
 }
 
 /*

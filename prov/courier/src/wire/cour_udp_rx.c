@@ -68,6 +68,7 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 	w->stats.gro_trains++;
 	w->rx_borrowed = true;
 	w->rx_train_len = len;
+	w->rx_train_us = cour_now_us();
 	/* a segment size that is not a multiple of 8 leaves later headers unaligned for the
 	 * engine's structs: those go through an aligned buffer */
 	void *align = (gso % 8) ? cour_pool_get(w->rxbuf_pool) : NULL;
@@ -92,6 +93,7 @@ static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32
 		cour_pool_put(w->rxbuf_pool, align);
 	w->rx_borrowed = false;
 	w->rx_train_len = 0;
+	w->rx_train_us = 0;
 	return buf;
 }
 
@@ -154,6 +156,7 @@ static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE
 	w->stats.gro_trains++;
 	w->rx_borrowed = true;
 	w->rx_train_len = len;
+	w->rx_train_us = cour_now_us();
 	for (size_t i = 0; i < nseg; i++) {
 		size_t seg = COUR_MIN(gso, len - i * gso);
 		char *at = dst + i * plen;
@@ -181,6 +184,7 @@ static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE
 		cour_pool_put(w->rxbuf_pool, align);
 	w->rx_borrowed = false;
 	w->rx_train_len = 0;
+	w->rx_train_us = 0;
 }
 
 /* Where the payload of the datagram (or GRO train of gso-byte datagrams) of len bytes whose

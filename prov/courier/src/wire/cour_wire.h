@@ -165,6 +165,9 @@ struct cour_wire {
 	 * (a segment of a GRO train): the engine copies what it holds */
 	bool                 rx_borrowed;
 	size_t               rx_train_len;    /* ...and the whole train's length then */
+	/* ...and when it was read (cour_now_us, 0: no train): its pieces, 44 at MTU 1500, share
+	 * this clock reading (a reading each was 7% of a receiver's time, cour_bw -S 32k) */
+	uint64_t             rx_train_us;
 	/* when the kernel took the datagram being handed up (CLOCK_REALTIME, ns; 0: unknown):
 	 * congestion control subtracts the time it then waited for a process to read it */
 	uint64_t             rx_stamp_ns;
