@@ -24,14 +24,23 @@
  * How long an operation must be to go by single copy to a shared-memory peer.
  * RMA from 32 KiB: a pushed or pulled write needs no packet through the target's ring and,
  * pushed, not even the target's progress.
- * Messages from COUR_SPLIT_MIN (256 KiB): below it, two copies through the ring cost less
- * than one by the kernel, whose page pinning makes process_vm_readv slow on small spans
- * (this 2-vCPU VM, Open MPI at 64 KiB: ping-pong 1.6-2.9 us through the ring against 5.6-6.5
- * by single copy, bandwidth 19-43 GB/s against 10; docs/performance.md), while from 256 KiB
- * on single copy and its shared form win again where the processes have cores of their own.
+ * Messages from COUR_SPLIT_MIN (256 KiB) always, where single copy and its shared form win.
+ * Below it, a message alone on its way to the peer (no single-copy rendezvous of ours to it
+ * still waiting for its CTS) goes by single copy from COUR_CMA_LONE_MIN, one behind such a
+ * rendezvous through the ring:
+ *   - alone, it is what a ping-pong or a halo exchange waits for: the ring costs it two
+ *     copies, each moving every line between the two cpus, where the kernel makes one; and
+ *     one that arrives before its receive is posted waits as an RTS, not as a third copy
+ *     into an unexpected buffer (a halo: 45% of 64 KiB messages did);
+ *   - in a stream (a window of sends), the ring lets both processes copy at once.
+ * Open MPI at 64 KiB, vCPUs on cores of their own (docs/performance.md): ping-pong 4.8
+ * against 6.2-7.5 us through the ring, halo 5.2 against 12-14 us, and a window of sends keeps
+ * the ring's bandwidth. Where the two vCPUs share a core the ring was faster (1.6-2.9 us
+ * against 5.6-6.5): Open MPI ranks bound to cores of their own are the case this serves.
  */
 #define COUR_CMA_RMA_MIN  (32u << 10)
 #define COUR_CMA_MSG_MIN  COUR_SPLIT_MIN
+#define COUR_CMA_LONE_MIN (32u << 10)
 
 /* Will the peer move our bytes itself? (It decides whether it can: its HELLO said.) */
 static inline bool cour_cma_peer(const struct cour_peer *peer, size_t count)
@@ -44,15 +53,22 @@ bool cour_cma_rma_usable(const struct cour_peer *peer, size_t len, size_t count)
 	return cour_cma_peer(peer, count) && len >= COUR_CMA_RMA_MIN;
 }
 
-bool cour_cma_msg_usable(const struct cour_peer *peer, size_t len, size_t count)
+/* From what length a message of count iovecs goes by single copy now (SIZE_MAX: never) */
+static size_t cour_cma_msg_min(const struct cour_peer *peer, size_t count)
 {
-	return cour_cma_peer(peer, count) && len >= COUR_CMA_MSG_MIN;
+	if (!cour_cma_peer(peer, count))
+		return SIZE_MAX;
+	return peer->rts_cma ? COUR_CMA_MSG_MIN : COUR_CMA_LONE_MIN;
 }
 
-size_t cour_cma_eager_max(const struct cour_peer *peer)
+bool cour_cma_msg_usable(const struct cour_peer *peer, size_t len, size_t count)
 {
-	return peer->shm && peer->peer_pulls ?
-	       COUR_MIN(cour_params.eager_max, COUR_CMA_MSG_MIN - 1) : cour_params.eager_max;
+	return len >= cour_cma_msg_min(peer, count);
+}
+
+size_t cour_cma_eager_max(const struct cour_peer *peer, size_t count)
+{
+	return COUR_MIN(cour_params.eager_max, cour_cma_msg_min(peer, count) - 1);
 }
 
 /* FI_COURIER_CMA_REFUSE_AFTER: this copy is refused as a test asked (process-wide count) */

@@ -64,6 +64,10 @@ void cour_credit_rts_cleared(struct cour_peer *peer, struct cour_txe *txe)
 		txe->rts_plain = false;
 		peer->rts_plain--;
 	}
+	if (txe->rts_cma) {
+		txe->rts_cma = false;
+		peer->rts_cma--;
+	}
 }
 
 bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
@@ -97,6 +101,9 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 		if (!(txe->hdr_flags & COUR_F_CMA)) {
 			txe->rts_plain = true;
 			peer->rts_plain++;
+		} else if (peer->rts_cma < UINT16_MAX) {
+			txe->rts_cma = true;
+			peer->rts_cma++;
 		}
 	}
 	peer->credit_stalled = false;

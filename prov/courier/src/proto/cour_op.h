@@ -64,6 +64,7 @@ struct cour_txe {
 	bool                 notice;          /* the engine's own RDATA (a split hole filled) */
 	bool                 short_rts;       /* an eager message sent as RTS (cour_credit.c) */
 	bool                 rts_plain;       /* an RTS without single copy, waiting for CTS */
+	bool                 rts_cma;         /* an RTS by single copy, waiting for CTS */
 	uint64_t             split_at;        /* split copy: where the receiver's half ends... */
 	uint64_t             split_base;      /* ...and its buffer (byte 0), for a refused half */
 	int                  resp_err;        /* ... and its courier prov_errno, 0: success */

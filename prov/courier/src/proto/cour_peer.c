@@ -51,6 +51,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->credit_stalled = false;
 	peer->short_rts = 0;
 	peer->rts_plain = 0;
+	peer->rts_cma = 0;
 	peer->next_msg_id = 0;
 	peer->srtt_us = peer->rttvar_us = 0;
 	peer->rto_us = COUR_MAX((uint64_t)cour_params.rto_min_us, COUR_RTO_INIT_US);

@@ -83,6 +83,8 @@ struct cour_peer {
 	uint32_t             tx_credit_limit; /* from the peer's headers (credit units) */
 	uint32_t             tx_credit_used;  /* units of eager messages + RTS sent */
 	bool                 credit_stalled;  /* counted once per stall */
+	uint16_t             rts_cma;         /* RTS by single copy, not yet cleared (at most
+					       * 65535 counted: it only chooses a path) */
 	uint32_t             short_rts;       /* eager messages sent as RTS, not yet cleared */
 	uint32_t             rts_plain;       /* RTS without single copy, not yet cleared */
 	uint32_t             next_msg_id;

@@ -471,7 +471,7 @@ static inline uint32_t cour_short_cost(struct cour_peer *peer, size_t len, uint6
 {
 	if (peer->txq || peer->ctrlq || peer->shm_blocked ||
 	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) ||
-	    len + COUR_PKT_HDR_LEN > peer->mtu || len > cour_cma_eager_max(peer))
+	    len + COUR_PKT_HDR_LEN > peer->mtu || len > cour_cma_eager_max(peer, 1))
 		return 0;
 	return cour_credit_short(peer, len);
 }

@@ -1,0 +1,48 @@
+#!/bin/sh
+# shm_lone: the copy a same-host message of 32 KiB to 256 KiB takes (proto/cour_cma.c). One
+# alone on its way to the peer (a ping-pong's) goes by single copy: its receiver pulls it,
+# and counts the bytes (shm_single_copy_bytes, printed at close with FI_COURIER_STATS=1). In a
+# stream (windows of 64 sends) a message posted while a single-copy rendezvous of ours to the
+# peer still waits for its CTS goes through the ring, so both processes copy at once: most
+# of the stream's bytes must then not be pulled. Every byte is checked in both runs (-v).
+# Environment as run_pair.sh (COUR_BUILD, COUR_FT_TIMEOUT).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=${COUR_BUILD:-$PWD}
+me=test_shm_lone.sh
+bench=$build/fabtests/bench
+[ "${COUR_FT_PROVIDER:-courier}" = courier ] || { echo "$me: skipped: courier only"; exit 77; }
+out=$(mktemp -d "${TMPDIR:-/tmp}/shm_lone.XXXXXX") || exit 99
+trap 'rm -rf "$out"' EXIT
+FI_COURIER_STATS=1
+export FI_COURIER_STATS
+
+# pulled DIR: the bytes the server pulled (its shm_single_copy_bytes), or nothing
+pulled() {
+	grep -o "shm_single_copy_bytes [0-9]*" "$1/server.out" | awk '{ s += $2 } END { print s + 0 }'
+}
+# run NAME PROGRAM ARGS...: one pair, outputs kept in $out/NAME
+run() {
+	name=$1; shift
+	mkdir -p "$out/$name"
+	COUR_FT_OUT_DIR=$out/$name "$here/run_pair.sh" "$@" ||
+		{ echo "$me: FAIL: $name did not pass"; exit 1; }
+	grep -q "shm_peers 1" "$out/$name/server.out" ||
+		{ echo "$me: FAIL: $name: no shared memory"; cat "$out/$name/server.out"; exit 1; }
+}
+
+size=65536 n=200
+run alone "$bench/cour_pingpong" -S 64k -n $n -w 0 -v
+got=$(pulled "$out/alone")
+want=$((n * size * 9 / 10))
+echo "$me: ping-pong of $n x $size B: the server pulled $got bytes (at least $want)"
+[ "$got" -ge "$want" ] || { echo "$me: FAIL: a message alone went through the ring"; exit 1; }
+
+msgs=6400
+run stream "$bench/cour_bw" -S 64k -n $msgs -W 64 -w 0 -v
+got=$(pulled "$out/stream")
+most=$((msgs * size / 2))
+echo "$me: stream of $msgs x $size B in windows of 64: the server pulled $got bytes" \
+	"(less than $most)"
+[ "$got" -lt "$most" ] || { echo "$me: FAIL: a stream went by single copy"; exit 1; }
+echo "$me: PASS"
