@@ -1,5 +1,5 @@
 #!/bin/sh
-# shm_lone: the copy a same-host message of 32 KiB to 256 KiB takes (proto/cour_cma.c). One
+# shm_lone: the copy a same-host message of 16 KiB to 256 KiB takes (proto/cour_cma.c). One
 # alone on its way to the peer (a ping-pong's) goes by single copy: its receiver pulls it,
 # and counts the bytes (shm_single_copy_bytes, printed at close with FI_COURIER_STATS=1). In a
 # stream (windows of 64 sends) a message posted while a single-copy rendezvous of ours to the

@@ -31,16 +31,18 @@
  *   - alone, it is what a ping-pong or a halo exchange waits for: the ring costs it two
  *     copies, each moving every line between the two cpus, where the kernel makes one; and
  *     one that arrives before its receive is posted waits as an RTS, not as a third copy
- *     into an unexpected buffer (a halo: 45% of 64 KiB messages did);
+ *     into an unexpected buffer (in a halo of 64 KiB, 45% of the messages did);
  *   - in a stream (a window of sends), the ring lets both processes copy at once.
- * Open MPI at 64 KiB, vCPUs on cores of their own (docs/performance.md): ping-pong 4.8
- * against 6.2-7.5 us through the ring, halo 5.2 against 12-14 us, and a window of sends keeps
- * the ring's bandwidth. Where the two vCPUs share a core the ring was faster (1.6-2.9 us
- * against 5.6-6.5): Open MPI ranks bound to cores of their own are the case this serves.
+ * Open MPI, vCPUs on cores of their own (docs/performance.md): 64 KiB ping-pong 5.8 against
+ * 7.2 us through the ring, halo 6.0 against 13.2, a window of sends at the ring's bandwidth;
+ * 16 KiB 3.2 against 3.6 us, but 8 KiB 2.6 against 2.2 (the kernel's pinning costs more than
+ * the ring's copies). Where the two vCPUs shared a core the ring was faster (64 KiB: 1.6-2.9
+ * us against 5.6-6.5): ranks on cores of their own, as Open MPI binds them, are the case this
+ * serves.
  */
 #define COUR_CMA_RMA_MIN  (32u << 10)
 #define COUR_CMA_MSG_MIN  COUR_SPLIT_MIN
-#define COUR_CMA_LONE_MIN (32u << 10)
+#define COUR_CMA_LONE_MIN (16u << 10)
 
 /* Will the peer move our bytes itself? (It decides whether it can: its HELLO said.) */
 static inline bool cour_cma_peer(const struct cour_peer *peer, size_t count)
