@@ -39,6 +39,7 @@ struct cour_params cour_params = {
 	.fault = NULL,
 	.auth_skew_s = 60,
 	.cma_refuse_after = -1,
+	.shm_lone = -1,
 	.wire = NULL,
 	.shm = 1,
 	.shm_push = 1,
@@ -213,6 +214,10 @@ static void cour_params_define(void)
 		"For tests: after this many single copies (process_vm_readv/writev) in this "
 		"process, the rest fail as if the kernel refused them, as when a process "
 		"becomes undumpable mid-run (default: %d, never)", p->cma_refuse_after);
+	fi_param_define(&cour_prov, "shm_lone", FI_PARAM_INT,
+		"For tests: a same-host message of 16 KiB to 256 KiB alone on its way to its "
+		"peer goes by single copy: 1 always, 0 never, -1 when this endpoint's copies "
+		"into rings run slower than 32 GB/s (default: %d)", p->shm_lone);
 	fi_param_define(&cour_prov, "lease_hold", FI_PARAM_INT,
 		"For tests: milliseconds an initiator waits, holding the lease, before copying "
 		"its half of a shared RMA, as a descheduled process would (default: %d)",
@@ -288,6 +293,7 @@ static void cour_params_define(void)
 	fi_param_get_bool(&cour_prov, "shm", &p->shm);
 	fi_param_get_bool(&cour_prov, "shm_push", &p->shm_push);
 	cour_param_int("cma_refuse_after", &p->cma_refuse_after, -1, INT32_MAX);
+	cour_param_int("shm_lone", &p->shm_lone, -1, 1);
 	cour_param_int("lease_hold", &p->lease_hold_ms, 0, 60000);
 	fi_param_get_str(&cour_prov, "auth_key_file", &p->auth_key_file);
 	cour_param_int("auth_skew", &p->auth_skew_s, 1, 24 * 3600);

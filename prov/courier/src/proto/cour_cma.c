@@ -25,24 +25,35 @@
  * RMA from 32 KiB: a pushed or pulled write needs no packet through the target's ring and,
  * pushed, not even the target's progress.
  * Messages from COUR_SPLIT_MIN (256 KiB) always, where single copy and its shared form win.
- * Below it, a message alone on its way to the peer (no single-copy rendezvous of ours to it
- * still waiting for its CTS) goes by single copy from COUR_CMA_LONE_MIN, one behind such a
- * rendezvous through the ring:
- *   - alone, it is what a ping-pong or a halo exchange waits for: the ring costs it two
- *     copies, each moving every line between the two cpus, where the kernel makes one; and
- *     one that arrives before its receive is posted waits as an RTS, not as a third copy
- *     into an unexpected buffer (in a halo of 64 KiB, 45% of the messages did);
- *   - in a stream (a window of sends), the ring lets both processes copy at once.
- * Open MPI, vCPUs on cores of their own (docs/performance.md): 64 KiB ping-pong 5.8 against
- * 7.2 us through the ring, halo 6.0 against 13.2, a window of sends at the ring's bandwidth;
- * 16 KiB 3.2 against 3.6 us, but 8 KiB 2.6 against 2.2 (the kernel's pinning costs more than
- * the ring's copies). Where the two vCPUs shared a core the ring was faster (64 KiB: 1.6-2.9
- * us against 5.6-6.5): ranks on cores of their own, as Open MPI binds them, are the case this
- * serves.
+ * Below it the ring costs two copies and the kernel one, which pins the span's pages on every
+ * call; which costs less depends on where the two processes run:
+ *   - sharing a core's caches, the ring's copies run at cache speed: a 64 KiB Open MPI
+ *     ping-pong took 1.6-2.9 us through the ring against 5.6-6.5 by single copy;
+ *   - on cores whose caches each line must cross, every copy moves it: 7.4 us against 5.5,
+ *     and a halo exchange 13.8 against 6.2 (45% of its messages arrived before their
+ *     receive, which the ring path copies a third time, into an unexpected buffer).
+ * So the sender times its big ring puts (proto/cour_shm_peer.c): while they copy slower than
+ * COUR_RING_SLOW_MBPS (14-21 GB/s across cores in this VM, above 50 within one core's
+ * caches), a message of COUR_CMA_LONE_MIN up to COUR_SPLIT_MIN that is alone on its way to
+ * the peer (no single-copy rendezvous of ours to it still waiting for its CTS) goes by single
+ * copy: what a ping-pong or a halo waits for. One posted behind such a rendezvous (a window of
+ * sends) goes through the ring, where both processes copy at once and the bandwidth stays
+ * the ring's, and its puts keep the rate measured. At 8 KiB the ring won even across cores
+ * (2.2 against 2.6 us); at 16 KiB single copy did (3.2 against 3.6).
  */
-#define COUR_CMA_RMA_MIN  (32u << 10)
-#define COUR_CMA_MSG_MIN  COUR_SPLIT_MIN
-#define COUR_CMA_LONE_MIN (16u << 10)
+#define COUR_CMA_RMA_MIN    (32u << 10)
+#define COUR_CMA_MSG_MIN    COUR_SPLIT_MIN
+#define COUR_CMA_LONE_MIN   (16u << 10)
+#define COUR_RING_SLOW_MBPS 32000u
+
+/* Do this endpoint's copies into rings cross between caches? (FI_COURIER_SHM_LONE decides
+ * for tests) */
+static bool cour_cma_ring_slow(const struct cour_pep *ep)
+{
+	if (cour_params.shm_lone >= 0)
+		return cour_params.shm_lone;
+	return ep->shm_copy_mbps && ep->shm_copy_mbps < COUR_RING_SLOW_MBPS;
+}
 
 /* Will the peer move our bytes itself? (It decides whether it can: its HELLO said.) */
 static inline bool cour_cma_peer(const struct cour_peer *peer, size_t count)
@@ -60,7 +71,8 @@ static size_t cour_cma_msg_min(const struct cour_peer *peer, size_t count)
 {
 	if (!cour_cma_peer(peer, count))
 		return SIZE_MAX;
-	return peer->rts_cma ? COUR_CMA_MSG_MIN : COUR_CMA_LONE_MIN;
+	return peer->rts_cma || !cour_cma_ring_slow(peer->ep) ? COUR_CMA_MSG_MIN :
+							      COUR_CMA_LONE_MIN;
 }
 
 bool cour_cma_msg_usable(const struct cour_peer *peer, size_t len, size_t count)

@@ -43,6 +43,9 @@ struct cour_pep {
 	bool                 tx_blocked;      /* a ring was full: retry in the next progress */
 	bool                 in_progress;     /* cour_ep_progress is running */
 	bool                 tx_deferred;     /* packets queued in the wire for the next pass */
+	uint8_t              shm_copy_tick;   /* big ring puts, one in COUR_SHM_RATE_EVERY timed */
+	uint32_t             shm_copy_mbps;   /* their copy rate, MB/s (moving average), 0: none
+					       * yet (proto/cour_cma.c) */
 	/* while the wire stamps arrivals (congestion control measures delay): for each of the
 	 * last COUR_FLUSH_HIST flushes, when it began and ended and the bytes it took. Sending
 	 * a big window takes a while, and a packet's wait there is no queue in the network: it

@@ -43,6 +43,13 @@ extern struct fi_provider cour_prov;
 #define COUR_DBG(subsys, ...)  FI_LOG(&cour_prov, FI_LOG_DEBUG, subsys, __VA_ARGS__)
 
 /* ---- time ---- */
+static inline uint64_t cour_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static inline uint64_t cour_now_us(void)
 {
 	struct timespec ts;
