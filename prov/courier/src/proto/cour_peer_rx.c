@@ -563,7 +563,6 @@ static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len, size_t
 	dst = cour_ep_piece_dest(peer, &h, plen);
 	if (!dst || !run)
 		return dst;
-	ep->train_us = cour_now_us();
 	/* the longest prefix of the train whose payloads fit end to end from dst (a prefix
 	 * fits if a longer one does: binary search) */
 	size_t nseg = (len + seg - 1) / seg, lo = 1, hi = nseg;
@@ -633,11 +632,8 @@ static void cour_ep_rx_placed(void *arg, void *hdr, const void *payload, size_t 
 	}
 	ep->stats.rx_in_place++;
 	ep->rx_placed = true;
-	/* a train's pieces share one clock reading (taken when it was peeked): a 64 KB train
-	 * at MTU 1500 is 44 packets, and a reading each was 5% of a receiver's time */
-	ep->train_clock = checked;
+	/* (a train's pieces share the wire's clock reading, cour_ep_clock) */
 	ret = cour_ep_rx_packet(ep, hdr, len, sa, sa_len);
-	ep->train_clock = false;
 	ep->rx_placed = false;
 	/* it was in order with nothing held, so it was handled at once, never kept */
 	assert(ret == hdr);
