@@ -209,7 +209,10 @@ void cour_msg_handle_dgram(struct cour_pep *ep, const struct cour_pkt_hdr *hdr,
 void cour_msg_peer_reset(struct cour_peer *peer, int prov_errno);
 void cour_msg_ep_close(struct cour_pep *ep);
 
+/* ---- proto/cour_msg_place.c: where a payload may be read into place (changes nothing) ---- */
 void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
+void *cour_msg_eager_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
+/* (the same for RMA, in cour_rma_proto.c) */
 void *cour_rma_write_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
 void *cour_rma_read_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen);
 

@@ -253,11 +253,14 @@ static void cour_rx_eager_done(struct cour_peer *peer, struct cour_rxmsg *m)
 	cour_pool_put(&ep->rxmsg_pool, m);
 }
 
-/* Bytes of an eager message, in order: into the receive if matched, else the unexpected copy. */
+/* Bytes of an eager message, in order: into the receive if matched, else the unexpected copy
+ * (unless the wire read them there: cour_msg_eager_dest). */
 static void cour_rx_eager_data(struct cour_peer *peer, struct cour_rxmsg *m,
 			       const char *payload, size_t plen)
 {
-	if (m->rxe)
+	if (peer->ep->rx_placed)
+		;
+	else if (m->rxe)
 		cour_rx_copy(m, m->received, payload, plen);
 	else if (m->ubuf)
 		memcpy(m->ubuf + m->received, payload, plen);
@@ -496,7 +499,9 @@ bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	uint64_t data = 0;
 
 	DL_DELETE(*cour_rxq(ep, tagged), rxe);
-	if (COUR_LIKELY(rxe->iov_count == 1))
+	if (ep->rx_placed)
+		;       /* the wire read it there (cour_msg_eager_dest) */
+	else if (COUR_LIKELY(rxe->iov_count == 1))
 		memcpy(rxe->iov[0].iov_base, payload, accept);
 	else
 		cour_iov_copy_in(rxe->iov, rxe->iov_count, 0, payload, accept);
@@ -674,34 +679,6 @@ void cour_txe_requeue(struct cour_peer *peer, struct cour_txe *txe)
 	txe->list = NULL;
 	txe->built = 0;
 	cour_peer_enqueue(peer, txe);
-}
-
-/* Where an in-order RDATA of plen bytes will go, if that is one contiguous span of the
- * receive: the UDP wire then reads it straight there (cour_ep_rx_direct). */
-void *cour_msg_rdata_dest(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_t plen)
-{
-	struct cour_pep *ep = peer->ep;
-	struct cour_rxmsg *m;
-	uint32_t id = hdr->msg.rx_id;
-	uint64_t off;
-
-	HASH_FIND(hh, ep->rdv_by_id, &id, sizeof(id), m);
-	if (m && m->adopting && !m->rxe && m->ubuf && m->peer == peer &&
-	    hdr->msg.offset == m->received && plen <= m->total_len - m->received)
-		return m->ubuf + m->received;
-	if (!m || m->peer != peer || m->discard || !m->rxe || m->adopting ||
-	    hdr->msg.offset != m->received || plen > m->accept_len - m->received)
-		return NULL;
-	off = m->slice_off + m->received;
-	for (uint32_t i = 0; i < m->rxe->iov_count; i++) {
-		size_t l = m->rxe->iov[i].iov_len;
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		return l - off >= plen ? (char *)m->rxe->iov[i].iov_base + off : NULL;
-	}
-	return NULL;
 }
 
 static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr *hdr,

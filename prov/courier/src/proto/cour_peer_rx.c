@@ -325,7 +325,8 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	if ((ep->wire.rx_borrowed ? ep->wire.rx_train_len : len) >=
 		    COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed &&
 	    (h->type == COUR_PKT_RDATA || h->type == COUR_PKT_WRITE ||
-	     h->type == COUR_PKT_READ_RESP))
+	     h->type == COUR_PKT_READ_RESP ||
+	     (h->type == COUR_PKT_EAGER && hdr->msg.total_len >= COUR_WIRE_DIRECT_MIN)))
 		ep->wire.rx_direct = true;
 	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
 		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
@@ -504,12 +505,14 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	return fresh;
 }
 
-/* Where plen bytes of payload of the in-order piece h (RDATA, WRITE or READ_RESP) belong, in
- * one contiguous place, or NULL. */
+/* Where plen bytes of payload of the in-order piece h (EAGER, RDATA, WRITE or READ_RESP)
+ * belong, in one contiguous place, or NULL. */
 static void *cour_ep_piece_dest(struct cour_peer *peer, const struct cour_pkt_hdr *h,
 				size_t plen)
 {
 	switch (h->base.type) {
+	case COUR_PKT_EAGER:
+		return cour_msg_eager_dest(peer, h, plen);
 	case COUR_PKT_RDATA:
 		return cour_msg_rdata_dest(peer, h, plen);
 	case COUR_PKT_WRITE:
@@ -519,8 +522,8 @@ static void *cour_ep_piece_dest(struct cour_peer *peer, const struct cour_pkt_hd
 	}
 }
 
-/* Where the payload of the datagram whose header the wire peeked belongs: an in-order RDATA,
- * WRITE or READ_RESP continuation with a contiguous destination, or NULL. For a GRO train
+/* Where the payload of the datagram whose header the wire peeked belongs: an in-order EAGER,
+ * RDATA, WRITE or READ_RESP piece with a contiguous destination, or NULL. For a GRO train
  * (run), also how many of its datagrams fit end to end from there, were they the next pieces
  * of the same data: the wire checks that each is (cour_ep_rx_in_run) once they are read. */
 static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len, size_t seg,
@@ -544,6 +547,7 @@ static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len, size_t
 	if (first <= COUR_PKT_HDR_LEN || first > COUR_MAX_PKT ||
 	    h.base.version != COUR_WIRE_VERSION || (h.base.flags & ~COUR_F_ALL) ||
 	    (h.base.type != COUR_PKT_RDATA && h.base.type != COUR_PKT_READ_RESP &&
+	     h.base.type != COUR_PKT_EAGER &&
 	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & (COUR_F_PCSUM | COUR_F_MAC)))) ||
 	    (h.base.type == COUR_PKT_READ_RESP && (h.base.flags & COUR_F_CMA)))
 		return NULL;

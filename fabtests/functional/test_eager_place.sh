@@ -1,0 +1,54 @@
+#!/bin/sh
+# eager_place: eager messages over UDP read straight into their receive (proto/cour_msg_place.c).
+# Between hosts a message up to FI_COURIER_EAGER_MAX goes in EAGER packets; the wire reads a
+# big datagram, or a GRO train of them, into the place the engine names: the posted receive
+# for a message's first packet, the receive it matched or its unexpected copy for the rest.
+# Counted in rx_in_place (FI_COURIER_STATS=1). Over lo with packets the size of an MTU of 1500
+# (GRO trains), of 9000 and of lo's own 64 KiB (FI_COURIER_MTU):
+#   1. a stream of 16 KiB, 64 KiB and 200 KiB messages (all eager), every byte checked (-v):
+#      at least 80% of the server's datagrams must have been read in place (with 64 KiB
+#      packets, some: a short run there sends many messages as RTS, short of credit);
+#   2. msg_basic (every send and receive form, receives of 3 iovecs, 100 messages sent
+#      before their receives) and stream_verify (receives posted larger, their spare bytes
+#      checked untouched; sizes across every protocol edge) must pass.
+# Environment as run_pair.sh (COUR_BUILD, COUR_FT_TIMEOUT).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=${COUR_BUILD:-$PWD}
+me=test_eager_place.sh
+bench=$build/fabtests/bench
+[ "${COUR_FT_PROVIDER:-courier}" = courier ] || { echo "$me: skipped: courier only"; exit 77; }
+out=$(mktemp -d "${TMPDIR:-/tmp}/eager_place.XXXXXX") || exit 99
+trap '[ -n "${COUR_PLACE_KEEP:-}" ] || rm -rf "$out"' EXIT
+FI_COURIER_SHM=0
+FI_COURIER_STATS=1
+export FI_COURIER_SHM FI_COURIER_STATS
+
+# field NAME FILE: the sum of a statistic over the endpoints a side printed
+field() {
+	grep -o "$1 [0-9]*" "$2" | awk '{ s += $2 } END { print s + 0 }'
+}
+# run NAME PROGRAM ARGS...: one pair, outputs kept in $out/NAME
+run() {
+	name=$1; shift
+	mkdir -p "$out/$name"
+	COUR_FT_OUT_DIR=$out/$name "$here/run_pair.sh" "$@" ||
+		{ echo "$me: FAIL: $name did not pass"; exit 1; }
+}
+
+# UDP payload per packet: for an MTU of 1500, of 9000, and lo's default (0: 65000)
+for mtu in 1472 8972 0; do
+	FI_COURIER_MTU=$mtu
+	export FI_COURIER_MTU
+	run "stream$mtu" "$bench/cour_bw" -S 16k,64k,200k -n 1024 -w 0 -v
+	placed=$(field rx_in_place "$out/stream$mtu/server.out")
+	pkts=$(field rx_pkts "$out/stream$mtu/server.out")
+	echo "$me: packets of $mtu B (0: 65000): $placed of the server's $pkts datagrams read in place"
+	want=$((pkts * 8 / 10))
+	[ "$mtu" = 0 ] && want=1
+	[ "$pkts" -gt 0 ] && [ "$placed" -ge "$want" ] ||
+		{ echo "$me: FAIL: eager data went through packet buffers"; exit 1; }
+	run "basic$mtu" msg_basic
+	run "verify$mtu" stream_verify -b 64
+done
+echo "$me: PASS"
