@@ -5,9 +5,12 @@
 # (shm_single_copy_bytes, printed at close with FI_COURIER_STATS=1). In a stream (windows of
 # 64 sends) a message posted while a single-copy rendezvous of ours to the peer still waits for
 # its CTS goes through the ring, so both processes copy at once: most of the stream's bytes
-# must then not be pulled. FI_COURIER_SHM_LONE=1 takes the measured rate's place (this
-# machine's cores may share caches or not); with 0 nothing below 256 KiB is pulled; by
-# default either may happen. Every byte is checked in every run (-v).
+# must then not be pulled. Below 32 KiB a message must also answer one of the peer's: a 16 KiB
+# ping-pong is pulled, a window of 16 KiB sends is not. By default a 16 KiB ping-pong, whose
+# messages go to the ring outside the sequence (SHORT) when they go there, must have timed
+# them (shm_copy_mbps). FI_COURIER_SHM_LONE=1 takes the
+# measured rate's place (this machine's cores may share caches or not); with 0 nothing below
+# 256 KiB is pulled; by default either may happen. Every byte is checked in every run (-v).
 # Environment as run_pair.sh (COUR_BUILD, COUR_FT_TIMEOUT).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +62,21 @@ echo "$me: stream of $msgs x $size B in windows of 64: the server pulled $got by
 	"(less than $most)"
 [ "$got" -lt "$most" ] || { echo "$me: FAIL: a stream went by single copy"; exit 1; }
 
+# below 32 KiB a message must also answer one of the peer's (proto/cour_cma.c): a
+# ping-pong's do, a window's (sent back to back) do not
+small=16384
+run alone16 "$bench/cour_pingpong" -S 16k -n $n -w 0 -v
+got=$(pulled "$out/alone16")
+want=$((n * small * 9 / 10))
+echo "$me: ping-pong of $n x $small B: the server pulled $got bytes (at least $want)"
+[ "$got" -ge "$want" ] || { echo "$me: FAIL: an answer of 16 KiB went through the ring"; exit 1; }
+run stream16 "$bench/cour_bw" -S 16k -n $msgs -W 64 -w 0 -v
+got=$(pulled "$out/stream16")
+most=$((msgs * small / 8))
+echo "$me: stream of $msgs x $small B in windows of 64: the server pulled $got bytes" \
+	"(less than $most)"
+[ "$got" -lt "$most" ] || { echo "$me: FAIL: a stream of 16 KiB went by single copy"; exit 1; }
+
 FI_COURIER_SHM_LONE=0
 run ring "$bench/cour_pingpong" -S 64k -n $n -w 0 -v
 got=$(pulled "$out/ring")
@@ -68,4 +86,9 @@ echo "$me: FI_COURIER_SHM_LONE=0: the server pulled $got bytes (at most 64)"
 unset FI_COURIER_SHM_LONE
 run auto "$bench/cour_pingpong" -S 64k -n $n -w 0 -v
 echo "$me: by default: the server pulled $(pulled "$out/auto") bytes"
+run auto16 "$bench/cour_pingpong" -S 16k -n $n -w 0 -v
+rate=$(grep -o "shm_copy_mbps [0-9]*" "$out/auto16/server.out" | awk '{ print $2 }' | tail -1)
+echo "$me: by default, a 16 KiB ping-pong: the server's ring puts copied at ${rate:-?} MB/s," \
+	"the server pulled $(pulled "$out/auto16") bytes"
+[ "${rate:-0}" -gt 0 ] || { echo "$me: FAIL: the ring's SHORT puts were not timed"; exit 1; }
 echo "$me: PASS"

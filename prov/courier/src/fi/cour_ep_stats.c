@@ -144,13 +144,13 @@ void cour_ep_print_stats(struct cour_ep *ep)
 			" shm_grants_revoked %" PRIu64 " shm_rma_pushed %" PRIu64
 			" shm_push_notices %" PRIu64 " shm_short %" PRIu64 " shm_box %" PRIu64
 			" shm_box_rx %" PRIu64 " shm_box_broken %" PRIu64 " shm_box_freed %" PRIu64
-			"\n", str, s.shm_peers,
+			" shm_copy_mbps %" PRIu32 "\n", str, s.shm_peers,
 			s.shm_tx_pkts,
 			s.shm_rx_pkts, s.shm_ring_full, s.shm_doorbells, s.shm_single_copy_bytes,
 			s.shm_copy_fallbacks, cour_shm_ring_reclaimed(ep->pep.shm_ring),
 			s.shm_rma_split, s.shm_grants_revoked, s.shm_rma_pushed,
 			s.shm_push_notices, s.shm_short, s.shm_box, s.shm_box_rx, s.shm_box_broken,
-			s.shm_box_freed);
+			s.shm_box_freed, ep->pep.shm_copy_mbps);
 	if (ep->pep.wire.base == &cour_udp_wire)
 		fprintf(stderr, "courier stats %s: udp_gso %" PRIu64 " udp_gro %" PRIu64
 			" udp_gso_sends %" PRIu64 " udp_gso_segs %" PRIu64 " udp_gro_trains %" PRIu64

@@ -39,11 +39,16 @@
  * copy: what a ping-pong or a halo waits for. One posted behind such a rendezvous (a window of
  * sends) goes through the ring, where both processes copy at once and the bandwidth stays
  * the ring's, and its puts keep the rate measured. At 8 KiB the ring won even across cores
- * (2.2 against 2.6 us); at 16 KiB single copy did (3.2 against 3.6).
+ * (2.2 against 2.6 us); at 16 KiB single copy did (3.2 against 3.6). Below COUR_CMA_ANSWER_MIN
+ * a message is alone only if it also answers one (the peer's last message came after our last
+ * send): in a window of 16 KiB sends each one posted after a CTS was alone again, and the
+ * receiver's pulls with their RTS and CTS cost more than the ring's copies there (8.9 against
+ * 11.3 GB/s), while a ping-pong's and a halo's messages answer.
  */
 #define COUR_CMA_RMA_MIN    (32u << 10)
 #define COUR_CMA_MSG_MIN    COUR_SPLIT_MIN
 #define COUR_CMA_LONE_MIN   (16u << 10)
+#define COUR_CMA_ANSWER_MIN (32u << 10)
 #define COUR_RING_SLOW_MBPS 32000u
 
 /* Do this endpoint's copies into rings cross between caches? (FI_COURIER_SHM_LONE decides
@@ -71,8 +76,9 @@ static size_t cour_cma_msg_min(const struct cour_peer *peer, size_t count)
 {
 	if (!cour_cma_peer(peer, count))
 		return SIZE_MAX;
-	return peer->rts_cma || !cour_cma_ring_slow(peer->ep) ? COUR_CMA_MSG_MIN :
-							      COUR_CMA_LONE_MIN;
+	if (peer->rts_cma || !cour_cma_ring_slow(peer->ep))
+		return COUR_CMA_MSG_MIN;
+	return peer->msg_sent ? COUR_CMA_ANSWER_MIN : COUR_CMA_LONE_MIN;
 }
 
 bool cour_cma_msg_usable(const struct cour_peer *peer, size_t len, size_t count)

@@ -187,6 +187,7 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 		if (flags & FI_DELIVERY_COMPLETE)
 			txe->hdr_flags |= COUR_F_DC;
 	}
+	peer->msg_sent = true;
 	cour_peer_enqueue(peer, txe);
 	return 0;
 }

@@ -483,6 +483,7 @@ bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	bool tagged = hdr->base.flags & COUR_F_TAGGED;
 	struct cour_rxe *rxe;
 
+	peer->msg_sent = false;         /* (a message from the peer, whichever way it goes) */
 	if (COUR_UNLIKELY(ep->nrxq || peer->ctrlq || peer->rx_cur || peer->grants_open ||
 			  (hdr->base.flags & (COUR_F_RXCTX | COUR_F_DC))))
 		return false;
@@ -543,6 +544,7 @@ static void cour_handle_new(struct cour_peer *peer, const struct cour_pkt_hdr *h
 	bool tagged = hdr->base.flags & COUR_F_TAGGED;
 	struct cour_rxmsg **uq, *tail;
 
+	peer->msg_sent = false;
 	/* a whole message in one packet, for a plain receive that waits: as a SHORT, no record */
 	if (hdr->base.type == COUR_PKT_EAGER && plen == hdr->msg.total_len &&
 	    cour_msg_short_posted(peer, hdr, payload, plen))

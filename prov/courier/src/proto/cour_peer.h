@@ -115,6 +115,8 @@ struct cour_peer {
 	uint32_t             rx_units;        /* units of the messages the peer started */
 	uint32_t             grant_extra;     /* units lent beyond FI_COURIER_CREDITS */
 	bool                 ack_needed;
+	bool                 msg_sent;        /* a message of ours went to the peer since its
+					       * last one came: the next does not answer one */
 	uint32_t             rx_since_ack;
 	uint64_t             rx_stamp_ns;     /* when the kernel took the newest packet delivered
 					       * in order (wire->rx_stamp_ns), 0: unknown; an

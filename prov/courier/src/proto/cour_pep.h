@@ -44,6 +44,7 @@ struct cour_pep {
 	bool                 in_progress;     /* cour_ep_progress is running */
 	bool                 tx_deferred;     /* packets queued in the wire for the next pass */
 	uint8_t              shm_copy_tick;   /* big ring puts, one in COUR_SHM_RATE_EVERY timed */
+	uint8_t              shm_copy_warm;   /* ...once this many went untimed */
 	uint32_t             shm_copy_mbps;   /* their copy rate, MB/s (moving average), 0: none
 					       * yet (proto/cour_cma.c) */
 	/* while the wire stamps arrivals (congestion control measures delay): for each of the
