@@ -1,5 +1,6 @@
-# Sourced by the tests of courier's single-copy fallbacks (test_shm_nocma.sh,
-# test_shm_refuse_late.sh); $me names the test.
+# Sourced by the tests of courier's shared-memory paths (test_shm_nocma.sh,
+# test_shm_refuse_late.sh, test_shm_lone.sh...); test_eager_place.sh, over UDP, takes its
+# setup, pair and statistics helpers only. $me names the test.
 
 # shm_only: exit 77 (skip) unless courier with shared memory is under test
 shm_only() {

@@ -9,7 +9,7 @@
 #      at least 80% of the server's datagrams must have been read in place (with 64 KiB
 #      packets, some: a short run there sends many messages as RTS, short of credit);
 #   2. msg_basic (every send and receive form, receives of 3 iovecs, 100 messages sent
-#      before their receives) and stream_verify (receives posted larger, their spare bytes
+#      before their receives), msg_errors (truncated and discarded receives) and stream_verify (receives posted larger, their spare bytes
 #      checked untouched; sizes across every protocol edge) must pass.
 # Environment as run_pair.sh (COUR_BUILD, COUR_FT_TIMEOUT).
 set -u
@@ -18,22 +18,16 @@ build=${COUR_BUILD:-$PWD}
 me=test_eager_place.sh
 bench=$build/fabtests/bench
 [ "${COUR_FT_PROVIDER:-courier}" = courier ] || { echo "$me: skipped: courier only"; exit 77; }
-out=$(mktemp -d "${TMPDIR:-/tmp}/eager_place.XXXXXX") || exit 99
-trap '[ -n "${COUR_PLACE_KEEP:-}" ] || rm -rf "$out"' EXIT
+. "$here/shm-common.sh"       # (its setup, pair and statistics helpers: no shared memory here)
+shm_setup eager_place
 FI_COURIER_SHM=0
-FI_COURIER_STATS=1
-export FI_COURIER_SHM FI_COURIER_STATS
+export FI_COURIER_SHM
 
-# field NAME FILE: the sum of a statistic over the endpoints a side printed
-field() {
-	grep -o "$1 [0-9]*" "$2" | awk '{ s += $2 } END { print s + 0 }'
-}
-# run NAME PROGRAM ARGS...: one pair, outputs kept in $out/NAME
+# run NAME PROGRAM ARGS...: one pair, outputs in $out/NAME; the test fails at once if it does
 run() {
-	name=$1; shift
-	mkdir -p "$out/$name"
-	COUR_FT_OUT_DIR=$out/$name "$here/run_pair.sh" "$@" ||
-		{ echo "$me: FAIL: $name did not pass"; exit 1; }
+	_rn=$1
+	shift
+	shm_pair "$_rn" "packets of $mtu B" "$@" || shm_end
 }
 
 # UDP payload per packet: for an MTU of 1500, of 9000, and lo's default (0: 65000)
@@ -41,14 +35,15 @@ for mtu in 1472 8972 0; do
 	FI_COURIER_MTU=$mtu
 	export FI_COURIER_MTU
 	run "stream$mtu" "$bench/cour_bw" -S 16k,64k,200k -n 1024 -w 0 -v
-	placed=$(field rx_in_place "$out/stream$mtu/server.out")
-	pkts=$(field rx_pkts "$out/stream$mtu/server.out")
+	placed=$(stat "$out/stream$mtu/server.out" rx_in_place)
+	pkts=$(stat "$out/stream$mtu/server.out" rx_pkts)
 	echo "$me: packets of $mtu B (0: 65000): $placed of the server's $pkts datagrams read in place"
 	want=$((pkts * 8 / 10))
 	[ "$mtu" = 0 ] && want=1
 	[ "$pkts" -gt 0 ] && [ "$placed" -ge "$want" ] ||
 		{ echo "$me: FAIL: eager data went through packet buffers"; exit 1; }
 	run "basic$mtu" msg_basic
+	run "errors$mtu" msg_errors
 	run "verify$mtu" stream_verify -b 64
 done
-echo "$me: PASS"
+shm_end

@@ -17,78 +17,66 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${COUR_BUILD:-$PWD}
 me=test_shm_lone.sh
 bench=$build/fabtests/bench
-[ "${COUR_FT_PROVIDER:-courier}" = courier ] || { echo "$me: skipped: courier only"; exit 77; }
-if [ "${FI_COURIER_SHM:-1}" = 0 ]; then
-	echo "$me: skipped: FI_COURIER_SHM=0 (no shared memory, so no single copy)"
-	exit 77
-fi
-out=$(mktemp -d "${TMPDIR:-/tmp}/shm_lone.XXXXXX") || exit 99
-trap 'rm -rf "$out"' EXIT
-FI_COURIER_STATS=1
-export FI_COURIER_STATS
+. "$here/shm-common.sh"
+shm_begin shm_lone
 
-# pulled DIR: the bytes the server pulled (its shm_single_copy_bytes), or nothing
-pulled() {
-	grep -o "shm_single_copy_bytes [0-9]*" "$1/server.out" | awk '{ s += $2 } END { print s + 0 }'
-}
-# run NAME PROGRAM ARGS...: one pair, outputs kept in $out/NAME
+# run NAME PROGRAM ARGS...: one pair through shared memory, outputs in $out/NAME; the test
+# fails at once if it does
 run() {
-	name=$1; shift
-	mkdir -p "$out/$name"
-	COUR_FT_OUT_DIR=$out/$name "$here/run_pair.sh" "$@" ||
-		{ echo "$me: FAIL: $name did not pass"; exit 1; }
-	grep -q "shm_peers 1" "$out/$name/server.out" ||
-		{ echo "$me: FAIL: $name: no shared memory"; cat "$out/$name/server.out"; exit 1; }
+	_rn=$1 _rp=$2
+	shift 2
+	shm_pair "$_rn" "$_rp $*" "$bench/$_rp" "$@" || shm_end
+	[ "$(stat "$out/$_rn/server.out" shm_peers)" -ge 1 ] ||
+		{ echo "$me: FAIL: $_rn: no shared memory"; cat "$out/$_rn/server.out"; exit 1; }
+}
+# pulled NAME: the bytes the server pulled by single copy
+pulled() {
+	stat "$out/$1/server.out" shm_single_copy_bytes
+}
+# lone NAME SIZE: a ping-pong of $n messages of SIZE bytes, at least 90% of its bytes pulled
+# (skipped where the kernel refuses single copy)
+lone() {
+	run "$1" cour_pingpong -S "$2" -n $n -w 0 -v
+	if grep -q "shm_copy_fallbacks [1-9]" "$out/$1/server.out" "$out/$1/client.out"; then
+		echo "$me: skipped: the kernel refuses single copy here (shm_copy_fallbacks)"
+		exit 77
+	fi
+	got=$(pulled "$1") want=$((n * $2 * 9 / 10))
+	echo "$me: ping-pong of $n x $2 B: the server pulled $got bytes (at least $want)"
+	[ "$got" -ge "$want" ] || { echo "$me: FAIL: a message alone went through the ring"; exit 1; }
+}
+# stream NAME SIZE DIV: $msgs messages of SIZE bytes in windows of 64, under 1/DIV of their
+# bytes pulled
+stream() {
+	run "$1" cour_bw -S "$2" -n $msgs -W 64 -w 0 -v
+	got=$(pulled "$1") most=$((msgs * $2 / $3))
+	echo "$me: stream of $msgs x $2 B in windows of 64: the server pulled $got bytes" \
+		"(less than $most)"
+	[ "$got" -lt "$most" ] || { echo "$me: FAIL: a stream went by single copy"; exit 1; }
 }
 
-size=65536 n=200
+n=200 msgs=6400
 FI_COURIER_SHM_LONE=1
 export FI_COURIER_SHM_LONE
-run alone "$bench/cour_pingpong" -S 64k -n $n -w 0 -v
-if grep -q "shm_copy_fallbacks [1-9]" "$out/alone/server.out" "$out/alone/client.out"; then
-	echo "$me: skipped: the kernel refuses single copy here (shm_copy_fallbacks)"
-	exit 77
-fi
-got=$(pulled "$out/alone")
-want=$((n * size * 9 / 10))
-echo "$me: ping-pong of $n x $size B: the server pulled $got bytes (at least $want)"
-[ "$got" -ge "$want" ] || { echo "$me: FAIL: a message alone went through the ring"; exit 1; }
-
-msgs=6400
-run stream "$bench/cour_bw" -S 64k -n $msgs -W 64 -w 0 -v
-got=$(pulled "$out/stream")
-most=$((msgs * size / 2))
-echo "$me: stream of $msgs x $size B in windows of 64: the server pulled $got bytes" \
-	"(less than $most)"
-[ "$got" -lt "$most" ] || { echo "$me: FAIL: a stream went by single copy"; exit 1; }
-
+lone alone64 65536
+stream stream64 65536 2
 # below 32 KiB a message must also answer one of the peer's (proto/cour_cma.c): a
 # ping-pong's do, a window's (sent back to back) do not
-small=16384
-run alone16 "$bench/cour_pingpong" -S 16k -n $n -w 0 -v
-got=$(pulled "$out/alone16")
-want=$((n * small * 9 / 10))
-echo "$me: ping-pong of $n x $small B: the server pulled $got bytes (at least $want)"
-[ "$got" -ge "$want" ] || { echo "$me: FAIL: an answer of 16 KiB went through the ring"; exit 1; }
-run stream16 "$bench/cour_bw" -S 16k -n $msgs -W 64 -w 0 -v
-got=$(pulled "$out/stream16")
-most=$((msgs * small / 8))
-echo "$me: stream of $msgs x $small B in windows of 64: the server pulled $got bytes" \
-	"(less than $most)"
-[ "$got" -lt "$most" ] || { echo "$me: FAIL: a stream of 16 KiB went by single copy"; exit 1; }
+lone alone16 16384
+stream stream16 16384 8
 
 FI_COURIER_SHM_LONE=0
-run ring "$bench/cour_pingpong" -S 64k -n $n -w 0 -v
-got=$(pulled "$out/ring")
+run ring cour_pingpong -S 65536 -n $n -w 0 -v
+got=$(pulled ring)
 echo "$me: FI_COURIER_SHM_LONE=0: the server pulled $got bytes (at most 64)"
 [ "$got" -le 64 ] || { echo "$me: FAIL: a message went by single copy"; exit 1; }
 
 unset FI_COURIER_SHM_LONE
-run auto "$bench/cour_pingpong" -S 64k -n $n -w 0 -v
-echo "$me: by default: the server pulled $(pulled "$out/auto") bytes"
-run auto16 "$bench/cour_pingpong" -S 16k -n $n -w 0 -v
-rate=$(grep -o "shm_copy_mbps [0-9]*" "$out/auto16/server.out" | awk '{ print $2 }' | tail -1)
-echo "$me: by default, a 16 KiB ping-pong: the server's ring puts copied at ${rate:-?} MB/s," \
-	"the server pulled $(pulled "$out/auto16") bytes"
-[ "${rate:-0}" -gt 0 ] || { echo "$me: FAIL: the ring's SHORT puts were not timed"; exit 1; }
-echo "$me: PASS"
+run auto cour_pingpong -S 65536 -n $n -w 0 -v
+echo "$me: by default: the server pulled $(pulled auto) bytes"
+run auto16 cour_pingpong -S 16384 -n $n -w 0 -v
+rate=$(stat "$out/auto16/server.out" shm_copy_mbps)
+echo "$me: by default, a 16 KiB ping-pong: the server's ring puts copied at $rate MB/s," \
+	"the server pulled $(pulled auto16) bytes"
+[ "$rate" -gt 0 ] || { echo "$me: FAIL: the ring's SHORT puts were not timed"; exit 1; }
+shm_end

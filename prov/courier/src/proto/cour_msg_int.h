@@ -24,6 +24,15 @@ static inline bool cour_msg_src_match(struct cour_pep *ep, fi_addr_t want, fi_ad
 	return src != FI_ADDR_NOTAVAIL && ep->up->av_same(ep, want, src);
 }
 struct cour_rxe *cour_msg_find_rxe(struct cour_pep *ep, bool tagged, uint64_t tag, fi_addr_t src);
+/* May a new message from peer take a plain posted receive without a record of its own
+ * (cour_msg_short_posted), or be read into it before it is matched (cour_msg_place.c)? Not
+ * on receive contexts, behind RMA to order, inside another message, or with grants open. */
+static inline bool cour_msg_plain_path(const struct cour_peer *peer,
+				       const struct cour_pkt_hdr *hdr)
+{
+	return !(peer->ep->nrxq || peer->ctrlq || peer->rx_cur || peer->grants_open ||
+		 (hdr->base.flags & COUR_F_RXCTX));
+}
 static inline struct cour_rxe **cour_rxq(struct cour_pep *ep, bool tagged)
 {
 	return tagged ? &ep->rxq->tag : &ep->rxq->msg;

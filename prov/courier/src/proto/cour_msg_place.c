@@ -2,8 +2,9 @@
  * Where a message packet's payload may be read straight into place. The UDP wire asks
  * (cour_ep_rx_direct) before it reads a big datagram or a GRO train of them; what is read there
  * saves the copy from a packet buffer, which costs as much as the kernel's own. Each answer is
- * exactly where the handler would copy that payload, had the packet come the usual way, and is
- * asked again just before the handler runs: these functions change nothing.
+ * exactly where the handler would copy that payload, had the packet come the usual way; for
+ * the pieces of a train it is asked again just before each is handled (handling one may move
+ * the next). These functions change nothing.
  */
 #include "proto/cour_engine.h"
 #include "proto/cour_msg_int.h"
@@ -51,8 +52,7 @@ static void *cour_msg_eager_first_dest(struct cour_peer *peer, const struct cour
 	bool tagged = hdr->base.flags & COUR_F_TAGGED;
 	struct cour_rxe *rxe;
 
-	if (ep->nrxq || peer->ctrlq || peer->rx_cur || peer->grants_open ||
-	    (hdr->base.flags & COUR_F_RXCTX) || hdr->msg.total_len > COUR_EAGER_LIMIT ||
+	if (!cour_msg_plain_path(peer, hdr) || hdr->msg.total_len > COUR_EAGER_LIMIT ||
 	    plen > hdr->msg.total_len ||
 	    !cour_seq_le(peer->rx_units + cour_credit_cost(COUR_PKT_EAGER, hdr->msg.total_len),
 			 peer->credits_granted))

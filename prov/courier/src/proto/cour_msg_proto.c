@@ -258,12 +258,12 @@ static void cour_rx_eager_done(struct cour_peer *peer, struct cour_rxmsg *m)
 static void cour_rx_eager_data(struct cour_peer *peer, struct cour_rxmsg *m,
 			       const char *payload, size_t plen)
 {
-	if (peer->ep->rx_placed)
-		;
-	else if (m->rxe)
-		cour_rx_copy(m, m->received, payload, plen);
-	else if (m->ubuf)
-		memcpy(m->ubuf + m->received, payload, plen);
+	if (!peer->ep->rx_placed) {
+		if (m->rxe)
+			cour_rx_copy(m, m->received, payload, plen);
+		else if (m->ubuf)
+			memcpy(m->ubuf + m->received, payload, plen);
+	}
 	m->received += plen;
 	if (m->received < m->total_len) {
 		peer->rx_cur = m;
@@ -484,8 +484,7 @@ bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	struct cour_rxe *rxe;
 
 	peer->msg_sent = false;         /* (a message from the peer, whichever way it goes) */
-	if (COUR_UNLIKELY(ep->nrxq || peer->ctrlq || peer->rx_cur || peer->grants_open ||
-			  (hdr->base.flags & (COUR_F_RXCTX | COUR_F_DC))))
+	if (COUR_UNLIKELY(!cour_msg_plain_path(peer, hdr) || (hdr->base.flags & COUR_F_DC)))
 		return false;
 	fi_addr_t src = cour_peer_fi_addr(peer);
 	rxe = cour_msg_find_rxe(ep, tagged, hdr->msg.tag, src);
@@ -500,8 +499,8 @@ bool cour_msg_short_posted(struct cour_peer *peer, const struct cour_pkt_hdr *hd
 	uint64_t data = 0;
 
 	DL_DELETE(*cour_rxq(ep, tagged), rxe);
-	if (ep->rx_placed)
-		;       /* the wire read it there (cour_msg_eager_dest) */
+	if (ep->rx_placed)      /* (the wire read it there: cour_msg_eager_dest) */
+		;
 	else if (COUR_LIKELY(rxe->iov_count == 1))
 		memcpy(rxe->iov[0].iov_base, payload, accept);
 	else
