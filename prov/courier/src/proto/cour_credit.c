@@ -75,6 +75,9 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 	uint32_t avail = cour_seq_lt(peer->tx_credit_used, peer->tx_credit_limit) ?
 			 peer->tx_credit_limit - peer->tx_credit_used : 0;
 	uint32_t cost = cour_credit_cost(txe->op_type, txe->total_len);
+	/* an RTS waits ahead whose data may come in packets after its CTS: a short one (the
+	 * receiver may adopt it, cour_rts_adopt) or a plain one */
+	bool plain_ahead = peer->rts_plain || peer->short_rts;
 
 	/* Behind an eager message sent as RTS, later ones go as RTS too until it is cleared:
 	 * sent eager they would complete before it, out of the order they were sent in */
@@ -92,11 +95,12 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 			return false;
 		}
 	}
-	/* A single-copy rendezvous completes the moment it is matched: behind a plain one
-	 * still waiting for its CTS (a short RTS, or one sent before the peer's ring was
-	 * mapped) it goes plain too, its data behind the other's */
+	/* A single-copy rendezvous completes the moment it is matched: behind one whose data
+	 * may still come in packets (a short RTS, even one offering single copy, or a plain one
+	 * sent before the peer's ring was mapped) it goes plain too, its data behind the
+	 * other's */
 	if (txe->op_type == COUR_PKT_RTS) {
-		if (COUR_UNLIKELY(peer->rts_plain))
+		if (COUR_UNLIKELY(plain_ahead))
 			txe->hdr_flags &= (uint16_t)~COUR_F_CMA;
 		if (!(txe->hdr_flags & COUR_F_CMA)) {
 			txe->rts_plain = true;
@@ -270,6 +274,10 @@ void cour_unexp_add(struct cour_peer *peer, struct cour_rxmsg *m)
 /* m leaves the unexpected queue (received or discarded): its counts are settled. */
 void cour_unexp_settle(struct cour_pep *ep, struct cour_rxmsg *m)
 {
+	if (m->held) {
+		m->held = false;
+		m->peer->rx_rts_held--;
+	}
 	ep->stats.unexp_bytes -= m->unexp_cost;
 	if (m->credit_early)
 		ep->unexp_early -= m->unexp_cost;

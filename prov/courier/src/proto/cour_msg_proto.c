@@ -351,17 +351,27 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
  * come as RDATA. Not a rendezvous of its own (a single copy would complete it the moment it
  * is matched, before one cleared earlier and still arriving), nor delivery complete: placed
  * in our buffer is not delivered.
+ * An RTS of eager size left as it is (not affordable, or plain: the sender took its single
+ * copy away behind a short one) holds the peer's later ones back until a receive takes it:
+ * adopted, a later one would be whole when its receive is posted and complete at once, while
+ * the first one's data only then starts to come, out of the order they were sent in. One by
+ * single copy holds nothing back: it completes when matched.
  */
 static void cour_rts_adopt(struct cour_peer *peer, struct cour_rxmsg *m)
 {
 	struct cour_pep *ep = peer->ep;
 
-	if (!(m->hdr_flags & COUR_F_WANT) || m->total_len > cour_params.eager_max ||
-	    (m->hdr_flags & COUR_F_DC) || !cour_unexp_affordable(ep, sizeof(*m) + m->total_len))
+	if (m->total_len > cour_params.eager_max)
 		return;
-	m->ubuf = malloc(m->total_len ? m->total_len : 1);
-	if (!m->ubuf)
+	if (!(m->hdr_flags & COUR_F_WANT) || peer->rx_rts_held || (m->hdr_flags & COUR_F_DC) ||
+	    !cour_unexp_affordable(ep, sizeof(*m) + m->total_len) ||
+	    !(m->ubuf = malloc(m->total_len ? m->total_len : 1))) {
+		if (!(m->hdr_flags & COUR_F_CMA)) {
+			m->held = true;         /* (until it leaves the queue: cour_unexp_settle) */
+			peer->rx_rts_held++;
+		}
 		return;
+	}
 	m->rts = false;
 	m->adopting = true;
 	m->accept_len = m->total_len;

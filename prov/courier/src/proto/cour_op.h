@@ -141,6 +141,7 @@ struct cour_rxmsg {
 	bool                 adopting;        /* an RTS we cleared before its receive, whose data
 					       * still comes as RDATA (in rdv_by_id) into ubuf or
 					       * the receive: then it is an eager message */
+	bool                 held;            /* an RTS|WANT left unexpected (peer->rx_rts_held) */
 	uint32_t             units;           /* credit units it took */
 	size_t               unexp_cost;      /* bytes it counts in stats.unexp_bytes, 0: none */
 	fi_addr_t            dgram_src;       /* datagrams have no peer: their source */

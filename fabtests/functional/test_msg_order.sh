@@ -1,0 +1,33 @@
+#!/bin/sh
+# msg_order: messages of one size from one sender complete in the order sent (msg_order.c),
+# whichever way each travels. The receiver posts its receives in bursts with pauses, so some
+# messages find their receive and others arrive first; with the default 64 units (16 KiB) of
+# credit, most messages of 64 KiB and more go as requests for lack of credit (RTS|WANT), which
+# the receiver adopts into buffers of its own when it can afford them and leaves as requests
+# when it cannot. Sizes 16 KiB, 64 KiB, 200 KiB and 1 MiB, untagged (-m) and tagged (-t):
+#   1. over UDP (FI_COURIER_SHM=0);
+#   2. through shared memory, as configured (courier only: as the provider decides);
+#   3. through shared memory with single copy for every lone message (FI_COURIER_SHM_LONE=1),
+#      so requests by single copy, plain ones and adopted ones mix.
+# Other providers run the first two (FI_COURIER_* mean nothing to them).
+# Environment as run_pair.sh (COUR_BUILD, COUR_FT_PROVIDER, COUR_FT_TIMEOUT).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+me=test_msg_order.sh
+. "$here/shm-common.sh"         # (its setup, pair and statistics helpers)
+shm_setup msg_order
+sizes=16k,64k,200k,1m
+
+# run NAME ENV: both kinds of receive, with ENV on both sides
+run() {
+	se=$2 ce=$2
+	shm_pair "$1-untagged" "${2:-defaults}, untagged" msg_order -m -S $sizes
+	shm_pair "$1-tagged" "${2:-defaults}, tagged" msg_order -t -S $sizes
+}
+
+run udp FI_COURIER_SHM=0
+if [ "${FI_COURIER_SHM:-1}" != 0 ]; then
+	run shm ""
+	[ "${COUR_FT_PROVIDER:-courier}" = courier ] && run lone FI_COURIER_SHM_LONE=1
+fi
+shm_end
