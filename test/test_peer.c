@@ -273,6 +273,43 @@ Test(rxwin, duplicates_are_dropped_and_reacknowledged)
 	cr_assert_eq(unexp_ids(ids, 4), 1);
 }
 
+/* seq, as if the kernel took it ago_us ago */
+static void rx_msg_aged(uint32_t seq, uint64_t ago_us)
+{
+	ep->pep.wire.rx_stamp_ns = cour_wall_ns() - ago_us * 1000u;
+	rx_msg(seq, seq);
+	ep->pep.wire.rx_stamp_ns = 0;
+}
+
+/* A DUP ACK says how late our first ACK of the packet was: late, that drew the resend (the
+ * sender's timer learns the pause); quick but lost, it says so and the timer learns nothing. */
+Test(rxwin, a_dup_ack_reports_how_late_the_first_ack_was)
+{
+	uint32_t hold;
+
+	rx_msg_aged(0, 3000);                       /* we held it 3 ms before our ACK */
+	cour_ep_timers(&ep->pep, peer->ack_deadline);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	hold = last_ack()->hdr.base.seq;
+	cr_assert(hold >= 3000 && hold < 3000 + 1000000, "hold %u", hold);
+	rx_msg_aged(0, 0);                          /* the sender's resend, much later */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
+	cr_assert(last_ack()->hdr.base.flags & COUR_F_DUP);
+	cr_assert(last_ack()->hdr.base.seq >= 3000 && last_ack()->hdr.base.seq <= hold,
+		  "the DUP ACK reports the first ACK's hold, %u (first %u)",
+		  last_ack()->hdr.base.seq, hold);
+
+	rx_msg_aged(1, 0);                          /* acknowledged at once, the ACK lost */
+	cour_ep_timers(&ep->pep, peer->ack_deadline);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 3);
+	hold = last_ack()->hdr.base.seq;
+	usleep(5000);
+	rx_msg_aged(1, 0);
+	cr_assert(last_ack()->hdr.base.flags & COUR_F_DUP);
+	cr_assert_eq(last_ack()->hdr.base.seq, hold, "5 ms later the hold is still the ACK's "
+		     "(%u), not the time since (%u)", hold, last_ack()->hdr.base.seq);
+}
+
 Test(rxwin, the_window_ends_w_minus_1_past_the_hole)
 {
 	rx_msg(15, 15);                     /* rx_next 0: seqs 0..15 fit the 16 slots */

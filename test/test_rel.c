@@ -427,6 +427,90 @@ Test(txwin, an_rtt_sample_from_the_last_acked_packet)
 	cr_assert_eq(ep->pep.stats.rtt_srtt_us, peer->srtt_us);
 }
 
+/* An ACK from the capture wire's peer that says it held its packet hold_us */
+static void ack_held(uint32_t ack, uint32_t hold_us)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_ACK, hold_us, ack, 0, PLENTY);
+
+	capwire_rx(ep, &h, NULL, 0);
+}
+
+/* The timeout the peer's estimate alone gives (the test's floor and ceiling) */
+static uint64_t est_rto(void)
+{
+	struct cour_rtt_est e = { .srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us };
+
+	return cour_rtt_rto(&e, 1000, 64000);
+}
+
+Test(txwin, a_pause_the_peer_reports_lengthens_the_timer_until_it_is_forgotten)
+{
+	uint64_t base;
+
+	/* a quick sample with no hold: the timer is the floor */
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(0)->sent_us = cour_now_us() - 100;
+	ack_held(1, 0);
+	cr_assert_eq(peer->rto_us, 1000, "rto %lu", (unsigned long)peer->rto_us);
+	base = peer->rto_us;
+	/* the peer's process held the next packet 5 ms: the timer waits that long more, the
+	 * estimate itself unmoved by the hold */
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(1)->sent_us = cour_now_us() - 5100;
+	ack_held(2, 5000);
+	cr_assert_eq(peer->stall_us, 5000);
+	cr_assert_eq(peer->rto_us, est_rto() + 5000, "rto %lu", (unsigned long)peer->rto_us);
+	/* quick samples keep it while the pause is recent */
+	for (uint32_t i = 2; i < 6; i++) {
+		capwire_send(ep, data, 100, NULL, 0);
+		slot(i)->sent_us = cour_now_us() - 100;
+		ack_held(i + 1, 10);
+		cr_assert_geq(peer->rto_us, 5000 + base, "sample %u: rto %lu", i,
+			      (unsigned long)peer->rto_us);
+	}
+	/* a second on without such a pause: half of it goes, then half of the rest */
+	peer->stall_at_ms -= 1001;
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(6)->sent_us = cour_now_us() - 100;
+	ack_held(7, 10);
+	cr_assert_eq(peer->stall_us, 2500);
+	peer->stall_at_ms -= 1001;
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(7)->sent_us = cour_now_us() - 100;
+	ack_held(8, 10);
+	cr_assert_eq(peer->stall_us, 1250);
+	cr_assert_eq(peer->rto_us, est_rto() + 1250, "rto %lu", (unsigned long)peer->rto_us);
+	/* the longest hold counted is the timer's ceiling */
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(8)->sent_us = cour_now_us() - 100;
+	ack_held(9, 4000000);
+	cr_assert_eq(peer->stall_us, 64000);
+	cr_assert_eq(peer->rto_us, 64000);
+}
+
+/* A resend the peer had (its DUP ACK, which moves nothing) says how late its ACK was: the
+ * timer learns that pause, its backoff undone. */
+Test(txwin, a_dup_ack_teaches_the_timer_the_peer_s_pause)
+{
+	struct cour_pkt_hdr h;
+
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(0)->sent_us = cour_now_us() - 100;
+	ack_held(1, 0);
+	cr_assert_eq(peer->stall_us, 0);
+	capwire_send(ep, data, 100, NULL, 0);
+	peer->rto_us *= 2;                                /* (as a timeout would have) */
+	ack_held(2, 2500);                                /* the late ACK */
+	cr_assert_eq(peer->stall_us, 2500);
+	peer->stall_us = 0;                               /* (as if it had been forgotten) */
+	h = capwire_hdr(peer, COUR_PKT_ACK, 2400, 2, 0, PLENTY);
+	h.base.flags |= COUR_F_DUP;                       /* the resend arrived twice */
+	capwire_rx(ep, &h, NULL, 0);
+	cr_assert_eq(peer->tx_una, 2);
+	cr_assert_eq(peer->stall_us, 2400);
+	cr_assert_eq(peer->rto_us, est_rto() + 2400, "rto %lu", (unsigned long)peer->rto_us);
+}
+
 Test(txwin, karn_no_sample_from_a_resent_packet)
 {
 	uint64_t deadline;

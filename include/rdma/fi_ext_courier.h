@@ -136,6 +136,9 @@ struct fi_courier_stats {
 	uint64_t drop_unproven;             /* packets of a session not (yet) proven fresh */
 	/* same-host mailboxes, again */
 	uint64_t shm_box_freed;             /* mailboxes of pairs gone quiet given back */
+	uint64_t rtt_stall_us;              /* the longest recent pause (packets held
+					     * unread) of the last peer that reported one:
+					     * its retransmit timer waits that much more */
 };
 
 struct fi_courier_ops_ep {

@@ -123,7 +123,7 @@ void cour_ep_print_stats(struct cour_ep *ep)
 		" retrans_fast %" PRIu64 " dup %" PRIu64 " ooo %" PRIu64 " drop_window %" PRIu64
 		" drop_bad_hdr %" PRIu64 " drop_stale %" PRIu64 " drop_no_buf %" PRIu64
 		" credit_stalls %" PRIu64 " window_stalls %" PRIu64 " unexpected %" PRIu64
-		" unreachable %" PRIu64 " peer_resets %" PRIu64 " srtt_us %" PRIu64
+		" unreachable %" PRIu64 " peer_resets %" PRIu64 " srtt_us %" PRIu64 " stall_us %" PRIu64
 		" fault_drop %" PRIu64 " fault_dup %" PRIu64 " fault_corrupt %" PRIu64
 		" fault_reorder %" PRIu64 " rx_in_place %" PRIu64 " peers_evicted %" PRIu64
 		" peer_silences %" PRIu64 " unexp_credit_early %" PRIu64 " linger_waits %" PRIu64
@@ -132,7 +132,7 @@ void cour_ep_print_stats(struct cour_ep *ep)
 		s.rx_bytes, s.tx_msgs, s.rx_msgs, s.acks_sent, s.acks_rcvd, s.retrans_timeout,
 		s.retrans_fast, s.dup_rcvd, s.ooo_rcvd, s.drop_window, s.drop_bad_hdr,
 		s.drop_stale_session, s.drop_no_buf, s.credit_stalls, s.window_stalls,
-		s.unexpected_msgs, s.peers_unreachable, s.peers_reset, s.rtt_srtt_us,
+		s.unexpected_msgs, s.peers_unreachable, s.peers_reset, s.rtt_srtt_us, s.rtt_stall_us,
 		s.fault_drops, s.fault_dups, s.fault_corrupts, s.fault_reorders, s.rx_in_place,
 		s.peers_evicted, s.peer_silences, s.unexp_credit_early, s.linger_waits,
 		s.linger_lost, s.peers_refused);

@@ -54,6 +54,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->rts_cma = 0;
 	peer->next_msg_id = 0;
 	peer->srtt_us = peer->rttvar_us = 0;
+	peer->stall_us = peer->stall_at_ms = 0;
 	peer->rto_us = COUR_MAX((uint64_t)cour_params.rto_min_us, COUR_RTO_INIT_US);
 	peer->rto_deadline = 0;
 	peer->probe_shift = 0;
@@ -70,6 +71,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->ack_needed = false;
 	peer->rx_since_ack = 0;
 	peer->rx_stamp_ns = 0;
+	peer->ack_late_us = 0;
 	peer->ack_deadline = 0;
 	peer->rx_cur = NULL;
 	peer->rx_rdv_pending = 0;
@@ -566,6 +568,11 @@ void cour_peer_send_ack_via(struct cour_peer *peer, uint16_t flags, bool over_ud
 	if (peer->rx_stamp_ns) {
 		uint64_t held = cour_us_since(cour_wall_ns(), peer->rx_stamp_ns) / 1000u;
 
+		/* A DUP ACK answers a resend: once the packet was acknowledged, the hold is that
+		 * ACK's, not the time since (the resend may answer a lost ACK: then that one was
+		 * quick). A slow ACK drew the resend; a quick one, lost, did not say we were late. */
+		if ((flags & COUR_F_DUP) && !peer->rx_since_ack)
+			held = peer->ack_late_us;
 		hdr.base.seq = (uint32_t)COUR_MIN(COUR_MAX(held, (uint64_t)1), (uint64_t)UINT32_MAX);
 	}
 	cour_hdr_finish(peer, &hdr, COUR_BASE_HDR_LEN, &iov, iov.iov_len ? 1 : 0);
@@ -873,6 +880,10 @@ void cour_hdr_finish_fields(struct cour_peer *peer, struct cour_pkt_hdr *hdr)
 		hdr->base.dst_session = peer->remote_session;
 		peer->credits_sent = peer->credits_granted;
 		/* Whatever we send carries the ACK: a pending delayed ACK is no longer needed. */
+		if (peer->rx_since_ack)
+			peer->ack_late_us = peer->rx_stamp_ns ? (uint32_t)COUR_MIN(
+				cour_us_since(cour_wall_ns(), peer->rx_stamp_ns) / 1000u,
+				(uint64_t)UINT32_MAX) : 0;
 		peer->ack_needed = false;
 		peer->rx_since_ack = 0;
 	}

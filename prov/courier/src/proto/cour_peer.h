@@ -88,6 +88,10 @@ struct cour_peer {
 	uint32_t             short_rts;       /* eager messages sent as RTS, not yet cleared */
 	uint32_t             rts_plain;       /* RTS without single copy, not yet cleared */
 	uint32_t             next_msg_id;
+	/* the longest the peer's process left our packets unread lately (the holds its ACKs
+	 * report, cour_peer_stall_note), and when that was last seen (ms, wrapping): the
+	 * retransmit timer waits that long too */
+	uint32_t             stall_us, stall_at_ms;
 	uint64_t             srtt_us, rttvar_us, rto_us;
 	uint64_t             rto_deadline;    /* 0: not armed */
 	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
@@ -121,6 +125,8 @@ struct cour_peer {
 	uint64_t             rx_stamp_ns;     /* when the kernel took the newest packet delivered
 					       * in order (wire->rx_stamp_ns), 0: unknown; an
 					       * ACK tells the sender how long we held it */
+	uint32_t             ack_late_us;     /* ...until a packet of ours first acknowledged it
+					       * (0: unknown): what a DUP ACK reports */
 	uint64_t             ack_deadline;
 	struct cour_rxmsg   *rx_cur;          /* eager message being reassembled */
 	uint32_t             rma_rx_id;       /* the WRITE whose fragments are arriving */

@@ -52,6 +52,37 @@ static uint64_t cour_peer_net_rtt(const struct cour_peer *peer, const struct cou
 	return wait + hold < rtt ? rtt - wait - hold : 0;
 }
 
+/*
+ * A receiver whose process stops reading for a while (it computes, it verifies what came,
+ * the scheduler took its CPU, its progress thread naps) holds our packets unacknowledged for
+ * that long. The RTT estimate forgets such a hold within a few samples, and a timeout that
+ * fires during one is never sampled (Karn), so with only the estimate every pause longer than
+ * the timer's floor resends a window the peer already has. The ACKs that end a pause say how
+ * long it held the packet they acknowledge: the longest of those lately is added to the
+ * timer, and forgotten by halves, a second at a time, once no pause that long recurs.
+ */
+#define COUR_STALL_MEMORY_MS 1000
+static void cour_peer_stall_note(struct cour_peer *peer, uint64_t hold, uint64_t now)
+{
+	uint32_t now_ms = (uint32_t)(now / 1000);
+
+	hold = COUR_MIN(hold, (uint64_t)cour_params.rto_max_us);
+	if (hold >= peer->stall_us) {
+		peer->stall_us = (uint32_t)hold;
+		peer->stall_at_ms = now_ms;
+	} else if (now_ms - peer->stall_at_ms > COUR_STALL_MEMORY_MS) {
+		peer->stall_us = COUR_MAX((uint32_t)hold, peer->stall_us / 2);
+		peer->stall_at_ms = now_ms;
+	}
+	peer->ep->stats.rtt_stall_us = peer->stall_us;
+}
+
+/* The timer for an estimate's timeout: that, and the peer's pauses */
+static void cour_peer_rto_set(struct cour_peer *peer, uint64_t est_rto)
+{
+	peer->rto_us = COUR_MIN(est_rto + peer->stall_us, (uint64_t)cour_params.rto_max_us);
+}
+
 /* rtt for the retransmit timer (all of it: a late ACK is late whatever the cause), net
  * for congestion control (cour_peer_net_rtt, 0: none). */
 static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt, uint64_t net,
@@ -65,7 +96,7 @@ static void cour_peer_rtt_sample(struct cour_peer *peer, uint64_t rtt, uint64_t 
 			(uint64_t)cour_params.rto_max_us);
 	peer->srtt_us = est.srtt_us;
 	peer->rttvar_us = est.rttvar_us;
-	peer->rto_us = est.rto_us;
+	cour_peer_rto_set(peer, est.rto_us);
 	peer->ep->stats.rtt_srtt_us = peer->srtt_us;
 	if (net)
 		cour_cc_sample(&peer->cc, net, now);
@@ -76,8 +107,8 @@ static void cour_peer_rto_from_srtt(struct cour_peer *peer)
 {
 	struct cour_rtt_est est = { .srtt_us = peer->srtt_us, .rttvar_us = peer->rttvar_us };
 
-	peer->rto_us = cour_rtt_rto(&est, (uint64_t)cour_params.rto_min_us,
-				    (uint64_t)cour_params.rto_max_us);
+	cour_peer_rto_set(peer, cour_rtt_rto(&est, (uint64_t)cour_params.rto_min_us,
+					     (uint64_t)cour_params.rto_max_us));
 }
 
 void cour_slot_release(struct cour_peer *peer, struct cour_txpkt *slot)
@@ -282,11 +313,20 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 
 	cour_credit_granted(peer, h->credits);
 
+	/* a resend the peer had already: how late its ACK was (cour_peer_send_ack_via), which
+	 * usually came before this one and moved everything */
+	if (hold && (h->flags & COUR_F_DUP) && peer->srtt_us) {
+		cour_peer_stall_note(peer, hold, now);
+		cour_peer_rto_from_srtt(peer);
+	}
 	if (!peer->txwin || peer->tx_una == peer->tx_next)
 		goto push;
 	if (cour_seq_gt(h->ack, peer->tx_una) && cour_seq_le(h->ack, peer->tx_next)) {
 		struct cour_txpkt *last = cour_txslot(peer, h->ack - 1);
 		bool clean = last->tries == 1 && last->sent_us && !last->sacked;
+
+		if (hold && !(h->flags & COUR_F_DUP))
+			cour_peer_stall_note(peer, hold, now);
 
 		/* Karn's rule over the whole range: a packet the receiver held behind a hole is
 		 * released only when the hole is repaired, so its age measures the repair, not
