@@ -11,6 +11,14 @@
  *                   does (MPI_Irecv, MPI_Isend, MPI_Waitall): microseconds per exchange. Each
  *                   send completes only when it is complete at the sender, with no answer to
  *                   carry its acknowledgement: what a ping-pong does not show
+ *   imbal SIZE      the halo exchange of a program whose two ranks take turns being slow:
+ *                   each posts its receive and send, computes (in even steps rank 0 for
+ *                   MPI_BENCH_WORK_US, default 1000, in odd ones rank 1; the other not at
+ *                   all), then waits for both: microseconds per step. Where a send completes
+ *                   only once the computing peer acknowledges it, every step is as slow as
+ *                   the work; where the fast rank's send completes while the peer computes,
+ *                   it goes on, and a step takes about half the work (each rank works every
+ *                   other step) plus the exchange
  *   updates SIZE    random updates, as HPCC RandomAccess (GUPS) over MPI: every rank sends
  *                   buckets of SIZE bytes (8-byte words; a multiple of 8) to random other
  *                   ranks, up to 64 MPI_Isend in flight, keeps 16 MPI_Irecv from
@@ -114,20 +122,40 @@ static double window_run(char *sbuf, char *rbuf, size_t len, int iters, int pair
 	return MPI_Wtime() - t0;
 }
 
-static double halo_run(char *sbuf, char *rbuf, size_t len, int iters)
+static double work_us = 1000;
+
+/* the exchange of halo and imbal: each step, rank (step % 2) computes work seconds between
+ * posting and waiting (0: nobody does) */
+static double exchange(char *sbuf, char *rbuf, size_t len, int iters, int tag, double work)
 {
 	MPI_Request req[2];
 	int peer = 1 - rank;
 	double t0 = MPI_Wtime();
 
 	for (int i = 0; i < iters && rank < 2; i++) {
-		MPI_Irecv(rbuf, (int)len, MPI_CHAR, peer, 4, MPI_COMM_WORLD, &req[0]);
+		MPI_Irecv(rbuf, (int)len, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[0]);
 		stamp(sbuf, len, i);
-		MPI_Isend(sbuf, (int)len, MPI_CHAR, peer, 4, MPI_COMM_WORLD, &req[1]);
+		MPI_Isend(sbuf, (int)len, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[1]);
+		if (work > 0 && (i & 1) == rank) {
+			double until = MPI_Wtime() + work;
+
+			while (MPI_Wtime() < until)     /* work: no MPI call, so no progress */
+				;
+		}
 		MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
 		check(rbuf, len, i);
 	}
 	return MPI_Wtime() - t0;
+}
+
+static double halo_run(char *sbuf, char *rbuf, size_t len, int iters)
+{
+	return exchange(sbuf, rbuf, len, iters, 4, 0);
+}
+
+static double imbal_run(char *sbuf, char *rbuf, size_t len, int iters)
+{
+	return exchange(sbuf, rbuf, len, iters, 5, work_us * 1e-6);
 }
 
 static double bw_run(char *sbuf, char *rbuf, size_t len, int iters)
@@ -316,10 +344,13 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 	if (env && atof(env) > 0)
 		seconds = atof(env);
+	env = getenv("MPI_BENCH_WORK_US");
+	if (env && atof(env) >= 0)
+		work_us = atof(env);
 	if (nranks < 2 || argc < 3 || (argc - 1) % 2) {
 		if (rank == 0)
 			fprintf(stderr, "usage: mpi_bench TEST SIZE [TEST SIZE]... (TEST: lat, bw, "
-				"rate, halo or updates; 2 ranks or more)\n");
+				"rate, halo, imbal or updates; 2 ranks or more)\n");
 		MPI_Finalize();
 		return 2;
 	}
@@ -328,6 +359,7 @@ int main(int argc, char **argv)
 		bench_fn fn = !strcmp(argv[a], "lat") ? lat_run : !strcmp(argv[a], "bw") ? bw_run :
 			      !strcmp(argv[a], "rate") ? rate_run :
 			      !strcmp(argv[a], "halo") ? halo_run :
+			      !strcmp(argv[a], "imbal") ? imbal_run :
 			      !strcmp(argv[a], "updates") ? updates_run : NULL;
 		long iters;
 		double elapsed;
@@ -351,6 +383,8 @@ int main(int argc, char **argv)
 				printf("mpi_bench: lat %zu %.3f us\n", len, elapsed * 1e6 / iters / 2);
 			else if (fn == halo_run)
 				printf("mpi_bench: halo %zu %.3f us\n", len, elapsed * 1e6 / iters);
+			else if (fn == imbal_run)
+				printf("mpi_bench: imbal %zu %.3f us\n", len, elapsed * 1e6 / iters);
 			else if (fn == bw_run)
 				printf("mpi_bench: bw %zu %.1f MB/s\n", len,
 				       (double)len * WINDOW * iters / elapsed / 1e6);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # mpi-compare.sh BUILDDIR: Open MPI's paths side by side, with one MPI program
 # (fabtests/mpi/mpi_bench.c): latency 8 B, bandwidth 64 KiB and 1 MiB, message rate 8 B with one
-# pair and with two, a halo exchange (both ways at once, Waitall) of 8 B and 16 KiB, random
+# pair and with two, a halo exchange (both ways at once, Waitall) of 8 B and 16 KiB, the same
+# with a load imbalance that moves (imbal 8 B and 64 KiB: the ranks take turns computing
+# MPI_BENCH_WORK_US, 1 ms, between posting and waiting), random
 # updates (64 B buckets of 8-byte words to random ranks, any-source receives, progress by
 # MPI_Test only) with two ranks and with four. Every path runs with its defaults, only the
 # path named:
@@ -10,7 +12,7 @@
 #                emulated host (network namespaces over veth, netns.sh), per MTU
 # Rounds are interleaved (round 1 of every path, then round 2...), so a slow minute of the
 # machine hits all paths alike; the table gives medians and courier's ratio to each other
-# path, oriented so that >= 1 means courier is as good or better (latency and halo:
+# path, oriented so that >= 1 means courier is as good or better (latency, halo and imbal:
 # theirs/ours; bandwidth, rate and updates: ours/theirs).
 #
 # usage: mpi-compare.sh [-r rounds] [-s seconds] [-w "where"] [-m "mtus"] [-H hogs] [-b BASEDIR]
@@ -113,7 +115,7 @@ run() {
 		keep=1
 		return
 	fi
-	awk -v s="$setting" -v p="$path" -v np="$np" '/^mpi_bench: (lat|bw|rate|halo|updates) / {
+	awk -v s="$setting" -v p="$path" -v np="$np" '/^mpi_bench: (lat|bw|rate|halo|imbal|updates) / {
 		t = $2; if (t == "rate") t = "rate" np / 2 "p"; if (t == "updates") t = "updates" np "r"
 		print s, p, t, $3, $4 }' "$log" >>"$results"
 }
@@ -138,7 +140,8 @@ round_of() {
 			run "$setting" "$path" 2 "${sweep[@]}"
 			continue
 		fi
-		run "$setting" "$path" 2 lat 8 bw 65536 bw 1048576 rate 8 halo 8 halo 16384 updates 64
+		run "$setting" "$path" 2 lat 8 bw 65536 bw 1048576 rate 8 halo 8 halo 16384 imbal 8 \
+			imbal 65536 updates 64
 		run "$setting" "$path" 4 rate 8 updates 64
 	done
 }
@@ -164,7 +167,7 @@ table() {
 		for (i = 1; i <= np; i++) if (p[i] != "courier") printf " %11s", "c/" p[i]
 		printf "\n"
 		for (r = 1; r <= nr; r++) {
-			split(rows[r], rs, " "); lower = rs[1] == "lat" || rs[1] == "halo"
+			split(rows[r], rs, " "); lower = rs[1] == "lat" || rs[1] == "halo" || rs[1] == "imbal"
 			unit = lower ? " us" : rs[1] == "bw" ? " MB/s" : rs[1] ~ /^updates/ ? " Mupd/s" : " msg/s"
 			printf "%-14s", rows[r]
 			for (i = 1; i <= np; i++) {
