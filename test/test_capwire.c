@@ -101,6 +101,7 @@ void capwire_params(void)
 	 * protocol itself (the early return past it is flood.c's and test_match's) */
 	cour_params.unexp_max = 0;
 	cour_params.ack_delay_us = 20;
+	cour_params.nudge_us = 0;        /* no probes for late ACKs unless a test asks */
 	cour_params.rto_min_us = 1000;
 	cour_params.rto_max_us = 64000;
 	cour_params.peer_timeout_ms = 10000;

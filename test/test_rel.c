@@ -654,6 +654,83 @@ Test(txwin, a_lost_tail_is_probed_once_after_two_srtts_before_the_rto)
 	cr_assert_not(peer->tail_probed);
 }
 
+/*
+ * A late ACK is asked for (cour_peer_nudge): a peer that computes acknowledges when its progress
+ * thread wakes, which a probe on its doorbell makes happen at once. The wait is two of the
+ * path's round trips (not SRTT, which holds the late ACKs themselves) and the ACK delay, at
+ * least FI_COURIER_NUDGE; once a flight; never while more waits to go to the peer (a stream)
+ * or while other peers are heard from.
+ */
+static size_t probes_sent(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < capwire_count(COUR_PKT_ACK); i++)
+		n += (capwire_nth(COUR_PKT_ACK, i)->hdr.base.flags & COUR_F_PROBE) != 0;
+	return n;
+}
+
+Test(txwin, a_late_ack_is_asked_for_once_by_a_probe)
+{
+	uint64_t t0, wait;
+
+	cour_params.nudge_us = 100;
+	peer->tx_credit_limit = PLENTY;
+	peer->rto_us = 1000000;
+	capwire_send(ep, data, 100, NULL, 0);           /* seq 0 */
+	peer->srtt_us = 900;            /* (inflated by late ACKs: not what the wait uses) */
+	peer->cc.base_us = 20;
+	peer->cc.qdelay_us = 0;
+	wait = cour_peer_nudge_wait(peer);
+	cr_assert_eq(wait, 100, "2 x 20 + 20 us is below the floor: %lu", (unsigned long)wait);
+	peer->cc.base_us = 200;
+	peer->cc.qdelay_us = 50;
+	wait = cour_peer_nudge_wait(peer);
+	cr_assert_eq(wait, 2 * 250 + (uint64_t)cour_params.ack_delay_us);
+	t0 = slot(0)->sent_us;
+	capwire_clear();
+	cr_assert_eq(cour_peer_nudge(peer, t0 + wait - 1), t0 + wait, "asked before the wait");
+	cr_assert_eq(probes_sent(), 0);
+	cr_assert_eq(cour_peer_nudge(peer, t0 + wait), 0);
+	cr_assert_eq(probes_sent(), 1);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 0, "a probe, not a resend");
+	cr_assert_eq(ep->pep.stats.nudges, 1);
+	cour_peer_nudge(peer, t0 + 10 * wait);
+	cr_assert_eq(probes_sent(), 1, "asked twice in one flight");
+	/* the answer moves the window: the next flight may be asked for again */
+	capwire_ack(ep, 1, 0, 8);
+	cr_assert_not(peer->nudged);
+
+	/* a peer heard from after the send puts the question off by as much */
+	capwire_send(ep, data, 100, NULL, 0);           /* seq 1 */
+	peer->cc.base_us = 200;         /* (the ACK's sample lowered it) */
+	peer->cc.qdelay_us = 50;
+	t0 = slot(1)->sent_us;
+	ep->pep.heard_us = t0 + 300;
+	uint64_t due = cour_peer_nudge(peer, t0 + wait);
+
+	cr_assert_eq(due, t0 + 300 + wait, "due %lu, want %lu", (unsigned long)due,
+		     (unsigned long)(t0 + 300 + wait));
+	ep->pep.heard_us = 0;
+	cour_peer_nudge(peer, t0 + wait);
+	cr_assert_eq(probes_sent(), 2);
+	capwire_ack(ep, 2, 0, 8);
+
+	/* more queued behind the window: a stream, never asked */
+	for (int i = 0; i < 4; i++)
+		capwire_send(ep, data, 4000, NULL, 0);   /* 5 packets each: 20 > window 16 */
+	cr_assert_not_null(peer->txq, "the window of 16 should hold the rest back");
+	cr_assert_eq(cour_peer_nudge(peer, cour_now_us() + 100 * wait), 0);
+	cr_assert_eq(probes_sent(), 2);
+
+	/* and with FI_COURIER_NUDGE=0, never */
+	cour_params.nudge_us = 0;
+	capwire_ack(ep, peer->tx_next, 0, 8);
+	capwire_send(ep, data, 100, NULL, 0);
+	cr_assert_eq(cour_peer_nudge(peer, cour_now_us() + 100 * wait), 0);
+	cr_assert_eq(probes_sent(), 2);
+}
+
 /* An ACK from the peer with the DUP flag: it got a packet twice. */
 static void dup_ack(uint32_t ack)
 {

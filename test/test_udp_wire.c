@@ -18,6 +18,7 @@
 #include <criterion/criterion.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 
 TestSuite(udp_wire, .init = udp_end_setup, .fini = udp_end_teardown, .timeout = 30);
 
@@ -606,4 +607,110 @@ Test(udp_wire, keyed_a_captured_datagram_is_accepted_once)
 	cr_expect(ends[1].seen[0].intact);
 	cr_expect_eq(c.replayed, 1);
 	cr_expect_eq(c.forged, 1);
+}
+
+/*
+ * The doorbell (cour_udp.c): with an epoll set given before open, the wire opens a second
+ * socket on its port, and the kernel hands it the datagrams the engine names (rx->bell_at and
+ * bell_is: here byte 12 equal to 0x42 and byte 13 with bit 0x10), and nothing else: the
+ * socket the application polls never sees them, the set wakes, bell hands them up whole.
+ * Datagrams that match half the rule stay on the data socket.
+ */
+static struct cour_wire_rx_ops bell_ops;
+
+static void queue_marked(struct end *from, struct end *to, uint32_t id, size_t len,
+			 uint8_t b12, uint8_t b13)
+{
+	struct iovec v = { .iov_base = payload[id], .iov_len = len - HDR_LEN };
+	uint8_t fill = pattern(id, 0);
+
+	memset(hdrs[id], 0, HDR_LEN);
+	hdrs[id][0] = HDR_MARK;
+	memcpy(hdrs[id] + ID_OFF, &id, sizeof(id));
+	hdrs[id][FILL_OFF] = fill;
+	hdrs[id][12] = b12;
+	hdrs[id][13] = b13;
+	for (size_t i = HDR_LEN; i < len; i++)
+		payload[id][i - HDR_LEN] = (uint8_t)(fill + i);
+	from->w.ops->queue(&from->w, &to->w.bound_sa, to->w.bound_len, hdrs[id], HDR_LEN, &v, 1,
+			   0);
+}
+
+Test(udp_wire, the_doorbell_takes_only_the_datagrams_its_rule_names)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct epoll_event ev;
+	struct cour_addr want;
+	struct end *e = &ends[1];
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+	size_t lens[3] = { 300, 300, 300 };
+
+	cr_assert_geq(epfd, 0);
+	bell_ops = rec_ops;
+	bell_ops.bell_at[0] = 12;
+	bell_ops.bell_at[1] = 13;
+	bell_ops.bell_is[0] = 0x42;
+	bell_ops.bell_is[1] = 0x10;
+	open_end(&ends[0], false, false);
+	memset(e, 0, sizeof(*e));
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	cr_assert_eq(cour_addr_from_sockaddr(&want, &sin, sizeof(sin)), 0);
+	cour_pool_init(&e->pool, COUR_WIRE_RXBUF_MIN + 64, COUR_WIRE_RX_BATCH, 64);
+	cour_wire_init(&e->w, &cour_udp_wire, &bell_ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
+	e->w.bell_epfd = epfd;
+	cr_assert_eq(e->w.ops->open(&e->w, &want), 0);
+	cr_assert_geq(e->w.bell_fd, 0, "no doorbell socket (SO_REUSEPORT with a BPF program)");
+
+	queue_marked(&ends[0], e, 0, 300, 0, 0);
+	queue_marked(&ends[0], e, 1, 300, 0x42, 0x00);  /* half the rule */
+	queue_marked(&ends[0], e, 10, 64, 0x42, 0x30);  /* the rule (more bits set too) */
+	queue_marked(&ends[0], e, 2, 300, 0x41, 0x10);  /* the other half */
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	receive(e, 3);
+	check_seen(e, 0, lens, 3);
+	cr_expect_eq(e->w.stats.bell_rcvd, 0);
+
+	cr_assert_eq(epoll_wait(epfd, &ev, 1, 1000), 1, "the doorbell did not ring");
+	cr_assert_eq(e->w.base->bell(&e->w), 1);
+	cr_assert_eq(e->nseen, 4);
+	cr_expect_eq(e->seen[3].id, 10);
+	cr_expect_eq(e->seen[3].len, 64);
+	cr_expect(e->seen[3].intact);
+	cr_expect_eq(e->w.stats.bell_rcvd, 1);
+	cr_expect_eq(epoll_wait(epfd, &ev, 1, 0), 0, "read, the doorbell is quiet again");
+	cr_expect_eq(e->w.ops->poll(&e->w), 0, "the data socket holds nothing more");
+
+	/* the port stays the wire's: a socket without SO_REUSEPORT cannot take it */
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_expect_neq(bind(s, (struct sockaddr *)&e->w.bound_sa, e->w.bound_len), 0);
+	cr_expect_eq(errno, EADDRINUSE);
+	close(s);
+	close(epfd);
+}
+
+/* No epoll set, no doorbell: the same datagram reaches the data socket. */
+Test(udp_wire, without_a_set_there_is_no_doorbell)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct cour_addr want;
+	struct end *e = &ends[1];
+	size_t lens[1] = { 64 };
+
+	bell_ops = rec_ops;
+	bell_ops.bell_at[0] = 12;
+	bell_ops.bell_at[1] = 13;
+	bell_ops.bell_is[0] = 0x42;
+	bell_ops.bell_is[1] = 0x10;
+	open_end(&ends[0], false, false);
+	memset(e, 0, sizeof(*e));
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	cr_assert_eq(cour_addr_from_sockaddr(&want, &sin, sizeof(sin)), 0);
+	cour_pool_init(&e->pool, COUR_WIRE_RXBUF_MIN + 64, COUR_WIRE_RX_BATCH, 64);
+	cour_wire_init(&e->w, &cour_udp_wire, &bell_ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
+	cr_assert_eq(e->w.ops->open(&e->w, &want), 0);
+	cr_assert_eq(e->w.bell_fd, -1);
+	queue_marked(&ends[0], e, 0, 64, 0x42, 0x10);
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	receive(e, 1);
+	check_seen(e, 0, lens, 1);
 }

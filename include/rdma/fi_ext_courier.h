@@ -139,6 +139,10 @@ struct fi_courier_stats {
 	uint64_t rtt_stall_us;              /* the longest recent pause (packets held
 					     * unread) of the last peer that reported one:
 					     * its retransmit timer waits that much more */
+	/* late ACKs (FI_COURIER_NUDGE) */
+	uint64_t nudges;                    /* probes sent: a peer's ACK was late */
+	uint64_t bell_rcvd;                 /* probes the doorbell socket took, each of
+					     * which woke the progress thread */
 };
 
 struct fi_courier_ops_ep {

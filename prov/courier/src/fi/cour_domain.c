@@ -8,6 +8,7 @@
 #include "cour_mr.h"
 
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@ static int cour_domain_close(struct fid *fid)
 	}
 	cour_progress_thread_stop(dom);
 	close(dom->wake_fd);
+	if (dom->pdom.bell_epfd > 0)
+		close(dom->pdom.bell_epfd);
 	cour_lock_destroy(&dom->lock);
 	cour_ref_dec(&dom->fabric->refcnt);
 	fi_freeinfo(dom->info);
@@ -126,6 +129,9 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 		ret = -FI_ENOMEM;
 		goto err_info;
 	}
+	/* the endpoints' doorbells, for the thread to sleep on (none: probes reach the sockets) */
+	dom->pdom.bell_epfd = dom->progress_thread_on && cour_params.nudge_us ?
+			      epoll_create1(EPOLL_CLOEXEC) : -1;
 	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom->domain_fid.fid.context = context;
 	dom->domain_fid.fid.ops = &cour_domain_fi_ops;
@@ -142,6 +148,8 @@ int cour_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid
 
 err_fd:
 	close(dom->wake_fd);
+	if (dom->pdom.bell_epfd > 0)
+		close(dom->pdom.bell_epfd);
 err_info:
 	fi_freeinfo(dom->info);
 	cour_auth_key_free(dom->auth_key, dom->auth_key_len);

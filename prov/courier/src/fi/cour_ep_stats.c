@@ -29,6 +29,7 @@ static void cour_ep_stats_locked(struct cour_ep *ep, struct fi_courier_stats *s)
 	s->udp_packs = w->packs;
 	s->udp_packed = w->packed;
 	s->udp_packs_rcvd = w->packs_rcvd;
+	s->bell_rcvd = w->bell_rcvd;
 	s->peers = ep->pep.peer_count;
 	cour_fault_counts(&ep->pep.wire, &f);
 	s->fault_drops = f.drops;
@@ -164,9 +165,10 @@ void cour_ep_print_stats(struct cour_ep *ep)
 		s.win_frees);
 	fprintf(stderr, "courier stats %s: unexp_bytes %" PRIu64 " unexp_peak %" PRIu64
 		" credit_rts %" PRIu64 " credit_grants %" PRIu64 " credit_refused %" PRIu64
-		" credit_repaid %" PRIu64 " rts_adopted %" PRIu64 " retrans_probe %" PRIu64 "\n",
+		" credit_repaid %" PRIu64 " rts_adopted %" PRIu64 " retrans_probe %" PRIu64
+		" nudges %" PRIu64 " bell_rcvd %" PRIu64 "\n",
 		str, s.unexp_bytes, s.unexp_peak, s.credit_rts, s.credit_grants, s.credit_refused,
-		s.credit_repaid, s.rts_adopted, s.retrans_probe);
+		s.credit_repaid, s.rts_adopted, s.retrans_probe, s.nudges, s.bell_rcvd);
 	if (cour_params.cc && ep->pep.wire.base == &cour_udp_wire)
 		cour_ep_print_cc(ep, &s, str);
 	if (ep->pep.wire.mac || s.drop_bad_mac)

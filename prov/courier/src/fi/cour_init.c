@@ -19,6 +19,7 @@ struct cour_params cour_params = {
 	.rx_size = 1024,
 	.unexp_max = 64u << 20,
 	.ack_delay_us = 20,
+	.nudge_us = 100,
 	.rto_min_us = 1000,
 	.rto_max_us = 500000,
 	.cc = 1,
@@ -136,6 +137,11 @@ static void cour_params_define(void)
 	fi_param_define(&cour_prov, "ack_delay", FI_PARAM_INT,
 		"How long an ACK may wait to ride on outgoing data, microseconds (default: %d)",
 		p->ack_delay_us);
+	fi_param_define(&cour_prov, "nudge", FI_PARAM_INT,
+		"A peer whose ACK is this late, microseconds (or two round trips and the ACK "
+		"delay, if longer), is asked for it by a probe, which its progress thread wakes "
+		"for while its application computes (a doorbell socket on the endpoint's port); "
+		"0: no probes and no doorbell (default: %d)", p->nudge_us);
 	fi_param_define(&cour_prov, "rto_min", FI_PARAM_INT,
 		"Retransmit timeout floor, microseconds (default: %d)", p->rto_min_us);
 	fi_param_define(&cour_prov, "rto_max", FI_PARAM_INT,
@@ -270,6 +276,7 @@ static void cour_params_define(void)
 	cour_param_size("rx_size", &p->rx_size, 16, 1u << 20);
 	cour_param_size("unexp_max", &p->unexp_max, 0, (size_t)1 << 40);
 	cour_param_int("ack_delay", &p->ack_delay_us, 0, 100000);
+	cour_param_int("nudge", &p->nudge_us, 0, 1000000);
 	cour_param_int("rto_min", &p->rto_min_us, 10, 10000000);
 	cour_param_int("rto_max", &p->rto_max_us, 100, 60000000);
 	fi_param_get_bool(&cour_prov, "cc", &p->cc);

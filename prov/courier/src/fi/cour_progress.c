@@ -299,35 +299,54 @@ static bool cour_app_polled(struct cour_domain *dom, uint64_t *seen)
 	return true;
 }
 
+/* Probes on the endpoints' doorbells (wire/cour_udp.c): a peer waits for our ACK. Read after
+ * a pass, which read what it waits on, so the ACK each probe draws at once covers that. */
+static void cour_domain_bells_locked(struct cour_domain *dom)
+{
+	struct cour_pep *ep;
+
+	DL_FOREACH2(dom->pdom.peps, ep, pdom_next) {
+		if (ep->wire.bell_fd < 0 || !ep->wire.base->bell)
+			continue;
+		ep->in_progress = true;
+		ep->wire.base->bell(&ep->wire);
+		ep->in_progress = false;
+	}
+}
+
+#define COUR_FIXED_FDS 2        /* the wake fd and the doorbells' epoll set */
+
 static void *cour_progress_main(void *arg)
 {
 	struct cour_domain *dom = arg;
-	struct pollfd pfds[COUR_POLL_MAX + 1];
+	struct pollfd pfds[COUR_POLL_MAX + COUR_FIXED_FDS];
 	uint64_t drain, seen = 0;
 
 	pfds[0].fd = dom->wake_fd;
 	pfds[0].events = POLLIN;
-	bool app_active = false;
+	pfds[1].fd = dom->pdom.bell_epfd > 0 ? dom->pdom.bell_epfd : -1;  /* (-1: ignored) */
+	pfds[1].events = POLLIN;
+	bool app_active = false, bell;
 	int64_t nap = COUR_APP_NAP_US;
 
 	while (!__atomic_load_n(&dom->thread_stop, __ATOMIC_ACQUIRE)) {
 		int64_t us;
 		int n;
 
-		pfds[0].revents = 0;
+		pfds[0].revents = pfds[1].revents = 0;
 		if (app_active) {
 			/* The application drives progress: neither the lock nor the sockets are
-			 * ours until it stops. Napping on the wake fd alone keeps us from being
-			 * woken by its packets and preempting it. */
-			cour_sleep(pfds, 1, nap);
+			 * ours until it stops. Napping on the wake fd and the doorbells alone
+			 * keeps us from being woken by its packets and preempting it. */
+			cour_sleep(pfds, COUR_FIXED_FDS, nap);
 		} else {
 			uint64_t now = cour_now_us();
 
 			cour_lock_acquire(&dom->lock);
-			n = cour_domain_poll_fds_locked(dom, pfds + 1, COUR_POLL_MAX);
+			n = cour_domain_poll_fds_locked(dom, pfds + COUR_FIXED_FDS, COUR_POLL_MAX);
 			us = cour_domain_next_timer_locked(dom, now);
 			cour_lock_release(&dom->lock);
-			cour_sleep(pfds, n + 1, us);
+			cour_sleep(pfds, n + COUR_FIXED_FDS, us);
 		}
 		if (pfds[0].revents & POLLIN) {
 			if (read(dom->wake_fd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
@@ -336,6 +355,14 @@ static void *cour_progress_main(void *arg)
 		/* one look per round, and its answer decides the next sleep too: a second look
 		 * would find no new poll and send the thread back to the sockets */
 		app_active = cour_app_polled(dom, &seen);
+		bell = pfds[1].revents & POLLIN;
+		if (bell) {
+			/* a peer waits for our ACK, perhaps while the application computes */
+			cour_lock_acquire(&dom->lock);
+			cour_domain_progress_locked(dom);
+			cour_domain_bells_locked(dom);
+			cour_lock_release(&dom->lock);
+		}
 		if (app_active) {
 			/* the longer the application keeps polling, the less we look: every
 			 * wake-up takes a CPU from someone on a busy node */
@@ -343,6 +370,8 @@ static void *cour_progress_main(void *arg)
 			continue;
 		}
 		nap = COUR_APP_NAP_US;
+		if (bell)
+			continue;       /* (the pass ran above) */
 		cour_lock_acquire(&dom->lock);
 		cour_domain_progress_locked(dom);
 		cour_lock_release(&dom->lock);

@@ -14,6 +14,9 @@ struct cour_pdom {
 	struct cour_lock    *lock;
 	struct cour_pep     *peps;            /* DL via pdom_next: enabled endpoints */
 	struct cour_region  *regions;         /* uthash on key */
+	/* the epoll set of endpoints' doorbell sockets, which the progress thread sleeps on
+	 * (wire/cour_udp.c); 0 or less: no thread, no doorbells */
+	int                  bell_epfd;
 };
 
 #endif

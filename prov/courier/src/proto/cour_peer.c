@@ -459,9 +459,13 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 		peer->rto_deadline = now + peer->rto_us;
 		cour_ep_timer_at(peer->ep, peer->rto_deadline);
 	}
-	/* the newest packet: the tail probe watches it (cour_peer_tail_probe) */
-	if (peer->srtt_us && !peer->via_shm)
+	/* the newest packet: the tail probe watches it (cour_peer_tail_probe), and the
+	 * question for a late ACK (cour_peer_nudge) */
+	if (peer->srtt_us && !peer->via_shm) {
 		cour_ep_timer_at(peer->ep, now + cour_peer_probe_wait(peer));
+		if (cour_params.nudge_us && !peer->nudged)
+			cour_ep_timer_at(peer->ep, now + cour_peer_nudge_wait(peer));
+	}
 
 	/* single-packet types are built once; data types when every byte is in a packet */
 	bool more = txe->built < txe->total_len;
@@ -773,6 +777,9 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 1024);
 	cour_wire_init(&ep->wire, ops, &cour_ep_wire_rx, ep, &ep->rxbuf_pool, ep->rxbuf_size);
 	ep->wire.connect_to = ep->wire_peer;
+	/* only the reliable endpoint's peers ever wait for an ACK of ours */
+	if (pdom->bell_epfd > 0 && ep->type == FI_EP_RDM && cour_params.nudge_us)
+		ep->wire.bell_epfd = pdom->bell_epfd;
 	if (cour_params.fault) {
 		ret = cour_fault_wrap(&ep->wire, cour_params.fault);
 		if (ret)

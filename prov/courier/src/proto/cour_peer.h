@@ -96,6 +96,7 @@ struct cour_peer {
 	uint64_t             rto_deadline;    /* 0: not armed */
 	uint64_t             last_ack_us;     /* last time the peer acknowledged progress */
 	bool                 tail_probed;     /* the tail probe went since that (peer_ack.c) */
+	bool                 nudged;          /* ...and a probe for a late ACK (cour_peer_nudge) */
 	/* its wait doubles per probe the peer got twice (a DUP ACK past probe_seq): a queue
 	 * longer than two SRTTs must not draw a probe per flight, each a packet with no RTT
 	 * sample (Karn), which kept SRTT where it was; each clean sample halves it back */

@@ -281,6 +281,54 @@ uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now)
 	return 0;
 }
 
+/*
+ * A late ACK. Our send completes when the peer acknowledges it, and a peer whose application
+ * computes between calls acknowledges when its progress thread runs; that thread stands back
+ * while the application polls, and wakes for the doorbell (wire/cour_udp.c), which takes
+ * only probes. So when the newest packet's ACK is late (two SRTTs and the peer's ACK delay,
+ * at least FI_COURIER_NUDGE us) a probe asks for it, once a flight: the answer comes at once
+ * from a peer that reads its socket, and from one that computes within a thread's wake-up,
+ * instead of at its next call (a halo whose other rank computes 1 ms waited the whole ms).
+ * A resend would carry the same question, at a packet's cost and only after the RTO's
+ * floor. Returns when to look again, 0 if nothing is to watch.
+ */
+uint64_t cour_peer_nudge_wait(const struct cour_peer *peer)
+{
+	/* the path's round trip and its queue, not SRTT: SRTT holds the peer's late ACKs */
+	uint64_t rtt = peer->cc.base_us ? (uint64_t)peer->cc.base_us + peer->cc.qdelay_us :
+		       peer->srtt_us;
+
+	return COUR_MAX(2 * rtt + (uint64_t)cour_params.ack_delay_us,
+			(uint64_t)cour_params.nudge_us);
+}
+
+uint64_t cour_peer_nudge(struct cour_peer *peer, uint64_t now)
+{
+	struct cour_txpkt *slot;
+	uint64_t due;
+
+	/* (with more queued for the peer this is a stream, whose ACKs the window waits for
+	 * anyway: a probe would only wake the peer's thread beside a polling application) */
+	if (!cour_params.nudge_us || !peer->txwin || peer->via_shm || peer->nudged ||
+	    !peer->srtt_us || peer->tx_una == peer->tx_next || peer->txq || peer->ctrlq)
+		return 0;
+	slot = cour_txslot(peer, peer->tx_next - 1);
+	if (slot->sacked || !slot->sent_us)
+		return 0;
+	/* and nobody else has spoken since: an endpoint that hears from other peers is busy
+	 * with them, and so, on a crowded node, are the cpus its late peer waits for (four
+	 * ranks on two cpus: a probe each time a rank lost its cpu, whose thread then took
+	 * one from a rank at work, cost a quarter of the random updates' rate) */
+	due = COUR_MAX(COUR_MAX(slot->sent_us, peer->last_ack_us), peer->ep->heard_us) +
+	      cour_peer_nudge_wait(peer);
+	if (now < due)
+		return due;
+	peer->nudged = true;
+	peer->ep->stats.nudges++;
+	cour_peer_send_ack(peer, COUR_F_PROBE);
+	return 0;
+}
+
 /* The acknowledgement fields of any valid packet from the peer. */
 static void cour_peer_sack_one(struct cour_peer *peer, uint32_t s, uint64_t now,
 			       struct cour_txpkt **fresh)
@@ -348,7 +396,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 			peer->tx_una++;
 		}
 		peer->last_ack_us = now;
-		peer->tail_probed = false;
+		peer->tail_probed = peer->nudged = false;
 		peer->silence_warned = false;
 		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
 		if (peer->rto_deadline)
@@ -368,7 +416,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		if (fresh)
 			cour_peer_rtt_sample(peer, cour_us_since(now, fresh->sent_us), 0, now);
 		peer->last_ack_us = now;
-		peer->tail_probed = false;
+		peer->tail_probed = peer->nudged = false;
 		cour_peer_fast_rexmit(peer, now);
 	}
 	cour_peer_cc_acked(peer, pipe - cour_peer_pipe(peer), now);

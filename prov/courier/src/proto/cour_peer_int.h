@@ -18,6 +18,8 @@ bool cour_peer_last_sacked(const struct cour_peer *peer, uint32_t *last);
 /* Holes below a SACKed packet resent from the timer; when to look again, 0: no hole. */
 uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now);
 uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now);
+uint64_t cour_peer_nudge_wait(const struct cour_peer *peer);
+uint64_t cour_peer_nudge(struct cour_peer *peer, uint64_t now);
 uint64_t cour_peer_probe_wait(const struct cour_peer *peer);
 
 /* Bytes on the network toward the peer: built, not acknowledged, not SACKed. */

@@ -143,7 +143,7 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 	uint64_t next = 0;
 
 	DL_FOREACH_SAFE2(ep->active, peer, tmp, act_next) {
-		uint64_t hole_due, tail_due;
+		uint64_t hole_due, tail_due, nudge_due;
 
 		if (COUR_UNLIKELY(peer->unroutable))
 			cour_peer_unroutable(peer);
@@ -156,6 +156,7 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 			cour_peer_push(peer);
 		hole_due = cour_peer_hole_timer(peer, now);
 		tail_due = cour_peer_tail_probe(peer, now);
+		nudge_due = cour_peer_nudge(peer, now);
 		if (peer->rto_deadline && now >= peer->rto_deadline) {
 			uint64_t quiet = cour_us_since(now, peer->last_ack_us);
 
@@ -219,6 +220,8 @@ void cour_ep_timers(struct cour_pep *ep, uint64_t now)
 			next = hole_due;
 		if (tail_due && (!next || tail_due < next))
 			next = tail_due;
+		if (nudge_due && (!next || nudge_due < next))
+			next = nudge_due;
 		if (peer->ack_needed && (!next || peer->ack_deadline < next))
 			next = peer->ack_deadline;
 		if ((peer->txq || peer->ctrlq) && (!next || now + 1000 < next))

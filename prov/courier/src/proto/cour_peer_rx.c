@@ -392,7 +392,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		peer->ring_got = h->crc;
 	}
 	now = cour_ep_clock(ep);
-	peer->last_heard_us = now;
+	peer->last_heard_us = ep->heard_us = now;
 	if (h->type == COUR_PKT_ACK) {
 		ep->stats.acks_rcvd++;
 		if (COUR_UNLIKELY(h->flags & COUR_F_WANT))
@@ -668,4 +668,9 @@ const struct cour_wire_rx_ops cour_ep_wire_rx = {
 	.refused = cour_ep_wire_refused,
 	.is_handshake = cour_pkt_is_hello,
 	.hdr_len = COUR_PKT_HDR_LEN,
+	/* the doorbell takes probes (ACK|PROBE: a peer waits for our ACK, cour_peer_nudge);
+	 * flags are little-endian, PROBE in their first byte */
+	.bell_at = { offsetof(struct cour_base_hdr, type), offsetof(struct cour_base_hdr, flags) },
+	.bell_is = { COUR_PKT_ACK, COUR_F_PROBE },
 };
+_Static_assert(COUR_F_PROBE < 0x100, "the doorbell's filter reads the flags' first byte");

@@ -72,6 +72,7 @@ struct cour_pep {
 	uint64_t             udp_last_us;     /* when a polling caller last read the socket */
 	uint32_t             udp_gap_us;      /* ...and when it reads it next (cour_progress.c) */
 	uint64_t             udp_rx_us;       /* when the socket last had packets for us */
+	uint64_t             heard_us;        /* when a peer's packet last came (cour_peer_nudge) */
 	uint64_t             now_us;          /* the clock as this progress call read it */
 	uint64_t             ticks_last;      /* ...and the time-stamp counter then */
 

@@ -20,6 +20,7 @@ struct cour_params {
 	size_t   rx_size;          /* posted receives guaranteed per endpoint (more may be posted) */
 	size_t   unexp_max;        /* budget: credits lent + unexpected bytes with credit back */
 	int      ack_delay_us;     /* how long an ACK may wait for a packet to ride on */
+	int      nudge_us;         /* an ACK this late (at least) draws a probe; 0: never */
 	int      rto_min_us;       /* retransmit timeout floor */
 	int      rto_max_us;       /* retransmit timeout ceiling (after backoff) */
 	int      cc;               /* congestion control on UDP peers (proto/cour_cc.h) */

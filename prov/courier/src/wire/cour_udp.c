@@ -28,9 +28,15 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/errqueue.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <unistd.h>
+
+#ifndef SO_ATTACH_REUSEPORT_CBPF
+#define SO_ATTACH_REUSEPORT_CBPF 51
+#endif
 
 #ifndef IP_MTU
 #define IP_MTU 14
@@ -68,6 +74,56 @@ static void cour_udp_offloads(struct cour_wire *w, int fd)
 		COUR_INFO(FI_LOG_EP_CTRL, "UDP GSO unavailable: one system call per batch\n");
 	if (cour_params.udp_gro && !w->gro_on)
 		COUR_INFO(FI_LOG_EP_CTRL, "UDP GRO unavailable: one datagram per buffer\n");
+}
+
+/*
+ * The doorbell. A progress thread that stands back while its application polls sleeps on its
+ * wake fd alone, not on this socket, or every packet would wake it and take a CPU from the
+ * application. When the application then computes for a while, nobody reads the socket, and
+ * a peer waiting for our ACK (its send completes with it) waits for the computation. The
+ * waiting peer asks with a probe (an ACK|PROBE, proto/cour_peer_ack.c); the kernel hands
+ * those, and nothing else, to a second socket on the same port, which the thread always
+ * sleeps on, through the epoll set bell_epfd. How: both sockets join one SO_REUSEPORT group
+ * whose classic BPF program picks the socket by the datagram's first bytes (rx->bell_at).
+ * The data socket is bound first without SO_REUSEPORT, so the port it gets is free (an
+ * automatic bind may pick a port that sockets with SO_REUSEPORT of the same user share);
+ * the flag set after the bind lets only the doorbell join it. Any step refused: no
+ * doorbell, and probes reach the data socket as before.
+ */
+static void cour_udp_bell_open(struct cour_wire *w)
+{
+	const struct cour_wire_rx_ops *rx = w->rx;
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, rx->bell_at[0]),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, rx->bell_is[0], 0, 3),
+		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, rx->bell_at[1]),
+		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, rx->bell_is[1], 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 1),           /* the doorbell, second in the group */
+		BPF_STMT(BPF_RET | BPF_K, 0),           /* the data socket (a short datagram too) */
+	};
+	struct sock_fprog prog = { .len = COUR_ARRAY_SIZE(f), .filter = f };
+	struct epoll_event ev = { .events = EPOLLIN };
+	int one = 1, zero = 0, b;
+
+	if (w->bell_epfd < 0 || w->connect_to || !rx->bell_is[0])
+		return;
+	b = socket(w->bound_sa.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (b < 0)
+		goto fail;
+	if (setsockopt(w->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
+	    setsockopt(b, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
+	    bind(b, (struct sockaddr *)&w->bound_sa, w->bound_len) ||
+	    setsockopt(b, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) ||
+	    epoll_ctl(w->bell_epfd, EPOLL_CTL_ADD, b, &ev))
+		goto fail;
+	w->bell_fd = b;
+	return;
+fail:
+	COUR_INFO(FI_LOG_EP_CTRL, "no doorbell socket: %s (a peer waiting for an ACK while the "
+		  "application computes waits for its next call)\n", strerror(errno));
+	if (b >= 0)
+		close(b);
+	(void)setsockopt(w->fd, SOL_SOCKET, SO_REUSEPORT, &zero, sizeof(zero));
 }
 
 /*
@@ -175,6 +231,7 @@ static int cour_udp_open(struct cour_wire *w, const struct cour_addr *want)
 	/* The app spoke IPv4 (or not): answer in the same family as it asked. */
 	w->addr.is_v4 = want->is_v4;
 	w->fd = fd;
+	cour_udp_bell_open(w);
 	w->tx_count = w->pack_used = 0;
 	w->pack_open = UINT32_MAX;
 
@@ -196,7 +253,9 @@ static void cour_udp_close(struct cour_wire *w)
 	w->tx_count = 0;        /* (what was queued is lost, as on any wire) */
 	if (w->fd >= 0)
 		close(w->fd);
-	w->fd = -1;
+	if (w->bell_fd >= 0)
+		close(w->bell_fd);      /* (which takes it out of the epoll set) */
+	w->fd = w->bell_fd = -1;
 }
 
 /*
@@ -250,4 +309,5 @@ const struct cour_wire_ops cour_udp_wire = {
 	.send_now = cour_udp_send_now,
 	.send_raw = cour_udp_send_raw,
 	.peer_mtu = cour_udp_peer_mtu,
+	.bell = cour_udp_bell_poll,
 };

@@ -33,6 +33,7 @@ int cour_udp_send_now(struct cour_wire *w, const void *sa,
 void cour_udp_send_raw(struct cour_wire *w, const void *sa, socklen_t sa_len,
 		       const char *buf, size_t len);
 int cour_udp_poll(struct cour_wire *w);
+int cour_udp_bell_poll(struct cour_wire *w);
 
 /* Drain the socket's error queue (cour_udp.c): ICMP port unreachable goes to rx->refused. */
 void cour_udp_read_errors(struct cour_wire *w);

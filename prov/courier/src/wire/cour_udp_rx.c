@@ -308,6 +308,44 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 	return n;
 }
 
+/* The doorbell socket (cour_udp.c): a few probes at most, read one at a time into the first
+ * batch buffer (whose header every poll sets again) and handed up as any datagram. */
+#define COUR_UDP_BELL_READS 16
+
+int cour_udp_bell_poll(struct cour_wire *w)
+{
+	int n = 0;
+
+	while (w->bell_fd >= 0 && n < COUR_UDP_BELL_READS) {
+		struct iovec v = { .iov_base = w->rx_bufs[0], .iov_len = w->rxbuf_size };
+		struct msghdr m = {
+			.msg_name = &w->rx_sa[0], .msg_namelen = sizeof(w->rx_sa[0]),
+			.msg_iov = &v, .msg_iovlen = 1,
+			.msg_control = w->rx_ctl[0].buf, .msg_controllen = sizeof(w->rx_ctl[0].buf),
+		};
+		ssize_t got = recvmsg(w->bell_fd, &m, MSG_DONTWAIT);
+		uint32_t gso;
+
+		if (got < 0)
+			break;
+		n++;
+		w->stats.bell_rcvd++;
+		gso = cour_udp_rx_ctl(w, &m);
+		if (COUR_UNLIKELY(w->trace))
+			cour_trace_udp_rcvd(w, &m, (size_t)got, gso);
+		if (m.msg_flags & MSG_TRUNC) {
+			w->stats.rx_pkts++;
+			cour_wire_drop(w, "larger than any courier packet");
+			continue;
+		}
+		w->rx_bufs[0] = cour_udp_deliver(w, w->rx_bufs[0], (size_t)got, gso, &w->rx_sa[0],
+						 m.msg_namelen);
+		if (!w->rx_bufs[0])
+			break;
+	}
+	return n;
+}
+
 /* Arrival times for congestion control (w->stamps_want): a process descheduled for a while
  * is no queue in the network (proto/cour_cc.h). Once on, they stay on. */
 static void cour_udp_stamps(struct cour_wire *w)

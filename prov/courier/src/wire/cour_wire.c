@@ -30,7 +30,7 @@ void cour_wire_init(struct cour_wire *w, const struct cour_wire_ops *ops,
 	memset(w, 0, offsetof(struct cour_wire, rx_bufs));
 	memset(w->rx_bufs, 0, sizeof(w->rx_bufs));
 	w->ops = w->base = ops;
-	w->fd = -1;
+	w->fd = w->bell_fd = w->bell_epfd = -1;
 	w->rx = rx;
 	w->rx_arg = rx_arg;
 	w->rxbuf_pool = rxbuf_pool;

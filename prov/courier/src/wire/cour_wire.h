@@ -116,6 +116,10 @@ struct cour_wire_rx_ops {
 	/* The fault decorator's "hello=N": is this datagram the engine's handshake? */
 	bool  (*is_handshake)(const void *pkt, size_t len);
 	size_t hdr_len;               /* the header direct and placed speak of */
+	/* What a doorbell socket takes (cour_wire.bell_fd): datagrams whose byte at bell_at[0]
+	 * is bell_is[0] and whose byte at bell_at[1] has a bit of bell_is[1] set */
+	uint16_t bell_at[2];
+	uint8_t  bell_is[2];
 };
 
 /* Counted by the wire; the endpoint adds them to its statistics. */
@@ -128,6 +132,7 @@ struct cour_wire_stats {
 	uint64_t sock_drops;          /* dropped by the kernel: receive buffer full (SO_RXQ_OVFL) */
 	uint64_t packs, packed;       /* packed datagrams sent, and the packets they carried */
 	uint64_t packs_rcvd;          /* packed datagrams received whole */
+	uint64_t bell_rcvd;           /* datagrams the doorbell socket took (cour_udp.c) */
 };
 
 struct cour_wire_ops {
@@ -145,6 +150,9 @@ struct cour_wire_ops {
 	void     (*send_raw)(struct cour_wire *w, const void *sa, socklen_t sa_len,
 			     const char *buf, size_t len);
 	uint32_t (*peer_mtu)(struct cour_wire *w, const struct cour_addr *addr);
+	/* read the doorbell socket (bell_fd) and hand its datagrams up as poll does; NULL:
+	 * the wire has none */
+	int      (*bell)(struct cour_wire *w);
 };
 
 struct cour_wire {
@@ -154,6 +162,11 @@ struct cour_wire {
 	void                *deco;            /* the decorator's state, if any */
 	struct cour_trace   *trace;           /* packet capture (wire/cour_trace.h), or NULL */
 	int                  fd;              /* readable when datagrams wait; -1: closed */
+	/* set before open: an epoll set the progress thread sleeps on (-1: none); a UDP wire
+	 * then opens a doorbell socket on its port (bell_fd, -1: none) for the probes a peer
+	 * sends when our ACK is late, and adds it to the set (cour_udp.c) */
+	int                  bell_epfd;
+	int                  bell_fd;
 	struct cour_addr     addr;            /* bound address: fi_getname */
 	struct sockaddr_storage bound_sa;
 	socklen_t            bound_len;
