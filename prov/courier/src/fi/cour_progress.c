@@ -4,7 +4,9 @@
  * sockets and the next engine timer: it never spins, and while the application itself drives
  * progress (it polled during the thread's last nap) the thread stands back, napping 1 ms at a
  * time on its wake fd alone, so the two neither fight over the lock nor take turns on the
- * CPU on the latency path.
+ * CPU on the latency path. It sleeps on the endpoints' doorbells in its naps too: a peer
+ * whose send waits for our ACK asks with a probe, which the kernel hands to the doorbell
+ * (wire/cour_udp.c), so an application that computes between calls does not hold the peer.
  */
 #include "cour_ep.h"
 

@@ -90,6 +90,8 @@ static void cour_udp_offloads(struct cour_wire *w, int fd)
  * the flag set after the bind lets only the doorbell join it. Any step refused: no
  * doorbell, and probes reach the data socket as before.
  */
+static void cour_udp_recverr_on(int fd, bool v4);
+
 static void cour_udp_bell_open(struct cour_wire *w)
 {
 	const struct cour_wire_rx_ops *rx = w->rx;
@@ -110,6 +112,7 @@ static void cour_udp_bell_open(struct cour_wire *w)
 	b = socket(w->bound_sa.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (b < 0)
 		goto fail;
+	cour_udp_recverr_on(b, w->bound_sa.ss_family == AF_INET);
 	if (setsockopt(w->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
 	    setsockopt(b, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
 	    bind(b, (struct sockaddr *)&w->bound_sa, w->bound_len) ||
@@ -144,7 +147,18 @@ static void cour_udp_recverr_on(int fd, bool v4)
 			  strerror(errno));
 }
 
+static void cour_udp_read_errors_of(struct cour_wire *w, int fd);
+
+/* (ICMP errors about what we sent reach either socket of the port: the kernel matches them to
+ * the group by hash, not by the doorbell's program, which reads only received datagrams) */
 void cour_udp_read_errors(struct cour_wire *w)
+{
+	cour_udp_read_errors_of(w, w->fd);
+	if (w->bell_fd >= 0)
+		cour_udp_read_errors_of(w, w->bell_fd);
+}
+
+static void cour_udp_read_errors_of(struct cour_wire *w, int fd)
 {
 	for (int n = 0; n < 64; n++) {
 		struct sockaddr_storage dst;
@@ -157,7 +171,7 @@ void cour_udp_read_errors(struct cour_wire *w)
 				    .msg_controllen = sizeof(ctl.buf) };
 		struct cmsghdr *c;
 
-		if (recvmsg(w->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+		if (recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
 			return;
 		for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
 			const struct sock_extended_err *e = (const void *)CMSG_DATA(c);

@@ -326,8 +326,10 @@ int cour_udp_bell_poll(struct cour_wire *w)
 		ssize_t got = recvmsg(w->bell_fd, &m, MSG_DONTWAIT);
 		uint32_t gso;
 
-		if (got < 0)
+		if (got < 0) {
+			cour_udp_sock_error(w, errno);  /* (ICMP errors may come here too) */
 			break;
+		}
 		n++;
 		w->stats.bell_rcvd++;
 		gso = cour_udp_rx_ctl(w, &m);
