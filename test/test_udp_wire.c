@@ -611,9 +611,10 @@ Test(udp_wire, keyed_a_captured_datagram_is_accepted_once)
 
 /*
  * The doorbell (cour_udp.c): with an epoll set given before open, the wire opens a second
- * socket on its port, and the kernel hands it the datagrams the engine names (rx->bell_at and
- * bell_is: here byte 12 equal to 0x42 and byte 13 with bit 0x10), and nothing else: the
- * socket the application polls never sees them, the set wakes, bell hands them up whole.
+ * socket on its port (in the set once armed), and the kernel hands it the datagrams the
+ * engine names (rx->bell_at and bell_is: here byte 12 equal to 0x42 and byte 13 with bit
+ * 0x10), and nothing else: the socket the application polls never sees them, the set wakes
+ * once the doorbell is armed, bell hands them up whole.
  * Datagrams that match half the rule stay on the data socket.
  */
 static struct cour_wire_rx_ops bell_ops;
@@ -670,6 +671,8 @@ Test(udp_wire, the_doorbell_takes_only_the_datagrams_its_rule_names)
 	check_seen(e, 0, lens, 3);
 	cr_expect_eq(e->w.stats.bell_rcvd, 0);
 
+	cr_assert_eq(epoll_wait(epfd, &ev, 1, 0), 0, "a doorbell not armed rang");
+	cr_assert_eq(cour_wire_bell_arm(&e->w), 0);
 	cr_assert_eq(epoll_wait(epfd, &ev, 1, 1000), 1, "the doorbell did not ring");
 	cr_assert_eq(e->w.base->bell(&e->w), 1);
 	cr_assert_eq(e->nseen, 4);

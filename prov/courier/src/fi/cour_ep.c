@@ -203,6 +203,7 @@ int cour_ep_enable_common(struct cour_ep *ep)
 	cour_lock_acquire(&dom->lock);
 	DL_APPEND2(dom->pdom.peps, &ep->pep, pdom_prev, pdom_next);
 	ep->pep.enabled = true;
+	(void)cour_wire_bell_arm(&ep->pep.wire);        /* the thread reads enabled ones */
 	cour_rma_push_offer_all(&ep->pep);
 	cour_lock_release(&dom->lock);
 	cour_domain_kick(dom);

@@ -31,7 +31,6 @@
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <stdlib.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #ifndef SO_ATTACH_REUSEPORT_CBPF
@@ -83,7 +82,8 @@ static void cour_udp_offloads(struct cour_wire *w, int fd)
  * a peer waiting for our ACK (its send completes with it) waits for the computation. The
  * waiting peer asks with a probe (an ACK|PROBE, proto/cour_peer_ack.c); the kernel hands
  * those, and nothing else, to a second socket on the same port, which the thread always
- * sleeps on, through the epoll set bell_epfd. How: both sockets join one SO_REUSEPORT group
+ * sleeps on, through the epoll set bell_epfd (cour_wire_bell_arm, once the endpoint is
+ * enabled). How: both sockets join one SO_REUSEPORT group
  * whose classic BPF program picks the socket by the datagram's first bytes (rx->bell_at).
  * The data socket is bound first without SO_REUSEPORT, so the port it gets is free (an
  * automatic bind may pick a port that sockets with SO_REUSEPORT of the same user share);
@@ -104,7 +104,6 @@ static void cour_udp_bell_open(struct cour_wire *w)
 		BPF_STMT(BPF_RET | BPF_K, 0),           /* the data socket (a short datagram too) */
 	};
 	struct sock_fprog prog = { .len = COUR_ARRAY_SIZE(f), .filter = f };
-	struct epoll_event ev = { .events = EPOLLIN };
 	int one = 1, zero = 0, b;
 
 	if (w->bell_epfd < 0 || w->connect_to || !rx->bell_is[0])
@@ -116,8 +115,7 @@ static void cour_udp_bell_open(struct cour_wire *w)
 	if (setsockopt(w->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
 	    setsockopt(b, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
 	    bind(b, (struct sockaddr *)&w->bound_sa, w->bound_len) ||
-	    setsockopt(b, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) ||
-	    epoll_ctl(w->bell_epfd, EPOLL_CTL_ADD, b, &ev))
+	    setsockopt(b, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)))
 		goto fail;
 	w->bell_fd = b;
 	return;

@@ -250,6 +250,9 @@ void cour_wire_init(struct cour_wire *w, const struct cour_wire_ops *ops,
 		    size_t rxbuf_size);
 
 /* ---- wire/cour_wire.c: shared by the wires ---- */
+/* Join the doorbell to bell_epfd, if the wire opened one: once the engine reads it
+ * (an enabled endpoint), or its datagrams would wake the thread for nobody to take. */
+int  cour_wire_bell_arm(struct cour_wire *w);
 /* The receive batch's buffers, from the engine's pool. */
 int  cour_wire_rxbufs_init(struct cour_wire *w);
 void cour_wire_rxbufs_fini(struct cour_wire *w);
