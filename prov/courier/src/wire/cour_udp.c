@@ -83,8 +83,9 @@ static void cour_udp_offloads(struct cour_wire *w, int fd)
  * waiting peer asks with a probe (an ACK|PROBE, proto/cour_peer_ack.c); the kernel hands
  * those, and nothing else, to a second socket on the same port, which the thread always
  * sleeps on, through the epoll set bell_epfd (cour_wire_bell_arm, once the endpoint is
- * enabled). How: both sockets join one SO_REUSEPORT group
- * whose classic BPF program picks the socket by the datagram's first bytes (rx->bell_at).
+ * enabled). How: both sockets join one SO_REUSEPORT group whose classic BPF program picks
+ * the socket by the datagram's first bytes (rx->bell_at); ICMP errors, which the kernel
+ * matches to the group by hash, may reach either (cour_udp_read_errors reads both).
  * The data socket is bound first without SO_REUSEPORT, so the port it gets is free (an
  * automatic bind may pick a port that sockets with SO_REUSEPORT of the same user share);
  * the flag set after the bind lets only the doorbell join it. Any step refused: no
@@ -106,7 +107,7 @@ static void cour_udp_bell_open(struct cour_wire *w)
 	struct sock_fprog prog = { .len = COUR_ARRAY_SIZE(f), .filter = f };
 	int one = 1, zero = 0, b;
 
-	if (w->bell_epfd < 0 || w->connect_to || !rx->bell_is[0])
+	if (w->bell_epfd <= 0 || w->connect_to || !rx->bell_is[0])
 		return;
 	b = socket(w->bound_sa.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (b < 0)

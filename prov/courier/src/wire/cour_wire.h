@@ -162,9 +162,9 @@ struct cour_wire {
 	void                *deco;            /* the decorator's state, if any */
 	struct cour_trace   *trace;           /* packet capture (wire/cour_trace.h), or NULL */
 	int                  fd;              /* readable when datagrams wait; -1: closed */
-	/* set before open: an epoll set the progress thread sleeps on (-1: none); a UDP wire
-	 * then opens a doorbell socket on its port (bell_fd, -1: none) for the probes a peer
-	 * sends when our ACK is late, and adds it to the set (cour_udp.c) */
+	/* set before open: an epoll set the progress thread sleeps on (0 or less: none); a UDP
+	 * wire then opens a doorbell socket on its port (bell_fd, -1: none) for the probes a
+	 * peer sends when our ACK is late, which cour_wire_bell_arm adds to the set */
 	int                  bell_epfd;
 	int                  bell_fd;
 	struct cour_addr     addr;            /* bound address: fi_getname */
