@@ -619,6 +619,18 @@ Test(udp_wire, keyed_a_captured_datagram_is_accepted_once)
  */
 static struct cour_wire_rx_ops bell_ops;
 
+/* ends[0] plain, ends[1] with the rule above and the epoll set epfd (-1: none) */
+static void open_bell_ends(int epfd)
+{
+	bell_ops = rec_ops;
+	bell_ops.bell_at[0] = 12;
+	bell_ops.bell_at[1] = 13;
+	bell_ops.bell_is[0] = 0x42;
+	bell_ops.bell_is[1] = 0x10;
+	open_end(&ends[0], false, false);
+	open_end_with(&ends[1], false, false, &bell_ops, epfd);
+}
+
 static void queue_marked(struct end *from, struct end *to, uint32_t id, size_t len,
 			 uint8_t b12, uint8_t b13)
 {
@@ -639,27 +651,13 @@ static void queue_marked(struct end *from, struct end *to, uint32_t id, size_t l
 
 Test(udp_wire, the_doorbell_takes_only_the_datagrams_its_rule_names)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
 	struct epoll_event ev;
-	struct cour_addr want;
 	struct end *e = &ends[1];
 	int epfd = epoll_create1(EPOLL_CLOEXEC);
 	size_t lens[3] = { 300, 300, 300 };
 
 	cr_assert_geq(epfd, 0);
-	bell_ops = rec_ops;
-	bell_ops.bell_at[0] = 12;
-	bell_ops.bell_at[1] = 13;
-	bell_ops.bell_is[0] = 0x42;
-	bell_ops.bell_is[1] = 0x10;
-	open_end(&ends[0], false, false);
-	memset(e, 0, sizeof(*e));
-	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-	cr_assert_eq(cour_addr_from_sockaddr(&want, &sin, sizeof(sin)), 0);
-	cour_pool_init(&e->pool, COUR_WIRE_RXBUF_MIN + 64, COUR_WIRE_RX_BATCH, 64);
-	cour_wire_init(&e->w, &cour_udp_wire, &bell_ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
-	e->w.bell_epfd = epfd;
-	cr_assert_eq(e->w.ops->open(&e->w, &want), 0);
+	open_bell_ends(epfd);
 	cr_assert_geq(e->w.bell_fd, 0, "no doorbell socket (SO_REUSEPORT with a BPF program)");
 
 	queue_marked(&ends[0], e, 0, 300, 0, 0);
@@ -694,23 +692,10 @@ Test(udp_wire, the_doorbell_takes_only_the_datagrams_its_rule_names)
 /* No epoll set, no doorbell: the same datagram reaches the data socket. */
 Test(udp_wire, without_a_set_there_is_no_doorbell)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	struct cour_addr want;
 	struct end *e = &ends[1];
 	size_t lens[1] = { 64 };
 
-	bell_ops = rec_ops;
-	bell_ops.bell_at[0] = 12;
-	bell_ops.bell_at[1] = 13;
-	bell_ops.bell_is[0] = 0x42;
-	bell_ops.bell_is[1] = 0x10;
-	open_end(&ends[0], false, false);
-	memset(e, 0, sizeof(*e));
-	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
-	cr_assert_eq(cour_addr_from_sockaddr(&want, &sin, sizeof(sin)), 0);
-	cour_pool_init(&e->pool, COUR_WIRE_RXBUF_MIN + 64, COUR_WIRE_RX_BATCH, 64);
-	cour_wire_init(&e->w, &cour_udp_wire, &bell_ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
-	cr_assert_eq(e->w.ops->open(&e->w, &want), 0);
+	open_bell_ends(-1);
 	cr_assert_eq(e->w.bell_fd, -1);
 	queue_marked(&ends[0], e, 0, 64, 0x42, 0x10);
 	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);

@@ -135,6 +135,12 @@ const char *wire_key;
 
 void open_end(struct end *e, bool gso, bool gro)
 {
+	open_end_with(e, gso, gro, &rec_ops, -1);
+}
+
+void open_end_with(struct end *e, bool gso, bool gro, const struct cour_wire_rx_ops *ops,
+		   int bell_epfd)
+{
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	struct cour_addr want;
 
@@ -144,7 +150,8 @@ void open_end(struct end *e, bool gso, bool gro)
 	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
 	cr_assert_eq(cour_addr_from_sockaddr(&want, &sin, sizeof(sin)), 0);
 	cour_pool_init(&e->pool, COUR_WIRE_RXBUF_MIN + 64, COUR_WIRE_RX_BATCH, 64);
-	cour_wire_init(&e->w, &cour_udp_wire, &rec_ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
+	cour_wire_init(&e->w, &cour_udp_wire, ops, e, &e->pool, COUR_WIRE_RXBUF_MIN + 64);
+	e->w.bell_epfd = bell_epfd;
 	if (wire_key)
 		cr_assert_eq(cour_wire_auth(&e->w, wire_key, strlen(wire_key), 60), 0);
 	cr_assert_eq(e->w.ops->open(&e->w, &want), 0);

@@ -58,6 +58,9 @@ extern uint8_t hdrs[MAX_SEEN][HDR_LEN];
 uint8_t pattern(uint32_t id, size_t i);
 /* a wire on 127.0.0.1 (GSO, GRO on or off) with the stand-in above it */
 void open_end(struct end *e, bool gso, bool gro);
+/* ...with other engine ops (the stand-in's, changed), and an epoll set for a doorbell */
+void open_end_with(struct end *e, bool gso, bool gro, const struct cour_wire_rx_ops *ops,
+		   int bell_epfd);
 void udp_end_setup(void);
 void udp_end_teardown(void);
 /* Datagram id of len bytes (header included) from `from` to `to`, alone (queue) or packable
