@@ -174,6 +174,44 @@ Test(credit, eager_messages_behind_a_short_rts_wait_for_it_to_keep_their_order)
 	cr_assert_eq(capwire_count(COUR_PKT_RTS), 2);
 }
 
+/* A size's way may change between two messages (to a same-host peer, with the ring's copy rate):
+ * here eager_max moves up under a plain RTS, and a message of the RTS's length or more that
+ * would now go eagerly goes as a plain RTS too, with no WANT; a shorter one stays eager. */
+Test(credit, an_eager_message_behind_a_plain_rts_no_longer_than_it_goes_as_rts_too)
+{
+	struct cour_pkt_hdr cts;
+	const struct capwire_pkt *rts;
+
+	peer->tx_credit_limit = 100;               /* credit is not what this is about */
+	capwire_send(ep, data, 5000, NULL, 0);     /* above eager_max: a plain RTS */
+	cr_assert_eq(capwire_count(COUR_PKT_RTS), 1);
+	cr_assert_eq(peer->rts_plain, 1);
+	cour_params.eager_max = 8192;
+	capwire_send(ep, data, 4500, NULL, 0);     /* shorter: eager, as a size of its own */
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 5);
+	capwire_send(ep, data, 6000, NULL, 0);     /* eager now, but it would overtake */
+	cr_assert_eq(capwire_count(COUR_PKT_RTS), 2);
+	rts = capwire_nth(COUR_PKT_RTS, 1);
+	cr_assert_not(rts->hdr.base.flags & COUR_F_WANT, "not for lack of credit");
+	cr_assert_eq(rts->hdr.msg.total_len, 6000);
+	cr_assert_eq(peer->rts_plain, 2);
+	cr_assert_eq(peer->short_rts, 0);
+	cr_assert_eq(ep->pep.stats.rts_in_order, 1);
+	cr_assert_eq(ep->pep.stats.credit_rts, 0);
+	/* both cleared: the length goes eagerly again */
+	for (int i = 0; i < 2; i++) {
+		cts = capwire_hdr(peer, COUR_PKT_CTS, next_seq++, 7, 0, 8);
+		cts.msg.msg_id = capwire_nth(COUR_PKT_RTS, (size_t)i)->hdr.msg.msg_id;
+		cts.msg.rx_id = (uint32_t)i + 1;
+		cts.msg.total_len = i ? 6000 : 5000;
+		capwire_rx(ep, &cts, NULL, 0);
+	}
+	cr_assert_eq(peer->rts_plain, 0);
+	capwire_send(ep, data, 6000, NULL, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_RTS), 2);
+	cr_assert_eq(ep->pep.stats.rts_in_order, 1);
+}
+
 Test(credit, a_stall_says_want_once_and_units_release_it)
 {
 	for (int i = 0; i < 9; i++)

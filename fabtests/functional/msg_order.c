@@ -14,6 +14,9 @@
  * earlier one fails the test with both numbers. Untagged receives (-m) match by order,
  * tagged ones (-t, the default) by one tag; either way the completions must follow the sends.
  * `msg_order [-p prov]` is the server, `msg_order [-p prov] 127.0.0.1` the client.
+ *
+ * -F (both sides) runs one choreography instead, where a size changes its way between two
+ * messages (mo_flip).
  */
 #define _GNU_SOURCE
 
@@ -181,6 +184,98 @@ static int mo_server(struct mo *m, size_t size, unsigned int *seed)
 	return cour_ft_barrier(&f->ft);
 }
 
+/*
+ * -F: to a same-host peer, a message of 16-32 KiB alone on its way goes as a request (RTS) by
+ * single copy when it answers one of the peer's messages, else through the ring as eager
+ * packets (proto/cour_cma.c; FI_COURIER_SHM_LONE=1 makes the ring count as slow). Behind a
+ * plain request (X: 300 KiB in two pieces, which single copy does not take) such a request
+ * goes plain too, its data to follow its CTS. So M1, sent just after the server's message Y
+ * arrived, is a plain RTS, and M2, of the same size right behind it, would be eager: whole when
+ * its receive is posted, it must still complete after M1. The server posts its receives only
+ * once all three are on their way. Needs more credit than the 64 units the eager M2 costs
+ * (FI_COURIER_CREDITS), or M2 goes as a request for lack of it whatever the order.
+ */
+#define MO_FLIP_X (300u << 10)
+#define MO_FLIP_M (20u << 10)
+
+static int mo_flip(struct mo *m)
+{
+	struct func *f = &m->f;
+	struct cour_ft *ft = &f->ft;
+	char *x = m->buf.base, *m1 = x + MO_FLIP_X, *m2 = m1 + MO_FLIP_M, *y = m2 + MO_FLIP_M;
+	void *desc[2] = { m->buf.desc, m->buf.desc };
+	struct func_comp c;
+	int order[3], n = 0;
+
+	if (!ft->is_server) {
+		struct iovec iov[2] = {
+			{ x, MO_FLIP_X / 2 }, { x + MO_FLIP_X / 2, MO_FLIP_X / 2 },
+		};
+
+		cour_ft_fill(x, MO_FLIP_X, MO_SEQ(MO_FLIP_X, 0));
+		cour_ft_fill(m1, MO_FLIP_M, MO_SEQ(MO_FLIP_M, 0));
+		cour_ft_fill(m2, MO_FLIP_M, MO_SEQ(MO_FLIP_M, 1));
+		FUNC_CALL(f, cour_ft_post_recv(ft, y, 8, m->buf.desc, MO_TAG + 1, &m->ctx[3]));
+		FUNC_CALL(f, FUNC_POST(f, ft->opts.tagged ?
+				       fi_tsendv(ft->ep, iov, desc, 2, ft->peer, MO_TAG, &m->ctx[0]) :
+				       fi_sendv(ft->ep, iov, desc, 2, ft->peer, &m->ctx[0])));
+		FUNC_CALL(f, cour_ft_barrier(ft));              /* X is on its way */
+		FUNC_CALL(f, func_next(f, false, &c, 30000));   /* Y: M1 answers it */
+		FUNC_ASSERT(f, !c.is_err && c.e.op_context == &m->ctx[3], "the server's message: "
+			    "error %d", c.is_err ? c.err.err : 0);
+		FUNC_CALL(f, cour_ft_post_send(ft, m1, MO_FLIP_M, m->buf.desc, MO_TAG, &m->ctx[1]));
+		FUNC_CALL(f, cour_ft_post_send(ft, m2, MO_FLIP_M, m->buf.desc, MO_TAG, &m->ctx[2]));
+		FUNC_CALL(f, cour_ft_barrier(ft));              /* all three on their way */
+		for (int i = 0; i < 3; i++) {
+			FUNC_CALL(f, func_next(f, true, &c, 30000));
+			FUNC_ASSERT(f, !c.is_err, "send: error %d (%s)", c.err.err,
+				    fi_strerror(c.err.err));
+		}
+		return cour_ft_barrier(ft);
+	}
+	memset(y, 0x5a, 8);
+	FUNC_CALL(f, cour_ft_barrier(ft));
+	FUNC_CALL(f, cour_ft_post_send(ft, y, 8, m->buf.desc, MO_TAG + 1, &m->ctx[3]));
+	FUNC_CALL(f, func_next(f, true, &c, 30000));
+	FUNC_ASSERT(f, !c.is_err, "send of Y: error %d", c.err.err);
+	FUNC_CALL(f, cour_ft_barrier(ft));
+	memset(x, 0xee, MO_FLIP_X + 2 * MO_FLIP_M);
+	FUNC_CALL(f, cour_ft_post_recv(ft, x, MO_FLIP_X, m->buf.desc, MO_TAG, &m->ctx[0]));
+	FUNC_CALL(f, cour_ft_post_recv(ft, m1, MO_FLIP_M, m->buf.desc, MO_TAG, &m->ctx[1]));
+	FUNC_CALL(f, cour_ft_post_recv(ft, m2, MO_FLIP_M, m->buf.desc, MO_TAG, &m->ctx[2]));
+	for (int i = 0; i < 3; i++) {
+		FUNC_CALL(f, func_next(f, false, &c, 30000));
+		FUNC_ASSERT(f, !c.is_err, "receive: error %d (%s)", c.err.err,
+			    fi_strerror(c.err.err));
+		order[n] = mo_idx(m, c.e.op_context);
+		FUNC_ASSERT(f, order[n] >= 0 && order[n] < 3, "a foreign completion");
+		FUNC_ASSERT(f, c.e.len == (order[n] ? MO_FLIP_M : MO_FLIP_X), "receive %d: %zu "
+			    "bytes", order[n], c.e.len);
+		n++;
+	}
+	FUNC_CALL(f, func_check_data(f, x, MO_FLIP_X, MO_SEQ(MO_FLIP_X, 0), "X"));
+	FUNC_CALL(f, func_check_data(f, m1, MO_FLIP_M, MO_SEQ(MO_FLIP_M, 0), "M1"));
+	FUNC_CALL(f, func_check_data(f, m2, MO_FLIP_M, MO_SEQ(MO_FLIP_M, 1), "M2"));
+	int at[3];
+
+	for (int i = 0; i < 3; i++)
+		at[order[i]] = i;
+	FUNC_ASSERT(f, at[1] < at[2], "%u B messages: M2 completed before M1, sent earlier "
+		    "(completions: %d %d %d)", MO_FLIP_M, order[0], order[1], order[2]);
+	printf("msg_order: server: completions X/M1/M2 in order %d %d %d\n", order[0], order[1],
+	       order[2]);
+	return cour_ft_barrier(ft);
+}
+
+static int mo_opt(int opt, const char *arg, void *ctx)
+{
+	(void)arg;
+	if (opt != 'F')
+		return 1;
+	*(bool *)ctx = true;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct mo m;
@@ -189,10 +284,20 @@ int main(int argc, char **argv)
 	size_t max = 0;
 	int ret;
 
-	ret = func_init(f, argc, argv, "msg_order", FI_MSG | FI_TAGGED, FI_ORDER_SAS, NULL, NULL,
-			NULL, "");
+	bool flip = false;
+
+	ret = func_init(f, argc, argv, "msg_order", FI_MSG | FI_TAGGED, FI_ORDER_SAS, "F", mo_opt,
+			&flip, "  -F  one size changing its way between two messages (mo_flip)\n");
 	if (ret)
 		goto out;
+	if (flip) {
+		ret = cour_ft_buf_alloc(&f->ft, MO_FLIP_X + 2 * MO_FLIP_M + 64, &m.buf);
+		if (!ret)
+			ret = mo_flip(&m);
+		if (!ret)
+			ret = func_finish(f);
+		goto out;
+	}
 	if (!f->ft.opts.nsizes) {
 		f->ft.opts.nsizes = 1;
 		f->ft.opts.sizes[0] = 64 * 1024;

@@ -8,7 +8,10 @@
 #   1. over UDP (FI_COURIER_SHM=0);
 #   2. through shared memory, as configured (courier only: as the provider decides);
 #   3. through shared memory with single copy for every lone message (FI_COURIER_SHM_LONE=1),
-#      so requests by single copy, plain ones and adopted ones mix.
+#      so requests by single copy, plain ones and adopted ones mix;
+#   4. courier only: msg_order -F, a 20 KiB message sent as a plain request (RTS) and the next
+#      one, which would go eagerly, behind it (with credit enough that it could): the second
+#      must go as a request too (counted in rts_in_order) and complete second.
 # Other providers run the first two (FI_COURIER_* mean nothing to them).
 # Environment as run_pair.sh (COUR_BUILD, COUR_FT_PROVIDER, COUR_FT_TIMEOUT).
 set -u
@@ -28,6 +31,14 @@ run() {
 run udp FI_COURIER_SHM=0
 if [ "${FI_COURIER_SHM:-1}" != 0 ]; then
 	run shm ""
-	[ "${COUR_FT_PROVIDER:-courier}" = courier ] && run lone FI_COURIER_SHM_LONE=1
+	if [ "${COUR_FT_PROVIDER:-courier}" = courier ]; then
+		run lone FI_COURIER_SHM_LONE=1
+		se="FI_COURIER_SHM_LONE=1 FI_COURIER_CREDITS=512" ce=$se
+		if shm_pair flip "a size changing its way" msg_order -F; then
+			n=$(stat "$out/flip/client.out" rts_in_order)
+			echo "flip: rts_in_order $n"
+			[ "$n" -ge 1 ] || { echo "$me: FAIL: no eager message went as RTS"; fail=1; }
+		fi
+	fi
 fi
 shm_end

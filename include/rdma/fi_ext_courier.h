@@ -143,6 +143,8 @@ struct fi_courier_stats {
 	uint64_t nudges;                    /* probes sent: a peer's ACK was late */
 	uint64_t bell_rcvd;                 /* probes the doorbell socket took, each of
 					     * which woke the progress thread */
+	uint64_t rts_in_order;              /* eager messages sent as RTS behind a plain
+					     * RTS of no greater length, to keep their order */
 };
 
 struct fi_courier_ops_ep {

@@ -39,12 +39,14 @@ static size_t cour_budget_room(const struct cour_pep *ep)
 
 /* ---- sender ---- */
 
-/* Short of units for an eager message, but not of one: announce it instead, zero-copy from
- * the same buffer once the receiver has a place for it. */
-static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe)
+/* An eager message announced instead, zero-copy from the same buffer once the receiver has a
+ * place for it: for want of units (WANT), or behind a plain RTS (none: it goes plain too). */
+static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe, bool want)
 {
 	txe->op_type = COUR_PKT_RTS;
 	txe->total_len = 0;
+	if (!want)
+		return;
 	if (cour_cma_msg_usable(peer, txe->msg_len, txe->iov_count))
 		txe->hdr_flags |= COUR_F_CMA;
 	txe->hdr_flags |= COUR_F_WANT;
@@ -62,7 +64,8 @@ void cour_credit_rts_cleared(struct cour_peer *peer, struct cour_txe *txe)
 	}
 	if (txe->rts_plain) {
 		txe->rts_plain = false;
-		peer->rts_plain--;
+		if (!--peer->rts_plain)
+			peer->rts_plain_min = UINT32_MAX;
 	}
 	if (txe->rts_cma) {
 		txe->rts_cma = false;
@@ -80,10 +83,19 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 	bool plain_ahead = peer->rts_plain || peer->short_rts;
 
 	/* Behind an eager message sent as RTS, later ones go as RTS too until it is cleared:
-	 * sent eager they would complete before it, out of the order they were sent in */
+	 * sent eager they would complete before it, out of the order they were sent in. The
+	 * same holds behind a plain RTS for a message at least as long: to a same-host peer the
+	 * length from which a message goes by rendezvous moves (cour_cma_msg_min), so one
+	 * message may go as RTS and the next of its size eagerly. */
+	if (COUR_UNLIKELY(txe->op_type == COUR_PKT_EAGER && peer->rts_plain &&
+			  txe->msg_len >= peer->rts_plain_min && avail)) {
+		cour_txe_eager_to_rts(peer, txe, false);
+		peer->ep->stats.rts_in_order++;
+		cost = 1;
+	}
 	if (COUR_UNLIKELY(cost > avail || (peer->short_rts && txe->op_type == COUR_PKT_EAGER))) {
 		if (avail && txe->op_type == COUR_PKT_EAGER) {
-			cour_txe_eager_to_rts(peer, txe);
+			cour_txe_eager_to_rts(peer, txe, true);
 			cost = 1;
 		} else {
 			if (!peer->credit_stalled) {
@@ -105,6 +117,9 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 		if (!(txe->hdr_flags & COUR_F_CMA)) {
 			txe->rts_plain = true;
 			peer->rts_plain++;
+			peer->rts_plain_min = (uint32_t)COUR_MIN(COUR_MIN(txe->msg_len,
+									  (uint64_t)UINT32_MAX),
+								 (uint64_t)peer->rts_plain_min);
 		} else if (peer->rts_cma < UINT16_MAX) {
 			txe->rts_cma = true;
 			peer->rts_cma++;
@@ -125,7 +140,8 @@ uint32_t cour_credit_short(const struct cour_peer *peer, uint64_t len)
 			 peer->tx_credit_limit - peer->tx_credit_used : 0;
 	uint32_t cost = cour_credit_cost(COUR_PKT_EAGER, len);
 
-	return cost <= avail && !peer->short_rts ? cost : 0;
+	return cost <= avail && !peer->short_rts &&
+	       !(peer->rts_plain && len >= peer->rts_plain_min) ? cost : 0;
 }
 
 /* ---- receiver ---- */

@@ -51,6 +51,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->credit_stalled = false;
 	peer->short_rts = 0;
 	peer->rts_plain = 0;
+	peer->rts_plain_min = UINT32_MAX;
 	peer->rts_cma = 0;
 	peer->next_msg_id = 0;
 	peer->srtt_us = peer->rttvar_us = 0;

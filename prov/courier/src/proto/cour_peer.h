@@ -87,6 +87,7 @@ struct cour_peer {
 					       * 65535 counted: it only chooses a path) */
 	uint32_t             short_rts;       /* eager messages sent as RTS, not yet cleared */
 	uint32_t             rts_plain;       /* RTS without single copy, not yet cleared */
+	uint32_t             rts_plain_min;   /* the shortest of them since rts_plain was 0 */
 	uint32_t             next_msg_id;
 	/* the longest the peer's process left our packets unread lately (the holds its ACKs
 	 * report, cour_peer_stall_note), and when that was last seen (ms, wrapping): the
