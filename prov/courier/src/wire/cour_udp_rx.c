@@ -56,6 +56,25 @@ static uint32_t cour_udp_rx_ctl(struct cour_wire *w, struct msghdr *m)
  * size. A train's datagrams share the buffer, so the engine takes them borrowed (it copies
  * what it keeps); a lone datagram's buffer is its to keep. Returns the buffer to read into
  * next. */
+/* What a read of len bytes left in m: -1 if the datagram was cut short (longer than any
+ * courier packet: counted and dropped), else its GRO segment size (0: one datagram). Either
+ * way the capture has it. */
+static int64_t cour_udp_rx_took(struct cour_wire *w, struct msghdr *m, size_t len)
+{
+	uint32_t gso = cour_udp_rx_ctl(w, m);
+
+	if (gso >= len)
+		gso = 0;
+	if (COUR_UNLIKELY(w->trace))
+		cour_trace_udp_rcvd(w, m, len, gso);
+	if (m->msg_flags & MSG_TRUNC) {
+		w->stats.rx_pkts++;
+		cour_wire_drop(w, "larger than any courier packet");
+		return -1;
+	}
+	return gso;
+}
+
 static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32_t gso,
 			      const struct sockaddr_storage *sa, socklen_t sa_len)
 {
@@ -269,20 +288,13 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 		ssize_t got = recvmsg(w->fd, &m, MSG_DONTWAIT);
 		if (got < 0)
 			break;       /* (only a competing reader could have taken it) */
-		size_t gso2 = cour_udp_rx_ctl(w, &m);
-		if (gso2 >= (size_t)got)
-			gso2 = 0;
-		if (COUR_UNLIKELY(w->trace))
-			cour_trace_udp_rcvd(w, &m, (size_t)got, gso2);
-		if (m.msg_flags & MSG_TRUNC) {
-			w->stats.rx_pkts++;
-			cour_wire_drop(w, "larger than any courier packet");
+		int64_t gso2 = cour_udp_rx_took(w, &m, (size_t)got);
+		if (gso2 < 0)
 			continue;
-		}
 		if (!dst) {
 			w->rx_bufs[0] = cour_udp_deliver(w, buf, (size_t)got, (uint32_t)gso2,
 							 &w->rx_sa[0], m.msg_namelen);
-		} else if (got != len || gso2 != gso) {
+		} else if (got != len || (size_t)gso2 != gso) {
 			/* the bytes that landed belong to a receive or write still in progress:
 			 * the resent packets overwrite them before anyone may read them */
 			w->stats.rx_pkts++;
@@ -324,7 +336,7 @@ int cour_udp_bell_poll(struct cour_wire *w)
 			.msg_control = w->rx_ctl[0].buf, .msg_controllen = sizeof(w->rx_ctl[0].buf),
 		};
 		ssize_t got = recvmsg(w->bell_fd, &m, MSG_DONTWAIT);
-		uint32_t gso;
+		int64_t gso;
 
 		if (got < 0) {
 			cour_udp_sock_error(w, errno);  /* (ICMP errors may come here too) */
@@ -332,16 +344,11 @@ int cour_udp_bell_poll(struct cour_wire *w)
 		}
 		n++;
 		w->stats.bell_rcvd++;
-		gso = cour_udp_rx_ctl(w, &m);
-		if (COUR_UNLIKELY(w->trace))
-			cour_trace_udp_rcvd(w, &m, (size_t)got, gso);
-		if (m.msg_flags & MSG_TRUNC) {
-			w->stats.rx_pkts++;
-			cour_wire_drop(w, "larger than any courier packet");
+		gso = cour_udp_rx_took(w, &m, (size_t)got);
+		if (gso < 0)
 			continue;
-		}
-		w->rx_bufs[0] = cour_udp_deliver(w, w->rx_bufs[0], (size_t)got, gso, &w->rx_sa[0],
-						 m.msg_namelen);
+		w->rx_bufs[0] = cour_udp_deliver(w, w->rx_bufs[0], (size_t)got, (uint32_t)gso,
+						 &w->rx_sa[0], m.msg_namelen);
 		if (!w->rx_bufs[0])
 			break;
 	}
@@ -412,17 +419,12 @@ int cour_udp_poll(struct cour_wire *w)
 	w->rx_direct = false;
 	for (i = 0; i < n; i++) {
 		struct msghdr *m = &w->rx_msgs[i].msg_hdr;
-		uint32_t gso = cour_udp_rx_ctl(w, m);
+		int64_t gso = cour_udp_rx_took(w, m, w->rx_msgs[i].msg_len);
 
-		if (COUR_UNLIKELY(w->trace))
-			cour_trace_udp_rcvd(w, m, w->rx_msgs[i].msg_len, gso);
-		if (m->msg_flags & MSG_TRUNC) {
-			w->stats.rx_pkts++;
-			cour_wire_drop(w, "larger than any courier packet");
+		if (gso < 0)
 			continue;
-		}
-		w->rx_bufs[i] = cour_udp_deliver(w, w->rx_bufs[i], w->rx_msgs[i].msg_len, gso,
-						 &w->rx_sa[i], m->msg_namelen);
+		w->rx_bufs[i] = cour_udp_deliver(w, w->rx_bufs[i], w->rx_msgs[i].msg_len,
+						 (uint32_t)gso, &w->rx_sa[i], m->msg_namelen);
 	}
 	return n;
 }
