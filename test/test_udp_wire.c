@@ -619,16 +619,50 @@ Test(udp_wire, keyed_a_captured_datagram_is_accepted_once)
  */
 static struct cour_wire_rx_ops bell_ops;
 
-/* ends[0] plain, ends[1] with the rule above and the epoll set epfd (-1: none) */
-static void open_bell_ends(int epfd)
+/* ends[0] plain, ends[1] with the rule above and the epoll set epfd (-1: none); fds_left > 0:
+ * ends[1] opens with only that many descriptors left to take */
+static void open_bell_ends_with(int epfd, int fds_left)
 {
+	struct rlimit rl, was;
+	int fd;
+
 	bell_ops = rec_ops;
 	bell_ops.bell_at[0] = 12;
 	bell_ops.bell_at[1] = 13;
 	bell_ops.bell_is[0] = 0x42;
 	bell_ops.bell_is[1] = 0x10;
 	open_end(&ends[0], false, false);
+	if (fds_left > 0) {
+		/* (the lowest free descriptor is the next one taken) */
+		fd = dup(0);
+		cr_assert_geq(fd, 0);
+		close(fd);
+		cr_assert_eq(getrlimit(RLIMIT_NOFILE, &was), 0);
+		rl = was;
+		rl.rlim_cur = (rlim_t)fd + (rlim_t)fds_left;
+		cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	}
 	open_end_with(&ends[1], false, false, &bell_ops, epfd);
+	if (fds_left > 0)
+		cr_assert_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
+}
+
+static void open_bell_ends(int epfd)
+{
+	open_bell_ends_with(epfd, 0);
+}
+
+/* Nobody else takes the port: not even a socket of our own with SO_REUSEPORT. */
+static void expect_port_exclusive(const struct end *e)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), one = 1;
+
+	cr_assert_geq(s, 0);
+	cr_assert_eq(setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+	cr_expect_neq(bind(s, (const struct sockaddr *)&e->w.bound_sa, e->w.bound_len), 0,
+		      "another socket joined the wire's port");
+	cr_expect_eq(errno, EADDRINUSE);
+	close(s);
 }
 
 static void queue_marked(struct end *from, struct end *to, uint32_t id, size_t len,
@@ -687,6 +721,50 @@ Test(udp_wire, the_doorbell_takes_only_the_datagrams_its_rule_names)
 	cr_expect_eq(errno, EADDRINUSE);
 	close(s);
 	close(epfd);
+}
+
+/* A doorbell that cannot be opened (no descriptor left for it): no doorbell, the port the data
+ * socket's alone, and the datagrams the rule names reach the data socket. */
+Test(udp_wire, a_doorbell_that_cannot_open_leaves_the_port_as_without_one)
+{
+	struct end *e = &ends[1];
+	size_t lens[1] = { 64 };
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+
+	cr_assert_geq(epfd, 0);
+	open_bell_ends_with(epfd, 1);              /* the data socket's descriptor only */
+	cr_assert_eq(e->w.bell_fd, -1);
+	cr_assert_eq(cour_wire_bell_arm(&e->w), 0, "nothing to arm");
+	queue_marked(&ends[0], e, 0, 64, 0x42, 0x10);
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	receive(e, 1);
+	check_seen(e, 0, lens, 1);
+	expect_port_exclusive(e);
+	close(epfd);
+}
+
+/* A doorbell the set cannot watch (here the "set" is a pipe) would keep the probes for nobody:
+ * arming it fails and closes it, and what it would have taken reaches the data socket. */
+Test(udp_wire, a_doorbell_the_set_cannot_watch_is_closed)
+{
+	struct end *e = &ends[1];
+	size_t lens[2] = { 64, 300 };
+	int p[2];
+
+	cr_assert_eq(pipe(p), 0);
+	open_bell_ends(p[0]);
+	cr_assert_geq(e->w.bell_fd, 0);
+	cr_assert_eq(cour_wire_bell_arm(&e->w), -FI_EOTHER);
+	cr_assert_eq(e->w.bell_fd, -1, "the doorbell is still open");
+	queue_marked(&ends[0], e, 0, 64, 0x42, 0x10);
+	queue_marked(&ends[0], e, 1, 300, 0, 0);
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	receive(e, 2);
+	check_seen(e, 0, lens, 2);
+	cr_expect_eq(e->w.stats.bell_rcvd, 0);
+	expect_port_exclusive(e);
+	close(p[0]);
+	close(p[1]);
 }
 
 /* No epoll set, no doorbell: the same datagram reaches the data socket. */

@@ -31,6 +31,7 @@
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #ifndef SO_ATTACH_REUSEPORT_CBPF
@@ -92,6 +93,7 @@ static void cour_udp_offloads(struct cour_wire *w, int fd)
  * doorbell, and probes reach the data socket as before.
  */
 static void cour_udp_recverr_on(int fd, bool v4);
+static void cour_udp_bell_shut(struct cour_wire *w, int b);
 
 static void cour_udp_bell_open(struct cour_wire *w)
 {
@@ -105,7 +107,7 @@ static void cour_udp_bell_open(struct cour_wire *w)
 		BPF_STMT(BPF_RET | BPF_K, 0),           /* the data socket (a short datagram too) */
 	};
 	struct sock_fprog prog = { .len = COUR_ARRAY_SIZE(f), .filter = f };
-	int one = 1, zero = 0, b;
+	int one = 1, b;
 
 	if (w->bell_epfd <= 0 || w->connect_to || !rx->bell_is[0])
 		return;
@@ -123,9 +125,35 @@ static void cour_udp_bell_open(struct cour_wire *w)
 fail:
 	COUR_INFO(FI_LOG_EP_CTRL, "no doorbell socket: %s (a peer waiting for an ACK while the "
 		  "application computes waits for its next call)\n", strerror(errno));
+	cour_udp_bell_shut(w, b);
+}
+
+/* No doorbell after all (b: its socket, or -1): the port is the data socket's alone again,
+ * and probes reach it as any datagram */
+static void cour_udp_bell_shut(struct cour_wire *w, int b)
+{
+	int zero = 0;
+
 	if (b >= 0)
 		close(b);
+	w->bell_fd = -1;
 	(void)setsockopt(w->fd, SOL_SOCKET, SO_REUSEPORT, &zero, sizeof(zero));
+}
+
+/* (Only the thread reads the doorbell, when the set wakes it: one it cannot watch would
+ * keep the probes for nobody, so it goes.) */
+int cour_wire_bell_arm(struct cour_wire *w)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (w->bell_fd < 0 || w->bell_epfd <= 0)
+		return 0;
+	if (epoll_ctl(w->bell_epfd, EPOLL_CTL_ADD, w->bell_fd, &ev) == 0 || errno == EEXIST)
+		return 0;
+	COUR_INFO(FI_LOG_EP_CTRL, "doorbell not watched: %s (probes go to the data socket)\n",
+		  strerror(errno));
+	cour_udp_bell_shut(w, w->bell_fd);
+	return -FI_EOTHER;
 }
 
 /*

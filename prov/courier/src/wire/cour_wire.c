@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <sys/epoll.h>
 
 static const struct cour_wire_ops *const cour_wires[] = {
 	&cour_udp_wire,
@@ -38,19 +37,6 @@ void cour_wire_init(struct cour_wire *w, const struct cour_wire_ops *ops,
 	w->rx_arg = rx_arg;
 	w->rxbuf_pool = rxbuf_pool;
 	w->rxbuf_size = rxbuf_size;
-}
-
-int cour_wire_bell_arm(struct cour_wire *w)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
-
-	if (w->bell_fd < 0 || w->bell_epfd <= 0)
-		return 0;
-	if (epoll_ctl(w->bell_epfd, EPOLL_CTL_ADD, w->bell_fd, &ev) == 0 || errno == EEXIST)
-		return 0;
-	COUR_INFO(FI_LOG_EP_CTRL, "doorbell not watched: %s (probes wait for the next pass)\n",
-		  strerror(errno));
-	return -FI_EOTHER;
 }
 
 int cour_wire_rxbufs_init(struct cour_wire *w)

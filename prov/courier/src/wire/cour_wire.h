@@ -249,10 +249,12 @@ void cour_wire_init(struct cour_wire *w, const struct cour_wire_ops *ops,
 		    const struct cour_wire_rx_ops *rx, void *rx_arg, struct cour_pool *rxbuf_pool,
 		    size_t rxbuf_size);
 
-/* ---- wire/cour_wire.c: shared by the wires ---- */
-/* Join the doorbell to bell_epfd, if the wire opened one: once the engine reads it
- * (an enabled endpoint), or its datagrams would wake the thread for nobody to take. */
+/* Join the doorbell to bell_epfd, if the wire opened one: once the engine reads it (an
+ * enabled endpoint), or its datagrams would wake the thread for nobody to take. A doorbell
+ * the set cannot watch is closed (-FI_EOTHER): probes then reach the data socket (cour_udp.c) */
 int  cour_wire_bell_arm(struct cour_wire *w);
+
+/* ---- wire/cour_wire.c: shared by the wires ---- */
 /* The receive batch's buffers, from the engine's pool. */
 int  cour_wire_rxbufs_init(struct cour_wire *w);
 void cour_wire_rxbufs_fini(struct cour_wire *w);
