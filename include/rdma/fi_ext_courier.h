@@ -145,6 +145,8 @@ struct fi_courier_stats {
 					     * which woke the progress thread */
 	uint64_t rts_in_order;              /* eager messages sent as RTS behind a plain
 					     * RTS of no greater length, to keep their order */
+	uint64_t shm_split_rx;              /* same-host messages received by split copy
+					     * (each process copied a part) */
 };
 
 struct fi_courier_ops_ep {

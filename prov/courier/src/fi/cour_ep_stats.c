@@ -166,10 +166,11 @@ void cour_ep_print_stats(struct cour_ep *ep)
 	fprintf(stderr, "courier stats %s: unexp_bytes %" PRIu64 " unexp_peak %" PRIu64
 		" credit_rts %" PRIu64 " credit_grants %" PRIu64 " credit_refused %" PRIu64
 		" credit_repaid %" PRIu64 " rts_adopted %" PRIu64 " retrans_probe %" PRIu64
-		" nudges %" PRIu64 " bell_rcvd %" PRIu64 " rts_in_order %" PRIu64 "\n",
+		" nudges %" PRIu64 " bell_rcvd %" PRIu64 " rts_in_order %" PRIu64
+		" shm_split_rx %" PRIu64 "\n",
 		str, s.unexp_bytes, s.unexp_peak, s.credit_rts, s.credit_grants, s.credit_refused,
 		s.credit_repaid, s.rts_adopted, s.retrans_probe, s.nudges, s.bell_rcvd,
-		s.rts_in_order);
+		s.rts_in_order, s.shm_split_rx);
 	if (cour_params.cc && ep->pep.wire.base == &cour_udp_wire)
 		cour_ep_print_cc(ep, &s, str);
 	if (ep->pep.wire.mac || s.drop_bad_mac)
