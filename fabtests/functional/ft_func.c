@@ -120,6 +120,19 @@ int func_finish(struct func *f)
 	return cour_ft_finish(&f->ft);
 }
 
+int func_exit(struct func *f, struct cour_ft_buf *buf, int ret)
+{
+	cour_ft_close_ep(&f->ft);
+	cour_ft_buf_free(buf);
+	cour_ft_close(&f->ft);
+	if (ret || f->failures) {
+		fprintf(stderr, "%s: FAIL (%d)\n", f->prog, ret);
+		return 1;
+	}
+	printf("%s: %s passed\n", f->prog, f->ft.is_server ? "server" : "client");
+	return 0;
+}
+
 int func_next(struct func *f, bool tx, struct func_comp *c, int timeout_ms)
 {
 	struct func_queue *q = tx ? &f->txq : &f->rxq;

@@ -62,6 +62,10 @@ int func_init(struct func *f, int argc, char **argv, const char *name, uint64_t 
 /* Like func_init after option parsing, for programs that set their own options. */
 int func_start(struct func *f, struct cour_ft_opts *opts);
 int func_finish(struct func *f);
+/* The end of main: close the endpoint, buf (may be empty) and the rest, and say how it went
+ * ("<prog>: FAIL (ret)" if ret or an assertion failed, else "<prog>: server|client passed").
+ * Returns the exit status, 0 or 1. */
+int func_exit(struct func *f, struct cour_ft_buf *buf, int ret);
 
 /*
  * Next completion on the tx (rx) CQ, waiting at most timeout_ms (and never past the harness's

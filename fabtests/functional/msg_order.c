@@ -193,16 +193,18 @@ static int mo_server(struct mo *m, size_t size, unsigned int *seed)
  * arrived, is a plain RTS, and M2, of the same size right behind it, would be eager: whole when
  * its receive is posted, it must still complete after M1. The server posts its receives only
  * once all three are on their way. Needs more credit than the 64 units the eager M2 costs
- * (FI_COURIER_CREDITS), or M2 goes as a request for lack of it whatever the order.
+ * (FI_COURIER_CREDITS), or M2 goes as a request for lack of it whatever the order. Run at
+ * 16 KiB, where M2 fits one ring cell and would go outside the sequence (SHORT), and at
+ * 20 KiB, where it would go as EAGER packets.
  */
 #define MO_FLIP_X (300u << 10)
-#define MO_FLIP_M (20u << 10)
+#define MO_FLIP_M (20u << 10)   /* the longest of the sizes mo_flip is run with */
 
-static int mo_flip(struct mo *m)
+static int mo_flip(struct mo *m, size_t msz)
 {
 	struct func *f = &m->f;
 	struct cour_ft *ft = &f->ft;
-	char *x = m->buf.base, *m1 = x + MO_FLIP_X, *m2 = m1 + MO_FLIP_M, *y = m2 + MO_FLIP_M;
+	char *x = m->buf.base, *m1 = x + MO_FLIP_X, *m2 = m1 + msz, *y = m2 + msz;
 	void *desc[2] = { m->buf.desc, m->buf.desc };
 	struct func_comp c;
 	int order[3], n = 0;
@@ -213,8 +215,8 @@ static int mo_flip(struct mo *m)
 		};
 
 		cour_ft_fill(x, MO_FLIP_X, MO_SEQ(MO_FLIP_X, 0));
-		cour_ft_fill(m1, MO_FLIP_M, MO_SEQ(MO_FLIP_M, 0));
-		cour_ft_fill(m2, MO_FLIP_M, MO_SEQ(MO_FLIP_M, 1));
+		cour_ft_fill(m1, msz, MO_SEQ(msz, 0));
+		cour_ft_fill(m2, msz, MO_SEQ(msz, 1));
 		FUNC_CALL(f, cour_ft_post_recv(ft, y, 8, m->buf.desc, MO_TAG + 1, &m->ctx[3]));
 		FUNC_CALL(f, FUNC_POST(f, ft->opts.tagged ?
 				       fi_tsendv(ft->ep, iov, desc, 2, ft->peer, MO_TAG, &m->ctx[0]) :
@@ -223,8 +225,8 @@ static int mo_flip(struct mo *m)
 		FUNC_CALL(f, func_next(f, false, &c, 30000));   /* Y: M1 answers it */
 		FUNC_ASSERT(f, !c.is_err && c.e.op_context == &m->ctx[3], "the server's message: "
 			    "error %d", c.is_err ? c.err.err : 0);
-		FUNC_CALL(f, cour_ft_post_send(ft, m1, MO_FLIP_M, m->buf.desc, MO_TAG, &m->ctx[1]));
-		FUNC_CALL(f, cour_ft_post_send(ft, m2, MO_FLIP_M, m->buf.desc, MO_TAG, &m->ctx[2]));
+		FUNC_CALL(f, cour_ft_post_send(ft, m1, msz, m->buf.desc, MO_TAG, &m->ctx[1]));
+		FUNC_CALL(f, cour_ft_post_send(ft, m2, msz, m->buf.desc, MO_TAG, &m->ctx[2]));
 		FUNC_CALL(f, cour_ft_barrier(ft));              /* all three on their way */
 		for (int i = 0; i < 3; i++) {
 			FUNC_CALL(f, func_next(f, true, &c, 30000));
@@ -239,31 +241,31 @@ static int mo_flip(struct mo *m)
 	FUNC_CALL(f, func_next(f, true, &c, 30000));
 	FUNC_ASSERT(f, !c.is_err, "send of Y: error %d", c.err.err);
 	FUNC_CALL(f, cour_ft_barrier(ft));
-	memset(x, 0xee, MO_FLIP_X + 2 * MO_FLIP_M);
+	memset(x, 0xee, MO_FLIP_X + 2 * msz);
 	FUNC_CALL(f, cour_ft_post_recv(ft, x, MO_FLIP_X, m->buf.desc, MO_TAG, &m->ctx[0]));
-	FUNC_CALL(f, cour_ft_post_recv(ft, m1, MO_FLIP_M, m->buf.desc, MO_TAG, &m->ctx[1]));
-	FUNC_CALL(f, cour_ft_post_recv(ft, m2, MO_FLIP_M, m->buf.desc, MO_TAG, &m->ctx[2]));
+	FUNC_CALL(f, cour_ft_post_recv(ft, m1, msz, m->buf.desc, MO_TAG, &m->ctx[1]));
+	FUNC_CALL(f, cour_ft_post_recv(ft, m2, msz, m->buf.desc, MO_TAG, &m->ctx[2]));
 	for (int i = 0; i < 3; i++) {
 		FUNC_CALL(f, func_next(f, false, &c, 30000));
 		FUNC_ASSERT(f, !c.is_err, "receive: error %d (%s)", c.err.err,
 			    fi_strerror(c.err.err));
 		order[n] = mo_idx(m, c.e.op_context);
 		FUNC_ASSERT(f, order[n] >= 0 && order[n] < 3, "a foreign completion");
-		FUNC_ASSERT(f, c.e.len == (order[n] ? MO_FLIP_M : MO_FLIP_X), "receive %d: %zu "
+		FUNC_ASSERT(f, c.e.len == (order[n] ? msz : MO_FLIP_X), "receive %d: %zu "
 			    "bytes", order[n], c.e.len);
 		n++;
 	}
 	FUNC_CALL(f, func_check_data(f, x, MO_FLIP_X, MO_SEQ(MO_FLIP_X, 0), "X"));
-	FUNC_CALL(f, func_check_data(f, m1, MO_FLIP_M, MO_SEQ(MO_FLIP_M, 0), "M1"));
-	FUNC_CALL(f, func_check_data(f, m2, MO_FLIP_M, MO_SEQ(MO_FLIP_M, 1), "M2"));
+	FUNC_CALL(f, func_check_data(f, m1, msz, MO_SEQ(msz, 0), "M1"));
+	FUNC_CALL(f, func_check_data(f, m2, msz, MO_SEQ(msz, 1), "M2"));
 	int at[3];
 
 	for (int i = 0; i < 3; i++)
 		at[order[i]] = i;
-	FUNC_ASSERT(f, at[1] < at[2], "%u B messages: M2 completed before M1, sent earlier "
-		    "(completions: %d %d %d)", MO_FLIP_M, order[0], order[1], order[2]);
-	printf("msg_order: server: completions X/M1/M2 in order %d %d %d\n", order[0], order[1],
-	       order[2]);
+	FUNC_ASSERT(f, at[1] < at[2], "%zu B messages: M2 completed before M1, sent earlier "
+		    "(completions: %d %d %d)", msz, order[0], order[1], order[2]);
+	printf("msg_order: server: %zu B: completions X/M1/M2 in order %d %d %d\n", msz,
+	       order[0], order[1], order[2]);
 	return cour_ft_barrier(ft);
 }
 
@@ -293,7 +295,9 @@ int main(int argc, char **argv)
 	if (flip) {
 		ret = cour_ft_buf_alloc(&f->ft, MO_FLIP_X + 2 * MO_FLIP_M + 64, &m.buf);
 		if (!ret)
-			ret = mo_flip(&m);
+			ret = mo_flip(&m, 16u << 10);
+		if (!ret)
+			ret = mo_flip(&m, MO_FLIP_M);
 		if (!ret)
 			ret = func_finish(f);
 		goto out;
@@ -321,13 +325,5 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = func_finish(f);
 out:
-	cour_ft_close_ep(&f->ft);
-	cour_ft_buf_free(&m.buf);
-	cour_ft_close(&f->ft);
-	if (ret || f->failures) {
-		fprintf(stderr, "msg_order: FAIL (%d)\n", ret);
-		return 1;
-	}
-	printf("msg_order: %s passed\n", f->ft.is_server ? "server" : "client");
-	return 0;
+	return func_exit(f, &m.buf, ret);
 }

@@ -454,13 +454,5 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = func_finish(f);
 out:
-	cour_ft_close_ep(&f->ft);
-	cour_ft_buf_free(&s.buf);
-	cour_ft_close(&f->ft);
-	if (ret || f->failures) {
-		fprintf(stderr, "shm_short: FAIL (%d)\n", ret);
-		return 1;
-	}
-	printf("shm_short: %s passed\n", f->ft.is_server ? "server" : "client");
-	return 0;
+	return func_exit(f, &s.buf, ret);
 }

@@ -39,14 +39,18 @@ static size_t cour_budget_room(const struct cour_pep *ep)
 
 /* ---- sender ---- */
 
-/* An eager message announced instead, zero-copy from the same buffer once the receiver has a
- * place for it: for want of units (WANT), or behind a plain RTS (none: it goes plain too). */
-static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe, bool want)
+/* An eager message announced by an RTS instead, zero-copy from the same buffer once the
+ * receiver has a place for it (behind a plain RTS: it goes plain too, cour_credit_take) */
+static inline void cour_txe_as_rts(struct cour_txe *txe)
 {
 	txe->op_type = COUR_PKT_RTS;
 	txe->total_len = 0;
-	if (!want)
-		return;
+}
+
+/* Short of units for an eager message, but not of one: announce it, saying WANT. */
+static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe)
+{
+	cour_txe_as_rts(txe);
 	if (cour_cma_msg_usable(peer, txe->msg_len, txe->iov_count))
 		txe->hdr_flags |= COUR_F_CMA;
 	txe->hdr_flags |= COUR_F_WANT;
@@ -89,13 +93,13 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 	 * message may go as RTS and the next of its size eagerly. */
 	if (COUR_UNLIKELY(txe->op_type == COUR_PKT_EAGER && peer->rts_plain &&
 			  txe->msg_len >= peer->rts_plain_min && avail)) {
-		cour_txe_eager_to_rts(peer, txe, false);
+		cour_txe_as_rts(txe);
 		peer->ep->stats.rts_in_order++;
 		cost = 1;
 	}
 	if (COUR_UNLIKELY(cost > avail || (peer->short_rts && txe->op_type == COUR_PKT_EAGER))) {
 		if (avail && txe->op_type == COUR_PKT_EAGER) {
-			cour_txe_eager_to_rts(peer, txe, true);
+			cour_txe_eager_to_rts(peer, txe);
 			cost = 1;
 		} else {
 			if (!peer->credit_stalled) {
@@ -117,9 +121,8 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 		if (!(txe->hdr_flags & COUR_F_CMA)) {
 			txe->rts_plain = true;
 			peer->rts_plain++;
-			peer->rts_plain_min = (uint32_t)COUR_MIN(COUR_MIN(txe->msg_len,
-									  (uint64_t)UINT32_MAX),
-								 (uint64_t)peer->rts_plain_min);
+			if (txe->msg_len < peer->rts_plain_min)
+				peer->rts_plain_min = (uint32_t)txe->msg_len;
 		} else if (peer->rts_cma < UINT16_MAX) {
 			txe->rts_cma = true;
 			peer->rts_cma++;

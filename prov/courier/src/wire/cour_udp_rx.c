@@ -52,10 +52,6 @@ static uint32_t cour_udp_rx_ctl(struct cour_wire *w, struct msghdr *m)
 	return gso;
 }
 
-/* One buffer read from the socket: a datagram, or a GRO train of them split by the segment
- * size. A train's datagrams share the buffer, so the engine takes them borrowed (it copies
- * what it keeps); a lone datagram's buffer is its to keep. Returns the buffer to read into
- * next. */
 /* What a read of len bytes left in m: -1 if the datagram was cut short (longer than any
  * courier packet: counted and dropped), else its GRO segment size (0: one datagram). Either
  * way the capture has it. */
@@ -75,6 +71,10 @@ static int64_t cour_udp_rx_took(struct cour_wire *w, struct msghdr *m, size_t le
 	return gso;
 }
 
+/* One buffer read from the socket: a datagram, or a GRO train of them split by the segment
+ * size. A train's datagrams share the buffer, so the engine takes them borrowed (it copies
+ * what it keeps); a lone datagram's buffer is its to keep. Returns the buffer to read into
+ * next. */
 static void *cour_udp_deliver(struct cour_wire *w, void *buf, size_t len, uint32_t gso,
 			      const struct sockaddr_storage *sa, socklen_t sa_len)
 {
