@@ -176,7 +176,8 @@ Test(credit, eager_messages_behind_a_short_rts_wait_for_it_to_keep_their_order)
 
 /* A size's way may change between two messages (to a same-host peer, with the ring's copy rate):
  * here eager_max moves up under a plain RTS, and a message of the RTS's length or more that
- * would now go eagerly goes as a plain RTS too, with no WANT; a shorter one stays eager. */
+ * would now go eagerly goes as an eager one sent as RTS (WANT), not counted as short of credit;
+ * a shorter one before it stays eager, and one after it follows it as RTS. */
 Test(credit, an_eager_message_behind_a_plain_rts_no_longer_than_it_goes_as_rts_too)
 {
 	struct cour_pkt_hdr cts;
@@ -192,23 +193,27 @@ Test(credit, an_eager_message_behind_a_plain_rts_no_longer_than_it_goes_as_rts_t
 	capwire_send(ep, data, 6000, NULL, 0);     /* eager now, but it would overtake */
 	cr_assert_eq(capwire_count(COUR_PKT_RTS), 2);
 	rts = capwire_nth(COUR_PKT_RTS, 1);
-	cr_assert_not(rts->hdr.base.flags & COUR_F_WANT, "not for lack of credit");
+	cr_assert(rts->hdr.base.flags & COUR_F_WANT, "as an eager one sent as RTS (adoptable)");
 	cr_assert_eq(rts->hdr.msg.total_len, 6000);
 	cr_assert_eq(peer->rts_plain, 2);
-	cr_assert_eq(peer->short_rts, 0);
+	cr_assert_eq(peer->short_rts, 1);
 	cr_assert_eq(ep->pep.stats.rts_in_order, 1);
-	cr_assert_eq(ep->pep.stats.credit_rts, 0);
-	/* both cleared: the length goes eagerly again */
-	for (int i = 0; i < 2; i++) {
+	cr_assert_eq(ep->pep.stats.credit_rts, 0, "not for lack of credit");
+	capwire_send(ep, data, 100, NULL, 0);      /* shorter, behind it: it follows */
+	cr_assert_eq(capwire_count(COUR_PKT_RTS), 3);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 5);
+	/* all three cleared: the length goes eagerly again */
+	for (int i = 0; i < 3; i++) {
 		cts = capwire_hdr(peer, COUR_PKT_CTS, next_seq++, 7, 0, 8);
 		cts.msg.msg_id = capwire_nth(COUR_PKT_RTS, (size_t)i)->hdr.msg.msg_id;
 		cts.msg.rx_id = (uint32_t)i + 1;
-		cts.msg.total_len = i ? 6000 : 5000;
+		cts.msg.total_len = i == 0 ? 5000 : i == 1 ? 6000 : 100;
 		capwire_rx(ep, &cts, NULL, 0);
 	}
 	cr_assert_eq(peer->rts_plain, 0);
+	cr_assert_eq(peer->short_rts, 0);
 	capwire_send(ep, data, 6000, NULL, 0);
-	cr_assert_eq(capwire_count(COUR_PKT_RTS), 2);
+	cr_assert_eq(capwire_count(COUR_PKT_RTS), 3);
 	cr_assert_eq(ep->pep.stats.rts_in_order, 1);
 }
 

@@ -39,24 +39,19 @@ static size_t cour_budget_room(const struct cour_pep *ep)
 
 /* ---- sender ---- */
 
-/* An eager message announced by an RTS instead, zero-copy from the same buffer once the
- * receiver has a place for it (behind a plain RTS: it goes plain too, cour_credit_take) */
-static inline void cour_txe_as_rts(struct cour_txe *txe)
+/* Announce an eager message instead (RTS|WANT), zero-copy from the same buffer once the
+ * receiver has a place for it; the receiver may adopt it into a buffer of its own, so it
+ * still completes before its receive is posted, as eager. Until it is cleared the peer's later
+ * eager messages go the same way (cour_credit_take). */
+static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe)
 {
 	txe->op_type = COUR_PKT_RTS;
 	txe->total_len = 0;
-}
-
-/* Short of units for an eager message, but not of one: announce it, saying WANT. */
-static void cour_txe_eager_to_rts(struct cour_peer *peer, struct cour_txe *txe)
-{
-	cour_txe_as_rts(txe);
 	if (cour_cma_msg_usable(peer, txe->msg_len, txe->iov_count))
 		txe->hdr_flags |= COUR_F_CMA;
 	txe->hdr_flags |= COUR_F_WANT;
 	txe->short_rts = true;
 	peer->short_rts++;
-	peer->ep->stats.credit_rts++;
 }
 
 /* Its CTS came: messages behind it need no longer wait to keep their order. */
@@ -90,16 +85,18 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 	 * sent eager they would complete before it, out of the order they were sent in. The
 	 * same holds behind a plain RTS for a message at least as long: to a same-host peer the
 	 * length from which a message goes by rendezvous moves (cour_cma_msg_min), so one
-	 * message may go as RTS and the next of its size eagerly. */
+	 * message may go as RTS and the next of its size eagerly. It goes as an eager one sent
+	 * as RTS, so that the shorter ones behind it follow it as well. */
 	if (COUR_UNLIKELY(txe->op_type == COUR_PKT_EAGER && peer->rts_plain &&
 			  txe->msg_len >= peer->rts_plain_min && avail)) {
-		cour_txe_as_rts(txe);
+		cour_txe_eager_to_rts(peer, txe);
 		peer->ep->stats.rts_in_order++;
 		cost = 1;
 	}
 	if (COUR_UNLIKELY(cost > avail || (peer->short_rts && txe->op_type == COUR_PKT_EAGER))) {
 		if (avail && txe->op_type == COUR_PKT_EAGER) {
 			cour_txe_eager_to_rts(peer, txe);
+			peer->ep->stats.credit_rts++;
 			cost = 1;
 		} else {
 			if (!peer->credit_stalled) {
