@@ -249,7 +249,8 @@ static void start_placing(struct end *e, uint32_t base, uint32_t cap, size_t ple
 	e->cap = cap;
 	e->plen = plen;
 	e->clobber = UINT32_MAX;
-	e->w.rx_direct = true;     /* as the engine says when big data comes */
+	e->alone = false;
+	e->w.rx_direct = e->w.rx_direct_more = true;  /* as the engine says when big data comes */
 }
 
 /* the place holds the payloads of ids base..base + n - 1, end to end */
@@ -295,6 +296,48 @@ Test(udp_wire, a_gro_train_of_data_is_read_into_place)
 /* A GSO run may end with a shorter datagram, and that may be a pack (wire/cour_wire.h): read
  * into place with the data before it, it is no piece of that data, so it is copied out and
  * unpacked, its packets handed up intact, and the pieces stay placed. */
+/* A train that comes after an empty read, as a ping-pong's message does, is read whole in one
+ * batch call (a peek and a read into place cost more than copying it on from cache), unless
+ * the engine says its message goes on past it: then the next trains will queue up behind. */
+static void lone_train(bool more)
+{
+	size_t lens[40];
+	struct end *rx = &ends[1];
+
+	open_end(&ends[0], true, false);
+	open_end(rx, false, true);
+	start_placing(rx, 0, 40, 1400 - HDR_LEN);
+	cr_assert_eq(rx->w.ops->poll(&rx->w), 0, "the socket is empty");
+	for (uint32_t t = 0; t < 2; t++) {
+		rx->alone = !more;
+		rx->w.rx_direct_more = more;
+		for (uint32_t i = t * 20; i < (t + 1) * 20; i++) {
+			lens[i] = 1400;
+			queue(&ends[0], rx, i, lens[i]);
+		}
+		ends[0].w.ops->flush(&ends[0].w);
+		receive(rx, (t + 1) * 20);
+		for (uint32_t i = t * 20; i < (t + 1) * 20; i++)
+			cr_expect_eq(rx->seen[i].placed, more, "datagram %u placed: %d", i,
+				     rx->seen[i].placed);
+		cr_assert_eq(rx->w.ops->poll(&rx->w), 0, "the socket is empty again");
+		cr_expect(rx->w.rx_direct, "the engine's hint stays");
+	}
+	check_seen(rx, 0, lens, 40);
+	cr_expect_eq(rx->w.stats.gro_trains, 2);
+	check_place(rx, 40);
+}
+
+Test(udp_wire, a_lone_train_after_an_empty_read_is_read_whole)
+{
+	lone_train(false);
+}
+
+Test(udp_wire, a_lone_train_whose_message_goes_on_is_read_into_place)
+{
+	lone_train(true);
+}
+
 Test(udp_wire, a_pack_ending_a_train_read_into_place_is_unpacked)
 {
 	size_t lens[13];

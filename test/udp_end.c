@@ -52,6 +52,7 @@ static void *rec_packet(void *arg, void *buf, size_t len, const struct sockaddr_
 		e->next++;
 	}
 	e->w.rx_direct = e->placing;
+	e->w.rx_direct_more = e->placing && !e->alone;
 	return buf;       /* never kept: the wire reads the next one into it */
 }
 

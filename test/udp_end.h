@@ -36,6 +36,9 @@ struct end {
 	 * base, base + 1... in order, plen payload bytes each, end to end in place (cap of
 	 * them); next is the id it waits for */
 	bool             placing;
+	/* ...and says the stream goes on past what it saw (rx_direct_more): true unless a
+	 * test says otherwise */
+	bool             alone;
 	uint8_t         *place;
 	uint32_t         base, next, cap, clobber;
 	size_t           plen;

@@ -326,8 +326,11 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		    COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed &&
 	    (h->type == COUR_PKT_RDATA || h->type == COUR_PKT_WRITE ||
 	     h->type == COUR_PKT_READ_RESP ||
-	     (h->type == COUR_PKT_EAGER && hdr->msg.total_len >= COUR_WIRE_DIRECT_MIN)))
+	     (h->type == COUR_PKT_EAGER && hdr->msg.total_len >= COUR_WIRE_DIRECT_MIN))) {
 		ep->wire.rx_direct = true;
+		ep->wire.rx_direct_more = h->type != COUR_PKT_EAGER ||
+			hdr->msg.offset + (len - COUR_PKT_HDR_LEN) < hdr->msg.total_len;
+	}
 	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
 		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
 			cour_msg_handle_dgram(ep, hdr, (char *)buf + COUR_PKT_HDR_LEN,

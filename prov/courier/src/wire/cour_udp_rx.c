@@ -22,7 +22,11 @@
  * header, place... for as many of its datagrams as the engine expects to continue the same
  * data (the rest into a packet buffer). Two system calls per datagram or train instead of a
  * share of one: worth it only for big ones, so a round that places nothing returns to
- * batches.
+ * batches. Nor for a train that comes alone after an empty read and ends its message (a
+ * ping-pong's 8 KiB message, say): one batch call and a copy from a buffer still in cache beat
+ * the peek and an iovec per header and per payload (veth at MTU 1500: 10.6 against 13.6 us
+ * one way for 8 KiB). The engine says when the message goes on (rx_direct_more): its later
+ * trains stream in, and in place they move more (cour_bw -S 256k: 1.2x).
  */
 /* The control data of one received datagram: the GRO segment size (0: a single datagram),
  * the socket's running count of drops and when the kernel took it. */
@@ -315,6 +319,7 @@ static int cour_udp_poll_direct(struct cour_wire *w)
 					      &w->rx_sa[0], m.msg_namelen);
 		}
 	}
+	w->rx_single = !n;
 	if (n && !placed)
 		w->rx_direct = false;
 	return n;
@@ -374,7 +379,7 @@ int cour_udp_poll(struct cour_wire *w)
 	if (COUR_UNLIKELY(w->stamps_want != w->stamps_on))
 		cour_udp_stamps(w);
 
-	if (w->rx_direct)
+	if (w->rx_direct && (!w->rx_single || w->rx_direct_more))
 		return cour_udp_poll_direct(w);
 
 	/* Only the headers the last call filled (and the first: the direct path takes its
@@ -416,7 +421,7 @@ int cour_udp_poll(struct cour_wire *w)
 		return 0;
 	}
 	/* the engine says, packet by packet, whether big data streams in (rx_direct) */
-	w->rx_direct = false;
+	w->rx_direct = w->rx_direct_more = false;
 	for (i = 0; i < n; i++) {
 		struct msghdr *m = &w->rx_msgs[i].msg_hdr;
 		int64_t gso = cour_udp_rx_took(w, m, w->rx_msgs[i].msg_len);

@@ -174,6 +174,9 @@ struct cour_wire {
 	/* the engine's hint, set while it handles a batch: big data datagrams stream in, so the
 	 * next poll peeks each header and asks rx->direct where its payload goes */
 	bool                 rx_direct;
+	/* ...and the message goes on past the datagrams just read (a lone train that a batch
+	 * read takes in one call is read in place only when it continues a message) */
+	bool                 rx_direct_more;
 	/* set by the wire while the buffer handed to rx->packet is not the engine's to keep
 	 * (a segment of a GRO train): the engine copies what it holds */
 	bool                 rx_borrowed;
