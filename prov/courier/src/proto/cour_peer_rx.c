@@ -329,7 +329,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	     (h->type == COUR_PKT_EAGER && hdr->msg.total_len >= COUR_WIRE_DIRECT_MIN))) {
 		ep->wire.rx_direct = true;
 		ep->wire.rx_direct_more = h->type != COUR_PKT_EAGER ||
-			hdr->msg.offset + (len - COUR_PKT_HDR_LEN) < hdr->msg.total_len;
+					  cour_pkt_has_more(&hdr->msg, len);
 	}
 	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
 		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
