@@ -451,3 +451,43 @@ Test(credit, an_adopted_message_of_no_bytes_waits_for_its_empty_rdata)
 	cr_assert_null(ep->pep.rdv_by_id);
 	cr_assert_null(ep->pep.rxq->utag);
 }
+
+/* The engine's hint to the UDP wire (wire/cour_wire.h): while an eager message of 8 KiB or more
+ * arrives in GRO trains, the wire reads in place (rx_direct); only a message that goes on past
+ * the piece just handled has later trains that will queue up (rx_direct_more). A lone train
+ * that ends its message is read whole: cour_udp_poll. */
+Test(credit, the_wire_is_told_whether_an_eager_message_goes_on)
+{
+	const size_t len = 20000;
+	static char big[20000];
+	size_t off = 0, pieces = 0;
+
+	capwire_close(ep);
+	capwire_params();
+	cour_params.credits = cour_params.credits_max = 128;
+	cour_params.eager_max = 65536;
+	ep = capwire_open(FI_MSG | FI_TAGGED);
+	peer = capwire_peer(ep);
+	ep->pep.wire.rx_borrowed = true;        /* as the wire hands up a train's pieces */
+	ep->pep.wire.rx_train_len = 64000;
+	do {
+		struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, next_seq, 0, 0, 8);
+		size_t n = COUR_MIN(len - off, (size_t)CAPWIRE_ROOM);
+
+		h.base.flags = COUR_F_TAGGED;
+		h.msg.msg_id = 1;
+		h.msg.tag = tag;
+		h.msg.total_len = len;
+		h.msg.offset = off;
+		ep->pep.wire.rx_direct = ep->pep.wire.rx_direct_more = false;
+		capwire_rx(ep, &h, big + off, n);
+		cr_assert_eq(peer->rx_next, ++next_seq, "piece %zu was not accepted", pieces);
+		off += n;
+		pieces++;
+		cr_assert(ep->pep.wire.rx_direct, "piece %zu: no hint to read in place", pieces);
+		cr_assert_eq(ep->pep.wire.rx_direct_more, off < len, "piece %zu at %zu of %zu",
+			     pieces, off, len);
+	} while (off < len);
+	cr_assert_gt(pieces, 2);
+	ep->pep.wire.rx_borrowed = false;
+}
