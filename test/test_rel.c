@@ -490,6 +490,32 @@ Test(txwin, a_pause_the_peer_reports_lengthens_the_timer_until_it_is_forgotten)
 	cr_assert_eq(peer->rto_us, 64000);
 }
 
+/* An ACK riding on the peer's message says nothing of how long the peer held our packet (a
+ * halo's peer builds it after its own sending): its sample times the retransmit timer but is
+ * no queueing delay. An ACK of its own, hold known or not, is both. */
+Test(txwin, an_ack_riding_on_data_times_the_timer_but_not_the_queue)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 1, 0, PLENTY);
+
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(0)->sent_us = cour_now_us() - 5000;
+	h.base.flags = COUR_F_TAGGED;
+	h.msg.msg_id = 1;
+	h.msg.total_len = 8;
+	capwire_rx(ep, &h, data, 8);
+	cr_assert_eq(peer->rx_next, 1, "the peer's message was not accepted");
+	cr_assert_eq(peer->tx_una, 1, "the ACK it carries released nothing");
+	cr_assert_geq(peer->srtt_us, 5000);
+	cr_assert_eq(peer->cc.base_us, 0, "base %u us", peer->cc.base_us);
+	cr_assert_eq(peer->cc.round_samples, 0);
+
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(1)->sent_us = cour_now_us() - 5000;
+	ack_held(2, 0);
+	cr_assert_eq(peer->tx_una, 2);
+	cr_assert_geq(peer->cc.base_us, 5000, "base %u us", peer->cc.base_us);
+}
+
 /* A resend the peer had (its DUP ACK, which moves nothing) says how late its ACK was: the
  * timer learns that pause, its backoff undone. */
 Test(txwin, a_dup_ack_teaches_the_timer_the_peer_s_pause)
