@@ -490,30 +490,74 @@ Test(txwin, a_pause_the_peer_reports_lengthens_the_timer_until_it_is_forgotten)
 	cr_assert_eq(peer->rto_us, 64000);
 }
 
-/* An ACK riding on the peer's message says nothing of how long the peer held our packet (a
- * halo's peer builds it after its own sending): its sample times the retransmit timer but is
- * no queueing delay. An ACK of its own, hold known or not, is both. */
-Test(txwin, an_ack_riding_on_data_times_the_timer_but_not_the_queue)
+/* An ACK riding on the peer's message carries no hold time. Sent late (HELD: the peer's own
+ * sending came first, a halo's), its sample times the retransmit timer but is no queueing
+ * delay; sent promptly, or in an ACK of its own (hold known or not), it is both. */
+static void eager_from_peer(uint32_t seq, uint32_t ack, uint16_t flags)
 {
-	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 1, 0, PLENTY);
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, seq, ack, 0, PLENTY);
 
-	capwire_send(ep, data, 100, NULL, 0);
-	slot(0)->sent_us = cour_now_us() - 5000;
-	h.base.flags = COUR_F_TAGGED;
-	h.msg.msg_id = 1;
+	h.base.flags = COUR_F_TAGGED | flags;
+	h.msg.msg_id = seq + 1;
 	h.msg.total_len = 8;
 	capwire_rx(ep, &h, data, 8);
-	cr_assert_eq(peer->rx_next, 1, "the peer's message was not accepted");
-	cr_assert_eq(peer->tx_una, 1, "the ACK it carries released nothing");
+	cr_assert_eq(peer->rx_next, seq + 1, "the peer's message was not accepted");
+	cr_assert_eq(peer->tx_una, ack, "the ACK it carries released nothing");
+}
+
+Test(txwin, an_ack_riding_late_on_data_times_the_timer_but_not_the_queue)
+{
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(0)->sent_us = cour_now_us() - 5000;
+	eager_from_peer(0, 1, COUR_F_HELD);
 	cr_assert_geq(peer->srtt_us, 5000);
 	cr_assert_eq(peer->cc.base_us, 0, "base %u us", peer->cc.base_us);
-	cr_assert_eq(peer->cc.round_samples, 0);
 
 	capwire_send(ep, data, 100, NULL, 0);
-	slot(1)->sent_us = cour_now_us() - 5000;
-	ack_held(2, 0);
-	cr_assert_eq(peer->tx_una, 2);
-	cr_assert_geq(peer->cc.base_us, 5000, "base %u us", peer->cc.base_us);
+	slot(1)->sent_us = cour_now_us() - 4000;
+	eager_from_peer(1, 2, 0);
+	cr_assert_geq(peer->cc.base_us, 4000, "base %u us", peer->cc.base_us);
+
+	capwire_send(ep, data, 100, NULL, 0);
+	slot(2)->sent_us = cour_now_us() - 3000;
+	ack_held(3, 0);
+	cr_assert_geq(peer->cc.base_us, 3000, "base %u us", peer->cc.base_us);
+	cr_assert_lt(peer->cc.base_us, 4000, "base %u us", peer->cc.base_us);
+}
+
+/* Our own packets say HELD exactly when the ACK they carry is late: the newest packet of the
+ * peer's they acknowledge reached our kernel longer than the target ago. */
+Test(txwin, a_packet_that_carries_a_late_ack_says_so)
+{
+	uint64_t target = (uint64_t)cour_params.cc_target_us;
+
+	ep->pep.wire.rx_stamp_ns = cour_wall_ns() - 4 * target * 1000;  /* taken long ago */
+	eager_from_peer(0, 0, 0);
+	ep->pep.wire.rx_stamp_ns = 0;
+	capwire_send(ep, data, 100, NULL, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 1);
+	cr_assert(capwire_last()->hdr.base.flags & COUR_F_HELD);
+	cr_assert_eq(capwire_last()->hdr.base.ack, 1);
+
+	ep->pep.wire.rx_stamp_ns = cour_wall_ns();                      /* just now */
+	eager_from_peer(1, 0, 0);
+	ep->pep.wire.rx_stamp_ns = 0;
+	capwire_send(ep, data, 100, NULL, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 2);
+	cr_assert_not(capwire_last()->hdr.base.flags & COUR_F_HELD);
+	cr_assert_eq(capwire_last()->hdr.base.ack, 2);
+
+	/* nothing new to acknowledge: nothing late either */
+	capwire_send(ep, data, 100, NULL, 0);
+	cr_assert_not(capwire_last()->hdr.base.flags & COUR_F_HELD);
+	/* and an ACK of its own says how late in its seq field instead */
+	ep->pep.wire.rx_stamp_ns = cour_wall_ns() - 4 * target * 1000;
+	eager_from_peer(2, 0, 0);
+	ep->pep.wire.rx_stamp_ns = 0;
+	cour_peer_send_ack_via(peer, 0, false);
+	cr_assert_eq(capwire_last()->hdr.base.type, COUR_PKT_ACK);
+	cr_assert_not(capwire_last()->hdr.base.flags & COUR_F_HELD);
+	cr_assert_geq(capwire_last()->hdr.base.seq, 4 * target);
 }
 
 /* A resend the peer had (its DUP ACK, which moves nothing) says how late its ACK was: the

@@ -1,8 +1,8 @@
--- courier.lua: a Wireshark / tshark dissector for courier's wire protocol, version 4
+-- courier.lua: a Wireshark / tshark dissector for courier's wire protocol, version 5
 -- (prov/courier/src/proto/cour_wire_fmt.h is the format's truth, docs/protocol.md explains it).
 --
 -- Courier endpoints bind any UDP port, so this is a heuristic dissector on UDP: a datagram is
--- taken as courier when its version byte is 4, its type is known, its flags are known bits and
+-- taken as courier when its version byte is 5, its type is known, its flags are known bits and
 -- its length is one the type allows, or when it is a packed datagram (first byte 0xc5: several
 -- packets, each decoded on its own, wire/cour_wire.h) whose layout holds and whose packets
 -- are courier's. "Decode As... courier" forces it on a port.
@@ -18,7 +18,7 @@
 
 local courier = Proto("courier", "courier RDM transport")
 
-local WIRE_VERSION = 4
+local WIRE_VERSION = 5
 local PACK_MARK, PACK_HDR = 0xc5, 8  -- a packed datagram: mark, 0, count, 0 (4 bytes), packets
 local BASE_LEN, OP_LEN = 32, 80
 local MAC_LEN = 32          -- authentication trailer, when flag MAC is set (UDP only)
@@ -50,9 +50,10 @@ local FLAGS = {
 	{ "PART",    "one part of a multi-iovec RMA, not its last: no target events" },
 	{ "MAC",     "an authentication trailer ends the datagram" },
 	{ "DUP",     "on ACK: a packet delivered already arrived again (a needless resend)" },
+	{ "HELD",    "the ACK this packet carries is late: not a congestion sample" },
 }
 local F_PCSUM, F_CMA, F_PUSHED, F_RXCTX, F_PART, F_MAC = 3, 5, 6, 8, 9, 10
-local FLAGS_LIMIT = 4096    -- bits above DUP are unknown: not courier
+local FLAGS_LIMIT = 8192    -- bits above HELD are unknown: not courier
 
 local function bit(v, n) return math.floor(v / 2 ^ n) % 2 == 1 end
 

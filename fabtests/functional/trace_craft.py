@@ -13,11 +13,11 @@ import struct
 import sys
 
 ACK, RESET, EAGER, RMA_RESP, ATOMIC, DGRAM, HELLO, CM, SHORT = 1, 2, 3, 11, 12, 13, 14, 15, 16
-F_TAGGED, F_CQ_DATA, F_DC, F_PCSUM, F_RXCTX, F_MAC = 1, 2, 4, 8, 256, 1024
+F_TAGGED, F_CQ_DATA, F_DC, F_PCSUM, F_RXCTX, F_MAC, F_HELD = 1, 2, 4, 8, 256, 1024, 4096
 
 
 def base(typ, flags, src=0x5e55a001, dst=0x5e55b002, seq=0, ack=0, sack=0, credits=64,
-         crc=0x0badc0de, version=4):
+         crc=0x0badc0de, version=5):
     return struct.pack("<BBHIIIIIII", version, typ, flags, crc, src, dst, seq, ack, sack,
                        credits)
 
@@ -88,8 +88,8 @@ def main(path):
     add(base(ATOMIC, 0, seq=6, ack=9) +
         op(msg_id=10, rx_id=12 | 7 << 8 | 2 << 16 | 3 << 18, tag=0x77, total_len=24,
            raddr=0x7f0000001000) + bytes(48))
-    # 4 RMA_RESP refusing msg 10: COUR_E_BOUNDS (10)
-    add(base(RMA_RESP, 0, seq=7, ack=9) + op(msg_id=10, rx_id=10), src=b4, dst=a4)
+    # 4 RMA_RESP refusing msg 10: COUR_E_BOUNDS (10), its ACK late (HELD)
+    add(base(RMA_RESP, F_HELD, seq=7, ack=9) + op(msg_id=10, rx_id=10), src=b4, dst=a4)
     # 5 HELLO with a trailer: pid 4242, fd 7, flags REPLY|MAPPED, mailbox 2 of generation 5
     hello = (bytes(range(16)) + struct.pack("<QQIiQQQIIII", 4026531840, 4026531836, 4242, 7,
                                             0xc0ffee, 4390912, 0x7ffd0000, 1000, 3, 5, 2))

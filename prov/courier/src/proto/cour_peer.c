@@ -887,11 +887,22 @@ void cour_hdr_finish_fields(struct cour_peer *peer, struct cour_pkt_hdr *hdr)
 		hdr->base.src_session = peer->local_session;
 		hdr->base.dst_session = peer->remote_session;
 		peer->credits_sent = peer->credits_granted;
-		/* Whatever we send carries the ACK: a pending delayed ACK is no longer needed. */
-		if (peer->rx_since_ack)
-			peer->ack_late_us = peer->rx_stamp_ns ? (uint32_t)COUR_MIN(
-				cour_us_since(cour_wall_ns(), peer->rx_stamp_ns) / 1000u,
-				(uint64_t)UINT32_MAX) : 0;
+		/* Whatever we send carries the ACK: a pending delayed ACK is no longer needed.
+		 * A packet of ours that carries it late says so (COUR_F_HELD): the time we held
+		 * the peer's packet is no queue on the path, and only an ACK of its own says
+		 * how long that was. Up to the target, the sample stays within one target of
+		 * the queue: through shaped switch ports, where every host sends and receives,
+		 * such samples are much of what shows the queue (docs/protocol.md). */
+		hdr->base.flags &= (uint16_t)~COUR_F_HELD;
+		if (peer->rx_since_ack) {
+			uint64_t held = peer->rx_stamp_ns ?
+				cour_us_since(cour_wall_ns(), peer->rx_stamp_ns) / 1000u : 0;
+
+			peer->ack_late_us = (uint32_t)COUR_MIN(held, (uint64_t)UINT32_MAX);
+			if (held > (uint64_t)cour_params.cc_target_us &&
+			    hdr->base.type != COUR_PKT_ACK)
+				hdr->base.flags |= COUR_F_HELD;
+		}
 		peer->ack_needed = false;
 		peer->rx_since_ack = 0;
 	}

@@ -381,14 +381,13 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		 * the path. Sample only when nothing the ACK releases was sent twice. */
 		for (uint32_t s = peer->tx_una; clean && s != h->ack; s++)
 			clean = cour_txslot(peer, s)->tries <= 1;
-		/* An ACK riding on the peer's data carries no hold: it left when the peer's
-		 * next packet was built, after that packet's share of the peer's sending (a halo
-		 * of 1 MiB at MTU 1500: over 100 us of copying), which is no queue. Its sample
-		 * serves the timer only. */
+		/* An ACK riding on the peer's data carries no hold time. When it left late
+		 * (COUR_F_HELD: after the peer's own sending, which in a halo of 1 MiB at MTU
+		 * 1500 is over 100 us of copying), its sample serves the timer only. */
 		if (clean) {
 			uint64_t rtt = cour_us_since(now, last->sent_us);
 
-			cour_peer_rtt_sample(peer, rtt, h->type == COUR_PKT_ACK ?
+			cour_peer_rtt_sample(peer, rtt, !(h->flags & COUR_F_HELD) ?
 					     cour_peer_net_rtt(peer, last, now, hold) : 0, now);
 			if (peer->probe_shift)
 				peer->probe_shift--;

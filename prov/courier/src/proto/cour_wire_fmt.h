@@ -82,7 +82,7 @@
 #error "courier's wire format is little-endian and has no byte swapping yet"
 #endif
 
-#define COUR_WIRE_VERSION 4
+#define COUR_WIRE_VERSION 5
 
 enum cour_pkt_type {
 	COUR_PKT_ACK = 1,   /* unsequenced: ack, sack, credits only */
@@ -168,7 +168,12 @@ enum {
 	COUR_F_DUP     = 1 << 11,  /* on ACK: sent because a packet delivered already arrived
 				    * again: a resend was needless (the sender's timeout
 				    * was spurious, proto/cour_cc.h) */
-	COUR_F_ALL     = (1 << 12) - 1
+	COUR_F_HELD    = 1 << 12,  /* on any packet but ACK: the ACK it carries is late, its
+				    * sender held the newest packet it acknowledges longer than
+				    * FI_COURIER_CC_TARGET (its own sending came first, or it
+				    * lost its cpu): the receiver times its retransmit timer by
+				    * it, not its congestion window (proto/cour_cc.h). Version 5 */
+	COUR_F_ALL     = (1 << 13) - 1
 };
 
 struct cour_base_hdr {
