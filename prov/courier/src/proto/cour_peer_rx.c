@@ -298,7 +298,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	struct cour_addr from;
 	uint32_t w = (uint32_t)cour_params.window;
 	uint64_t now;
-	bool probe, msg;
+	bool probe, msg, big;
 
 	if (COUR_UNLIKELY(len >= COUR_BASE_HDR_LEN && h->type == COUR_PKT_CM)) {
 		if (cour_addr_from_sockaddr(&from, sa, sa_len) == 0) {
@@ -321,15 +321,13 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	from.is_v4 = ep->wire.addr.is_v4;
 	ep->stats.rx_bytes += len;
 	/* big data streams in over the wire, in big datagrams or GRO trains of them: its next
-	 * poll reads such packets in place */
-	if ((ep->wire.rx_borrowed ? ep->wire.rx_train_len : len) >=
-		    COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed &&
-	    (h->type == COUR_PKT_RDATA || h->type == COUR_PKT_WRITE ||
-	     h->type == COUR_PKT_READ_RESP ||
-	     (h->type == COUR_PKT_EAGER && hdr->msg.total_len >= COUR_WIRE_DIRECT_MIN))) {
+	 * poll reads such packets in place (an eager message's: below) */
+	big = (ep->wire.rx_borrowed ? ep->wire.rx_train_len : len) >=
+		      COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed;
+	if (big && (h->type == COUR_PKT_RDATA || h->type == COUR_PKT_WRITE ||
+		    h->type == COUR_PKT_READ_RESP)) {
 		ep->wire.rx_direct = true;
-		ep->wire.rx_direct_more = h->type != COUR_PKT_EAGER ||
-					  cour_pkt_has_more(&hdr->msg, len);
+		ep->wire.rx_direct_more = true;
 	}
 	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
 		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
@@ -408,6 +406,15 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			      len - COUR_BASE_HDR_LEN);
 	else
 		cour_peer_ack(peer, h, now, NULL, 0);
+	/* An eager message goes into place only from a peer we have nothing in flight to (its
+	 * ACKs, just above, counted). In a halo (both send at once) a few trains wait at a
+	 * time, and one batch call and a copy from cache beat a peek and a scattered read
+	 * each; a stream's receiver, which only acknowledges, gains from reading in place. */
+	if (big && h->type == COUR_PKT_EAGER && hdr->msg.total_len >= COUR_WIRE_DIRECT_MIN &&
+	    !peer->inflight_bytes) {
+		ep->wire.rx_direct = true;
+		ep->wire.rx_direct_more = cour_pkt_has_more(&hdr->msg, len);
+	}
 	if (COUR_UNLIKELY(h->type == COUR_PKT_HELLO))
 		cour_shm_hello_handle(peer, (const struct cour_shm_hello *)
 				      ((const char *)buf + COUR_BASE_HDR_LEN));
