@@ -456,40 +456,54 @@ Test(credit, an_adopted_message_of_no_bytes_waits_for_its_empty_rdata)
  * arrives in GRO trains, the wire reads in place (rx_direct); only a message that goes on past
  * the piece just handled has later trains that will queue up (rx_direct_more). A lone train
  * that ends its message is read whole: cour_udp_poll. */
-Test(credit, the_wire_is_told_whether_an_eager_message_goes_on)
-{
-	const size_t len = 20000;
-	static char big[20000];
-	size_t off = 0, pieces = 0;
+#define HINT_LEN 20000
 
+/* An endpoint whose peer sends a HINT_LEN eager message as pieces of GRO trains */
+static void open_for_hints(void)
+{
 	capwire_close(ep);
 	capwire_params();
 	cour_params.credits = cour_params.credits_max = 128;
 	cour_params.eager_max = 65536;
 	ep = capwire_open(FI_MSG | FI_TAGGED);
 	peer = capwire_peer(ep);
-	ep->pep.wire.rx_borrowed = true;        /* as the wire hands up a train's pieces */
-	ep->pep.wire.rx_train_len = 64000;
-	do {
-		struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, next_seq, 0, 0, 8);
-		size_t n = COUR_MIN(len - off, (size_t)CAPWIRE_ROOM);
+}
 
-		h.base.flags = COUR_F_TAGGED;
-		h.msg.msg_id = 1;
-		h.msg.tag = tag;
-		h.msg.total_len = len;
-		h.msg.offset = off;
-		ep->pep.wire.rx_direct = ep->pep.wire.rx_direct_more = false;
-		capwire_rx(ep, &h, big + off, n);
-		cr_assert_eq(peer->rx_next, ++next_seq, "piece %zu was not accepted", pieces);
-		off += n;
+/* The piece at off of that message, as the wire hands up a train's, carrying ack; the hint
+ * cleared before it, so what it says is this piece's. Returns the offset after it. */
+static size_t hint_piece(size_t off, uint32_t ack)
+{
+	static char big[HINT_LEN];
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, next_seq, ack, 0, 8);
+	size_t n = COUR_MIN(HINT_LEN - off, (size_t)CAPWIRE_ROOM);
+
+	h.base.flags = COUR_F_TAGGED;
+	h.msg.msg_id = 1;
+	h.msg.tag = tag;
+	h.msg.total_len = HINT_LEN;
+	h.msg.offset = off;
+	ep->pep.wire.rx_borrowed = true;
+	ep->pep.wire.rx_train_len = 64000;
+	ep->pep.wire.rx_direct = ep->pep.wire.rx_direct_more = false;
+	capwire_rx(ep, &h, big + off, n);
+	ep->pep.wire.rx_borrowed = false;
+	cr_assert_eq(peer->rx_next, ++next_seq, "the piece at %zu was not accepted", off);
+	return off + n;
+}
+
+Test(credit, the_wire_is_told_whether_an_eager_message_goes_on)
+{
+	size_t off = 0, pieces = 0;
+
+	open_for_hints();
+	do {
+		off = hint_piece(off, 0);
 		pieces++;
 		cr_assert(ep->pep.wire.rx_direct, "piece %zu: no hint to read in place", pieces);
-		cr_assert_eq(ep->pep.wire.rx_direct_more, off < len, "piece %zu at %zu of %zu",
-			     pieces, off, len);
-	} while (off < len);
+		cr_assert_eq(ep->pep.wire.rx_direct_more, off < HINT_LEN, "piece %zu at %zu of %d",
+			     pieces, off, HINT_LEN);
+	} while (off < HINT_LEN);
 	cr_assert_gt(pieces, 2);
-	ep->pep.wire.rx_borrowed = false;
 }
 
 /* ...but not from a peer we have packets in flight to (a halo, both sides sending at once: a
@@ -497,40 +511,18 @@ Test(credit, the_wire_is_told_whether_an_eager_message_goes_on)
  * each). The piece that acknowledges ours brings the hint back. */
 Test(credit, an_eager_message_from_a_peer_we_send_to_is_read_in_batches)
 {
-	const size_t len = 20000;
-	static char big[20000], mine[100];
+	static char mine[100];
 	size_t off = 0;
 	uint32_t ours;
 
-	capwire_close(ep);
-	capwire_params();
-	cour_params.credits = cour_params.credits_max = 128;
-	cour_params.eager_max = 65536;
-	ep = capwire_open(FI_MSG | FI_TAGGED);
-	peer = capwire_peer(ep);
+	open_for_hints();
 	capwire_send(ep, mine, sizeof(mine), NULL, 0);
 	cr_assert_gt(peer->inflight_bytes, 0, "our message is in flight");
 	ours = peer->tx_next;
-	ep->pep.wire.rx_borrowed = true;
-	ep->pep.wire.rx_train_len = 64000;
-	for (int piece = 0; off < len; piece++) {
-		bool acks = piece == 2;
-		struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, next_seq,
-						    acks ? ours : 0, 0, 8);
-		size_t n = COUR_MIN(len - off, (size_t)CAPWIRE_ROOM);
-
-		h.base.flags = COUR_F_TAGGED;
-		h.msg.msg_id = 1;
-		h.msg.tag = tag;
-		h.msg.total_len = len;
-		h.msg.offset = off;
-		ep->pep.wire.rx_direct = ep->pep.wire.rx_direct_more = false;
-		capwire_rx(ep, &h, big + off, n);
-		cr_assert_eq(peer->rx_next, ++next_seq, "piece %d was not accepted", piece);
-		off += n;
+	for (int piece = 0; off < HINT_LEN; piece++) {
+		off = hint_piece(off, piece == 2 ? ours : 0);
 		cr_assert_eq(ep->pep.wire.rx_direct, piece >= 2, "piece %d: hint %d", piece,
 			     ep->pep.wire.rx_direct);
 		cr_assert_eq(peer->inflight_bytes == 0, piece >= 2);
 	}
-	ep->pep.wire.rx_borrowed = false;
 }

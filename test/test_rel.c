@@ -525,23 +525,27 @@ Test(txwin, an_ack_riding_late_on_data_times_the_timer_but_not_the_queue)
 	cr_assert_lt(peer->cc.base_us, 4000, "base %u us", peer->cc.base_us);
 }
 
+/* The peer's message seq, which its kernel took ago_us before now */
+static void eager_taken(uint32_t seq, uint64_t ago_us)
+{
+	ep->pep.wire.rx_stamp_ns = cour_wall_ns() - ago_us * 1000;
+	eager_from_peer(seq, 0, 0);
+	ep->pep.wire.rx_stamp_ns = 0;
+}
+
 /* Our own packets say HELD exactly when the ACK they carry is late: the newest packet of the
  * peer's they acknowledge reached our kernel longer than the target ago. */
 Test(txwin, a_packet_that_carries_a_late_ack_says_so)
 {
 	uint64_t target = (uint64_t)cour_params.cc_target_us;
 
-	ep->pep.wire.rx_stamp_ns = cour_wall_ns() - 4 * target * 1000;  /* taken long ago */
-	eager_from_peer(0, 0, 0);
-	ep->pep.wire.rx_stamp_ns = 0;
+	eager_taken(0, 4 * target);                     /* taken long ago */
 	capwire_send(ep, data, 100, NULL, 0);
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 1);
 	cr_assert(capwire_last()->hdr.base.flags & COUR_F_HELD);
 	cr_assert_eq(capwire_last()->hdr.base.ack, 1);
 
-	ep->pep.wire.rx_stamp_ns = cour_wall_ns();                      /* just now */
-	eager_from_peer(1, 0, 0);
-	ep->pep.wire.rx_stamp_ns = 0;
+	eager_taken(1, 0);                              /* just now */
 	capwire_send(ep, data, 100, NULL, 0);
 	cr_assert_eq(capwire_count(COUR_PKT_EAGER), 2);
 	cr_assert_not(capwire_last()->hdr.base.flags & COUR_F_HELD);
@@ -551,9 +555,7 @@ Test(txwin, a_packet_that_carries_a_late_ack_says_so)
 	capwire_send(ep, data, 100, NULL, 0);
 	cr_assert_not(capwire_last()->hdr.base.flags & COUR_F_HELD);
 	/* and an ACK of its own says how late in its seq field instead */
-	ep->pep.wire.rx_stamp_ns = cour_wall_ns() - 4 * target * 1000;
-	eager_from_peer(2, 0, 0);
-	ep->pep.wire.rx_stamp_ns = 0;
+	eager_taken(2, 4 * target);
 	cour_peer_send_ack_via(peer, 0, false);
 	cr_assert_eq(capwire_last()->hdr.base.type, COUR_PKT_ACK);
 	cr_assert_not(capwire_last()->hdr.base.flags & COUR_F_HELD);
