@@ -138,7 +138,7 @@ size_t cour_peer_tx_pending(const struct cour_peer *peer);
 static inline bool cour_peer_tx_idle(const struct cour_peer *peer)
 {
 	return !peer->ctrlq && !peer->txq && !peer->tx_inflight && !peer->tx_wait &&
-	       peer->tx_una == peer->tx_next;
+	       !cour_peer_sending(peer);
 }
 fi_addr_t cour_peer_fi_addr(struct cour_peer *peer);
 void cour_peer_push(struct cour_peer *peer);          /* build and send what the window allows */

@@ -367,7 +367,7 @@ void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t no
 
 void cour_peer_resend_window(struct cour_peer *peer, uint64_t now)
 {
-	if (peer->via_shm || peer->tx_una == peer->tx_next)
+	if (peer->via_shm || !cour_peer_sending(peer))
 		return;
 	for (uint32_t s = peer->tx_una; s != peer->tx_next; s++) {
 		struct cour_txpkt *slot = cour_txslot(peer, s);
@@ -384,14 +384,14 @@ static void cour_peer_shm_release(struct cour_peer *peer, uint64_t now)
 {
 	uint32_t una = peer->tx_una;
 
-	while (peer->tx_una != peer->tx_next && cour_txslot(peer, peer->tx_una)->sent_us) {
+	while (cour_peer_sending(peer) && cour_txslot(peer, peer->tx_una)->sent_us) {
 		cour_slot_release(peer, cour_txslot(peer, peer->tx_una));
 		peer->tx_una++;
 	}
 	/* (a retry into a ring that stays full is no sign of life: the silence clock runs on) */
 	if (peer->tx_una != una)
 		peer->last_ack_us = now;
-	if (peer->tx_una == peer->tx_next)
+	if (!cour_peer_sending(peer))
 		peer->rto_deadline = 0;
 }
 
@@ -447,7 +447,7 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 	slot->tries = 0;
 	slot->sacked = false;
 
-	if (peer->tx_una == peer->tx_next)
+	if (!cour_peer_sending(peer))
 		peer->last_ack_us = now;    /* the silence clock starts with the first packet out */
 	if (!peer->via_shm)
 		cour_cc_sending(&peer->cc, cour_peer_pipe(peer), now);
@@ -502,7 +502,7 @@ void cour_peer_push(struct cour_peer *peer)
 		return;
 	/* to the ring once nothing sent over UDP is unacknowledged: the ring's packets count as
 	 * acknowledged the moment they are in, which is only right in order */
-	if (peer->shm && !peer->via_shm && peer->tx_una == peer->tx_next)
+	if (peer->shm && !peer->via_shm && !cour_peer_sending(peer))
 		peer->via_shm = true;
 	now = peer->via_shm ? cour_ep_clock_refresh(ep, false) : cour_now_us();
 	while (peer->ctrlq && cour_peer_window_open(peer))
@@ -676,7 +676,7 @@ size_t cour_peer_tx_pending(const struct cour_peer *peer)
 		n++;
 	DL_FOREACH(peer->tx_wait, t)
 		n++;
-	return n ? n : peer->tx_una != peer->tx_next;
+	return n ? n : cour_peer_sending(peer);
 }
 
 void cour_peer_free_all(struct cour_pep *ep)

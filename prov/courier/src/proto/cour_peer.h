@@ -164,6 +164,13 @@ struct cour_peer {
 	bool                 box_blocked;     /* ...there is one */
 };
 
+/* Packets of ours to the peer built and not yet acknowledged (inflight_bytes counts the same
+ * slots in bytes: both move together as tx_una passes them). */
+static inline bool cour_peer_sending(const struct cour_peer *peer)
+{
+	return peer->tx_una != peer->tx_next;
+}
+
 /*
  * Windows sized by use (proto/cour_peer_win.c): a peer's rings hold what it has in flight,
  * not FI_COURIER_WINDOW slots from its first packet. Indexing is seq & (cap - 1).

@@ -216,7 +216,7 @@ uint64_t cour_peer_hole_timer(struct cour_peer *peer, uint64_t now)
 	uint64_t again = COUR_MAX(2 * peer->srtt_us, 200u), due = 0;
 	bool sent = false;
 
-	if (!peer->txwin || peer->tx_una == peer->tx_next || !cour_peer_last_sacked(peer, &last))
+	if (!peer->txwin || !cour_peer_sending(peer) || !cour_peer_last_sacked(peer, &last))
 		return 0;
 	for (uint32_t s = peer->tx_una; s != last; s++) {
 		struct cour_txpkt *slot = cour_txslot(peer, s);
@@ -264,7 +264,7 @@ uint64_t cour_peer_tail_probe(struct cour_peer *peer, uint64_t now)
 	uint64_t due;
 
 	if (!peer->txwin || peer->via_shm || peer->tail_probed || !peer->srtt_us ||
-	    peer->tx_una == peer->tx_next)
+	    !cour_peer_sending(peer))
 		return 0;
 	slot = cour_txslot(peer, peer->tx_next - 1);
 	if (slot->sacked || !slot->sent_us)
@@ -310,7 +310,7 @@ uint64_t cour_peer_nudge(struct cour_peer *peer, uint64_t now)
 	/* (with more queued for the peer this is a stream, whose ACKs the window waits for
 	 * anyway: a probe would only wake the peer's thread beside a polling application) */
 	if (!cour_params.nudge_us || !peer->txwin || peer->via_shm || peer->nudged ||
-	    !peer->srtt_us || peer->tx_una == peer->tx_next || peer->txq || peer->ctrlq)
+	    !peer->srtt_us || !cour_peer_sending(peer) || peer->txq || peer->ctrlq)
 		return 0;
 	slot = cour_txslot(peer, peer->tx_next - 1);
 	if (slot->sacked || !slot->sent_us)
@@ -367,7 +367,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		cour_peer_stall_note(peer, hold, now);
 		cour_peer_rto_from_srtt(peer);
 	}
-	if (!peer->txwin || peer->tx_una == peer->tx_next)
+	if (!peer->txwin || !cour_peer_sending(peer))
 		goto push;
 	if (cour_seq_gt(h->ack, peer->tx_una) && cour_seq_le(h->ack, peer->tx_next)) {
 		struct cour_txpkt *last = cour_txslot(peer, h->ack - 1);
@@ -402,7 +402,7 @@ void cour_peer_ack(struct cour_peer *peer, const struct cour_base_hdr *h, uint64
 		peer->last_ack_us = now;
 		peer->tail_probed = peer->nudged = false;
 		peer->silence_warned = false;
-		peer->rto_deadline = peer->tx_una == peer->tx_next ? 0 : now + peer->rto_us;
+		peer->rto_deadline = cour_peer_sending(peer) ? now + peer->rto_us : 0;
 		if (peer->rto_deadline)
 			cour_ep_timer_at(peer->ep, peer->rto_deadline);
 	}

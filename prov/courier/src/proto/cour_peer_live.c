@@ -23,7 +23,7 @@ static void cour_peer_silence_warn(struct cour_peer *peer, uint64_t quiet_us)
 	COUR_WARN(FI_LOG_EP_DATA, "peer %s has not answered for %.1f s while we wait on it (for%s%s%s"
 		  "); still trying: it is declared unreachable after FI_COURIER_PEER_TIMEOUT=%d ms "
 		  "of silence\n", cour_addr_str(&peer->addr, str, sizeof(str)),
-		  (double)quiet_us / 1e6, peer->tx_una != peer->tx_next ? " unacknowledged packets"
+		  (double)quiet_us / 1e6, cour_peer_sending(peer) ? " unacknowledged packets"
 		  : "", peer->tx_wait ? " operations awaiting its answer" : "",
 		  peer->credit_stalled ? " messages waiting for its credits" : "",
 		  cour_params.peer_timeout_ms);
@@ -45,7 +45,7 @@ static bool cour_peer_dead_by_evidence(struct cour_peer *peer, uint64_t now)
 
 static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
 {
-	const struct cour_txpkt *head = peer->txwin && peer->tx_una != peer->tx_next ?
+	const struct cour_txpkt *head = peer->txwin && cour_peer_sending(peer) ?
 					cour_txslot(peer, peer->tx_una) : NULL;
 	uint64_t now = cour_now_us();
 	char str[80];

@@ -411,7 +411,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	 * time, and one batch call and a copy from cache beat a peek and a scattered read
 	 * each; a stream's receiver, which only acknowledges, gains from reading in place. */
 	if (big && h->type == COUR_PKT_EAGER && hdr->msg.total_len >= COUR_WIRE_DIRECT_MIN &&
-	    !peer->inflight_bytes) {
+	    !cour_peer_sending(peer)) {
 		ep->wire.rx_direct = true;
 		ep->wire.rx_direct_more = cour_pkt_has_more(&hdr->msg, len);
 	}
@@ -453,7 +453,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		 * answer of ours comes to carry the ACK, and each side waited the ACK delay
 		 * (mpi_bench halo 8 B across veth: 21.5 us against ob1+tcp's 13.2). A
 		 * ping-pong's ping finds its answer's predecessor acknowledged: it still waits. */
-		bool crossed = peer->tx_una != peer->tx_next &&
+		bool crossed = cour_peer_sending(peer) &&
 			       (h->type == COUR_PKT_EAGER || h->type == COUR_PKT_RDATA) &&
 			       !cour_pkt_has_more(&hdr->msg, len);
 

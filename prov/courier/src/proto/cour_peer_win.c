@@ -125,7 +125,7 @@ void cour_peer_win_sweep(struct cour_pep *ep, uint64_t now)
 	       cour_us_since(now, peer->quiet_since) >= idle) {
 		cour_peer_unpark(peer);
 		/* busy since it parked: it parks again when it leaves the active list */
-		if (peer->on_active || peer->tx_una != peer->tx_next || peer->rx_held)
+		if (peer->on_active || cour_peer_sending(peer) || peer->rx_held)
 			continue;
 		cour_peer_win_release(peer);
 		if (peer->shm)

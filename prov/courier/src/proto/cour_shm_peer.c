@@ -291,7 +291,7 @@ void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *
 	peer->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)h->pid, 0);
 	peer->mtu = COUR_MIN(cour_shm_ring_payload_max(peer->shm), (uint32_t)COUR_MAX_PKT);
 	/* nothing unacknowledged: the ring at once (else cour_peer_push, once all is) */
-	peer->via_shm = peer->tx_una == peer->tx_next;
+	peer->via_shm = !cour_peer_sending(peer);
 	ep->stats.shm_peers++;
 	cour_shm_cma_test(peer, h);
 	COUR_INFO(FI_LOG_EP_CTRL, "peer %s reached through shared memory (pid %u)\n",
