@@ -1116,6 +1116,75 @@ Test(engine_loop, cancel_posted_receive)
 	expect_msg(&rx[3], FI_RECV | FI_TAGGED, 100, 5, 0, r3, 100, 9, "after cancel");
 }
 
+/* A message whose sender waits for nothing (fi_tinject: no completion, no counter; the MPI_Send
+ * of a message up to inject_size) is acknowledged by the receiver's answer, or after the ACK
+ * delay, not when its last piece arrives; one whose sender reports a completion (the FI_INJECT
+ * flag with FI_COMPLETION, or fi_tsend) is acknowledged at once. Eight packets: the eighth is
+ * where the count sends an ACK. */
+Test(engine_loop, an_inject_is_acknowledged_by_the_answer_a_send_at_once)
+{
+	struct op rx[4] = { 0 }, tx[2] = { 0 };
+	size_t len, room;
+	char *a, *r, *small, *back;
+	uint64_t t0, acks, rto;
+
+	cour_params.window = 256;           /* a quarter window (64) above the eight */
+	cour_params.ack_delay_us = 300000;  /* no ACK by the delay unless the test waits for it */
+	net_open(2, NULL, 0);
+	room = 1472 - COUR_PKT_HDR_LEN;     /* the loop wire's packets (COUR_LOOP_MTU) */
+	len = 8 * room;
+	cr_assert_leq(len, cour_params.inject_size);
+	a = tx_buf(len, 1);
+	r = rx_buf(len);
+	small = tx_buf(8, 2);
+	back = rx_buf(8);
+
+	/* sessions first: their opening packets are acknowledged at once */
+	POST(fi_trecv(net.t[1].ep, back, 8, NULL, net.t[0].fa, 6, 0, &rx[0]));
+	POST(fi_tinject(net.t[0].ep, small, 8, net.t[1].fa, 6));
+	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 6, 0, &rx[1]));
+	POST(fi_tinject(net.t[1].ep, small, 8, net.t[0].fa, 6));
+	WAIT_UNTIL(rx[0].done && rx[1].done && tx_idle(0) && tx_idle(1), WAIT_MS);
+	acks = stats_of(1).acks_sent;
+	memset(rx, 0, sizeof(rx));
+
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 7, 0, &rx[0]));
+	POST(fi_tinject(net.t[0].ep, a, len, net.t[1].fa, 7));
+	WAIT_UNTIL(rx[0].done, WAIT_MS);
+	expect_msg(&rx[0], FI_RECV | FI_TAGGED, len, 7, 0, r, len, 1, "the inject");
+	cr_assert_eq(stats_of(1).acks_sent, acks, "the inject was acknowledged before the answer");
+	cr_assert_not(tx_idle(0), "its packets wait for an ACK");
+
+	/* the answer carries it */
+	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 8, 0, &rx[1]));
+	POST(fi_tsend(net.t[1].ep, small, 8, NULL, net.t[0].fa, 8, &tx[0]));
+	WAIT_UNTIL(rx[1].done && tx_idle(0), WAIT_MS);
+	expect_msg(&rx[1], FI_RECV | FI_TAGGED, 8, 8, 1, back, 8, 2, "the answer");
+	cr_assert_eq(stats_of(1).acks_sent, acks, "the answer did not carry the ACK");
+
+	/* the FI_INJECT flag with a completion: the sender waits for it, the ACK goes at once */
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 9, 0, &rx[2]));
+	tsendmsg(0, a, len, net.t[1].fa, 9, FI_INJECT | FI_COMPLETION, &tx[1]);
+	t0 = cour_now_us();
+	WAIT_UNTIL(rx[2].done && tx[1].done, WAIT_MS);
+	cr_assert_lt(ELAPSED_MS(t0), 300, "the sender waited for the ACK delay");
+	expect_ok(&tx[1], FI_SEND | FI_TAGGED, "the send with a completion");
+	expect_msg(&rx[2], FI_RECV | FI_TAGGED, len, 9, 0, r, len, 1, "the send");
+	cr_assert_eq(stats_of(1).acks_sent, acks + 1);
+
+	/* an inject nobody answers: the ACK delay bounds the wait (the default's, 20 us: one of
+	 * 300 ms would outlast the sender's retransmit timer) */
+	cour_params.ack_delay_us = 20;
+	rto = stats_of(0).retrans_timeout;
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 10, 0, &rx[3]));
+	POST(fi_tinject(net.t[0].ep, a, len, net.t[1].fa, 10));
+	WAIT_UNTIL(rx[3].done, WAIT_MS);
+	expect_msg(&rx[3], FI_RECV | FI_TAGGED, len, 10, 0, r, len, 1, "the second inject");
+	WAIT_UNTIL(tx_idle(0), WAIT_MS);
+	cr_assert_eq(stats_of(1).acks_sent, acks + 2, "one ACK after the delay");
+	cr_assert_eq(stats_of(0).retrans_timeout, rto, "the ACK came after the timer");
+}
+
 /* fi_tsendmsg/fi_trecvmsg of nothing, with no iov at all: legal, and a complete message. */
 Test(engine_loop, zero_length_without_iov)
 {

@@ -19,7 +19,13 @@
  *  3. quiet: both sides only progress for 1 s, five times FI_COURIER_WIN_IDLE (200 ms):
  *     each side's mailbox to the other must go back (shm_box_freed). Then 20 more round
  *     trips, every byte checked, and the pair gets a mailbox again and uses it (shm_box).
- *  4. the statistics: with shared memory on, the client sent messages as SHORT (shm_short)
+ *  4. cell injects: 24 round trips of 16 KiB, the server's fi_tsend answered by the client's
+ *     fi_tinject (where inject_size allows), every byte checked. With shared memory on, each
+ *     answer after the first four (credit grows on the first) went as SHORT: an inject is
+ *     copied before the call returns anyway, and the ring's cell is that copy, even where a
+ *     lone 16 KiB answer would go by single copy (test_shm_short.sh runs the pair once with
+ *     FI_COURIER_SHM_LONE=1, which chooses it).
+ *  5. the statistics: with shared memory on, the client sent messages as SHORT (shm_short)
  *     in every phase; with FI_COURIER_SHM=0, none. No side dropped a bad packet.
  * `shm_short [-p prov]` is the server, `shm_short [-p prov] 127.0.0.1` the client.
  */
@@ -376,6 +382,57 @@ static int quiet_then_again(struct st *s, bool shm_on)
 	return 0;
 }
 
+/* ---- 4. cell injects ---- */
+
+#define CELL_N    24
+#define CELL_WARM 4
+#define CELL_LEN  16384
+#define CELL_TAG  0x4343
+
+static int cell_injects(struct st *s, bool shm_on)
+{
+	struct func *f = &s->f;
+	char *out = s->buf.base, *in = s->buf.base + CELL_LEN;
+	uint64_t before = 0, box;
+	struct func_comp c;
+
+	if (f->ft.info->tx_attr->inject_size < CELL_LEN)
+		return 0;
+	for (int i = 0; i < CELL_N; i++) {
+		if (i == CELL_WARM && !f->ft.is_server && func_is_courier(f))
+			before = shm_short_count(s, &box);
+		if (f->ft.is_server) {
+			FUNC_CALL(f, FUNC_POST(f, fi_trecv(f->ft.ep, in, CELL_LEN, s->buf.desc,
+							   f->ft.peer, CELL_TAG + 1, 0, &s->ctx[1])));
+			cour_ft_fill(out, CELL_LEN, 500 + i);
+			FUNC_CALL(f, FUNC_POST(f, fi_tsend(f->ft.ep, out, CELL_LEN, s->buf.desc,
+							   f->ft.peer, CELL_TAG, &s->ctx[0])));
+			FUNC_CALL(f, func_next(f, true, &c, 10000));
+			FUNC_ASSERT(f, !c.is_err, "cell send %d: error %d", i, c.err.err);
+		} else {
+			FUNC_CALL(f, FUNC_POST(f, fi_trecv(f->ft.ep, in, CELL_LEN, s->buf.desc,
+							   f->ft.peer, CELL_TAG, 0, &s->ctx[1])));
+		}
+		FUNC_CALL(f, func_next(f, false, &c, 10000));
+		FUNC_ASSERT(f, !c.is_err && c.e.len == CELL_LEN, "cell receive %d: len %zu", i,
+			    c.e.len);
+		FUNC_CALL(f, func_check_data(f, in, CELL_LEN, (f->ft.is_server ? 600 : 500) + i,
+					     "cell message"));
+		if (!f->ft.is_server) {
+			cour_ft_fill(out, CELL_LEN, 600 + i);
+			FUNC_CALL(f, FUNC_POST(f, fi_tinject(f->ft.ep, out, CELL_LEN, f->ft.peer,
+							     CELL_TAG + 1)));
+		}
+	}
+	if (shm_on && !f->ft.is_server && func_is_courier(f)) {
+		uint64_t n = shm_short_count(s, &box) - before;
+
+		FUNC_ASSERT(f, n == CELL_N - CELL_WARM, "cell injects: %llu of %d went as SHORT",
+			    (unsigned long long)n, CELL_N - CELL_WARM);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct st s;
@@ -432,6 +489,8 @@ int main(int argc, char **argv)
 		ret = f->ft.is_server ? posted_server(&s) : posted_client(&s);
 	if (!ret)
 		ret = quiet_then_again(&s, shm_on);
+	if (!ret)
+		ret = cell_injects(&s, shm_on);
 	if (!ret && func_is_courier(f) && func_get_stats(f->ft.ep, &st) == 0) {
 		printf("shm_short: %s: shm_short %llu (order phase %llu), shm_box %llu "
 		       "(order phase %llu), shm_box_rx %llu, shm_box_freed %llu, credit_rts %llu, "

@@ -13,7 +13,8 @@ import struct
 import sys
 
 ACK, RESET, EAGER, RMA_RESP, ATOMIC, DGRAM, HELLO, CM, SHORT = 1, 2, 3, 11, 12, 13, 14, 15, 16
-F_TAGGED, F_CQ_DATA, F_DC, F_PCSUM, F_RXCTX, F_MAC, F_HELD = 1, 2, 4, 8, 256, 1024, 4096
+F_TAGGED, F_CQ_DATA, F_DC, F_PCSUM, F_RXCTX, F_MAC, F_HELD, F_NOWAIT = (1, 2, 4, 8, 256, 1024,
+                                                                4096, 8192)
 
 
 def base(typ, flags, src=0x5e55a001, dst=0x5e55b002, seq=0, ack=0, sack=0, credits=64,
@@ -113,9 +114,10 @@ def main(path):
     # 12 through a ring: a SHORT message, tagged with CQ data, outside the sequence (seq 0)
     add(base(SHORT, F_TAGGED | F_CQ_DATA, ack=11) +
         op(msg_id=42, tag=5, data=0x66, total_len=3) + b"abc")
-    # 13 a packed datagram with a trailer (wire/cour_wire.h): a new EAGER, then packet 2
-    # again (a retransmission inside a pack), each padded to 8 bytes, then their lengths
-    a = base(EAGER, F_TAGGED | F_MAC, seq=8, ack=9) + op(msg_id=11, tag=0x99, total_len=5) + b"hello"
+    # 13 a packed datagram with a trailer (wire/cour_wire.h): a new EAGER (an inject: NOWAIT),
+    # then packet 2 again (a retransmission inside a pack), each padded to 8 bytes, then their
+    # lengths
+    a = base(EAGER, F_TAGGED | F_MAC | F_NOWAIT, seq=8, ack=9) + op(msg_id=11, tag=0x99, total_len=5) + b"hello"
     b = (base(EAGER, F_TAGGED | F_CQ_DATA | F_DC | F_RXCTX | F_MAC, seq=5, ack=9) +
          op(msg_id=9, rx_id=3, tag=0xfeedface, data=0x1234, total_len=10) + b"0123456789")
     pad = lambda x: x + b"\0" * (-len(x) % 8)

@@ -391,6 +391,13 @@ int  cour_shm_send(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, size_
 /* A finished unsequenced packet to the peer, through its ring if mapped. */
 int  cour_peer_send_now(struct cour_peer *peer, const void *hdr, size_t hdr_len,
 			const struct iovec *iov, size_t iovcnt);
+/* An inject with no counter to move reports nothing (the common MPI send): nobody waits for
+ * its ACK. */
+static inline bool cour_tx_unwatched(const struct cour_pep *ep, uint64_t cq_flags)
+{
+	return (cq_flags & COUR_CQF_NOCOMP) && !ep->tx_owner && !ep->tx_counted;
+}
+
 /* An application's send that completes as it is posted (a datagram, a SHORT): tx_done is
  * given the fields of a txe it reads, and no others (a txe is 464 bytes: clearing one was a
  * third of a short send's own instructions). */
@@ -399,8 +406,7 @@ static inline void cour_tx_done_now(struct cour_pep *ep, void *context, uint64_t
 {
 	struct cour_txe t;
 
-	/* an inject with no counter to move reports nothing (the common MPI send) */
-	if ((cq_flags & COUR_CQF_NOCOMP) && !ep->tx_owner && !ep->tx_counted)
+	if (cour_tx_unwatched(ep, cq_flags))
 		return;
 	t.group = NULL;
 	t.owner = ep->tx_owner;

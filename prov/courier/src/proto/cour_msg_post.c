@@ -186,6 +186,8 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 		txe->total_len = len;
 		if (flags & FI_DELIVERY_COMPLETE)
 			txe->hdr_flags |= COUR_F_DC;
+		else if (cour_tx_unwatched(ep, cq_flags))
+			txe->hdr_flags |= COUR_F_NOWAIT;   /* its ACK can wait for our peer's answer */
 	}
 	peer->msg_sent = true;
 	cour_peer_enqueue(peer, txe);

@@ -442,8 +442,14 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		 * way, so the ACK waits for a quarter of the window or the ACK delay (a stream at
 		 * MTU 1500 drew one per progress pass, ~1.5 trains, and each cost the receiver
 		 * 3-5 us, 16% of its time). A message's last piece is acknowledged at the end of
-		 * the pass: its sender may be waiting for the completion. */
-		bool more = train && cour_pkt_has_more(&hdr->msg, len);
+		 * the pass: its sender may be waiting for the completion. Not when nothing waits
+		 * (NOWAIT: an MPI_Send that libfabric's inject took, whose answer comes next): an
+		 * ACK of its own was a datagram each way on the path, 4.5 us of a 16 KiB
+		 * ping-pong's 18.5 between two namespaces at MTU 1500, and the answer carries it. */
+		bool last = (h->type == COUR_PKT_EAGER || h->type == COUR_PKT_RDATA) &&
+			    !cour_pkt_has_more(&hdr->msg, len);
+		bool nowait = last && (h->flags & COUR_F_NOWAIT);
+		bool more = (train && cour_pkt_has_more(&hdr->msg, len)) || nowait;
 		uint32_t every = more ? COUR_MAX((uint32_t)COUR_ACK_EVERY,
 						 COUR_MIN((uint32_t)COUR_ACK_TRAIN, w / 4)) :
 					COUR_ACK_EVERY;
@@ -453,9 +459,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		 * answer of ours comes to carry the ACK, and each side waited the ACK delay
 		 * (mpi_bench halo 8 B across veth: 21.5 us against ob1+tcp's 13.2). A
 		 * ping-pong's ping finds its answer's predecessor acknowledged: it still waits. */
-		bool crossed = cour_peer_sending(peer) &&
-			       (h->type == COUR_PKT_EAGER || h->type == COUR_PKT_RDATA) &&
-			       !cour_pkt_has_more(&hdr->msg, len);
+		bool crossed = last && !nowait && cour_peer_sending(peer);
 
 		if (peer->shm || (!train && due)) {
 			cour_peer_send_ack_via(peer, 0, !ep->rx_borrowed);

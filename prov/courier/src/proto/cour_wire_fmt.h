@@ -173,7 +173,12 @@ enum {
 				    * FI_COURIER_CC_TARGET (its own sending came first, or it
 				    * lost its cpu): the receiver times its retransmit timer by
 				    * it, not its congestion window (proto/cour_cc.h). Version 5 */
-	COUR_F_ALL     = (1 << 13) - 1
+	COUR_F_NOWAIT  = 1 << 13,  /* on EAGER: nothing at its sender waits for this message's
+				    * ACK (an inject that reports no completion and moves no
+				    * counter): its last piece is acknowledged as a piece with
+				    * more behind it, with the ACK delay or on our next packet,
+				    * not at once (proto/cour_peer_rx.c). Version 5 */
+	COUR_F_ALL     = (1 << 14) - 1
 };
 
 struct cour_base_hdr {
