@@ -86,9 +86,17 @@ bool cour_cma_msg_usable(const struct cour_peer *peer, size_t len, size_t count)
 	return len >= cour_cma_msg_min(peer, count);
 }
 
-size_t cour_cma_eager_max(const struct cour_peer *peer, size_t count)
+/* An inject of up to a ring cell goes eager whatever single copy would pay: its bytes are
+ * copied before the call returns anyway, and the cell is that copy (SHORT). One that finds too
+ * little credit for it asks for more (RTS|WANT) instead of going by single copy for good. */
+size_t cour_cma_eager_max(const struct cour_peer *peer, size_t count, uint64_t flags)
 {
-	return COUR_MIN(cour_params.eager_max, cour_cma_msg_min(peer, count) - 1);
+	size_t max = COUR_MIN(cour_params.eager_max, cour_cma_msg_min(peer, count) - 1);
+
+	if ((flags & FI_INJECT) && peer->via_shm)
+		max = COUR_MAX(max, COUR_MIN(cour_params.eager_max,
+					     (size_t)peer->mtu - COUR_PKT_HDR_LEN));
+	return max;
 }
 
 /* FI_COURIER_CMA_REFUSE_AFTER: this copy is refused as a test asked (process-wide count) */

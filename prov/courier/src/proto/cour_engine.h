@@ -443,8 +443,9 @@ void cour_shm_disarm(struct cour_pep *ep);
 /* ---- proto/cour_cma.c: single copy with same-host peers ---- */
 bool   cour_cma_rma_usable(const struct cour_peer *peer, size_t len, size_t count);
 bool   cour_cma_msg_usable(const struct cour_peer *peer, size_t len, size_t count);
-/* The longest message of count iovecs that goes eager now: longer ones go as RTS */
-size_t cour_cma_eager_max(const struct cour_peer *peer, size_t count);
+/* The longest message of count iovecs sent with flags that goes eager now: longer ones go as
+ * RTS */
+size_t cour_cma_eager_max(const struct cour_peer *peer, size_t count, uint64_t flags);
 /* 0; -FI_EPERM: refused (logged, counted, peer->cma_off); -FI_EFAULT: bad address */
 int    cour_cma_pull(struct cour_peer *peer, const struct iovec *local, size_t nlocal,
 		     uint64_t raddr, size_t len);

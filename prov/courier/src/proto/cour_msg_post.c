@@ -172,7 +172,7 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 		ep->tx_outstanding--;
 		return -FI_EAGAIN;
 	}
-	if (len > cour_cma_eager_max(peer, txe->iov_count)) {
+	if (len > cour_cma_eager_max(peer, txe->iov_count, flags)) {
 		txe->op_type = COUR_PKT_RTS;
 		txe->total_len = 0;         /* the RTS carries no payload; CTS sets the length */
 		if (cour_cma_msg_usable(peer, len, txe->iov_count))
