@@ -19,14 +19,15 @@
  *  3. quiet: both sides only progress for 1 s, five times FI_COURIER_WIN_IDLE (200 ms):
  *     each side's mailbox to the other must go back (shm_box_freed). Then 20 more round
  *     trips, every byte checked, and the pair gets a mailbox again and uses it (shm_box).
- *  4. cell injects, run right after the warm-up and again after phase 3: 24 round trips of
- *     16 KiB, the server's fi_tsend answered by the client's fi_tinject (where inject_size
- *     allows), every byte checked. With shared memory on, each answer after the first four
- *     went as SHORT: an inject is copied before the call returns anyway, and the ring's cell
- *     is that copy, even where a lone 16 KiB answer would go by single copy (test_shm_short.sh
- *     runs the pair once with FI_COURIER_SHM_LONE=1, which chooses it). After the warm-up the
- *     grant is still the default, one unit short of a 16 KiB message: the first inject asks
- *     for more, where single copy needs none and would be taken for good.
+ *  4. cell injects: 24 round trips of 16 KiB, the server's fi_tsend answered by the client's
+ *     fi_tinject (where inject_size allows), every byte checked. With shared memory on, each
+ *     answer after the first four went as SHORT: an inject is copied before the call returns
+ *     anyway, and the ring's cell is that copy, even where a lone 16 KiB answer would go by
+ *     single copy. With COUR_SHM_SHORT_CELLS=1 the pair runs only the warm-up and this phase,
+ *     while the grant is still the default, one unit short of a 16 KiB message: the first
+ *     inject must ask for more, not take single copy (which needs none) for good.
+ *     test_shm_short.sh runs that with FI_COURIER_SHM_LONE=1, which chooses single copy for a
+ *     lone 16 KiB answer.
  *  5. the statistics: with shared memory on, the client sent messages as SHORT (shm_short)
  *     in every phase; with FI_COURIER_SHM=0, none. No side dropped a bad packet.
  * `shm_short [-p prov]` is the server, `shm_short [-p prov] 127.0.0.1` the client.
@@ -460,6 +461,10 @@ int main(int argc, char **argv)
 				       &min_multi, sizeof(min_multi)));
 
 	ret = warmup(&s);
+	if (!ret && getenv("COUR_SHM_SHORT_CELLS")) {
+		ret = cell_injects(&s, shm_on);
+		goto done;
+	}
 	if (!ret && !f->ft.is_server && func_is_courier(f)) {
 		s.short_before = shm_short_count(&s, &s.box_before);
 		/* a pair gets its mailbox only once it has shown it talks */
@@ -467,8 +472,6 @@ int main(int argc, char **argv)
 			    "warm-up: %llu of %d messages through the mailbox, before %d through the ring",
 			    (unsigned long long)s.box_before, WARM_N, BOX_AFTER);
 	}
-	if (!ret)
-		ret = cell_injects(&s, shm_on);
 	/* the order phase below must find the mailbox in use, to leave it and come back */
 	if (!ret && shm_on && func_is_courier(f))
 		ret = warm_until_box(&s);
@@ -514,6 +517,7 @@ int main(int argc, char **argv)
 			FUNC_ASSERT(f, st.shm_short > s.short_before,
 				    "posted phase: no message went as SHORT");
 	}
+done:
 	if (!ret)
 		ret = func_finish(f);
 out:
