@@ -253,8 +253,8 @@ void capwire_rx_mangled(struct cour_ep *ep, const struct cour_pkt_hdr *hdr,
 			const void *payload, size_t plen, size_t len_delta,
 			void (*mangle)(char *buf, size_t len))
 {
-	size_t hlen = (hdr->base.type == COUR_PKT_ACK || hdr->base.type == COUR_PKT_RESET) ?
-		      COUR_BASE_HDR_LEN : COUR_PKT_HDR_LEN;
+	size_t hlen = (hdr->base.type == COUR_PKT_ACK || hdr->base.type == COUR_PKT_RESET ||
+		       hdr->base.type == COUR_PKT_HELLO) ? COUR_BASE_HDR_LEN : COUR_PKT_HDR_LEN;
 	size_t len = hlen + plen;
 	struct cour_base_hdr *h;
 	struct sockaddr_in sin;

@@ -7,6 +7,9 @@
 #include "test_capwire.h"
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct cour_ep *ep;
@@ -127,6 +130,34 @@ Test(rxwin, a_message_that_crossed_ours_is_acknowledged_at_the_end_of_the_pass)
 	cour_ep_timers(&ep->pep, cour_now_us());    /* the end of the pass */
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.ack, 1);
+}
+
+/* The same crossing, but the peer's message is an inject nobody waits for (NOWAIT): our
+ * answer, or our next packet, carries its ACK; only the ACK delay bounds the wait. */
+Test(rxwin, a_nowait_message_that_crossed_ours_waits_the_ack_delay)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, 0, 0, 0, 8);
+	char b[8] = "mine";
+
+	cour_params.ack_delay_us = 100000;          /* (no slow machine reaches it) */
+	capwire_send(ep, b, 4, NULL, 0);            /* ours, in flight */
+	cr_assert(cour_peer_sending(peer));
+	capwire_clear();
+	h.base.flags |= COUR_F_NOWAIT;
+	h.msg.msg_id = 5;
+	h.msg.total_len = 5;
+	capwire_rx(ep, &h, "hello", 5);
+	cr_assert_eq(capwire.count, 0);
+	cr_assert(peer->ack_needed);
+	cr_assert_gt(peer->ack_deadline, cour_now_us(),
+		     "a NOWAIT piece was acknowledged at the end of the pass");
+	cour_ep_timers(&ep->pep, cour_now_us());    /* the end of the pass */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 0);
+	cour_ep_timers(&ep->pep, peer->ack_deadline);
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
+	cr_assert_eq(last_ack()->hdr.base.ack, 1);
+	cr_assert_not_null(ep->pep.rxq->umsg);
+	cr_assert_arr_eq(ep->pep.rxq->umsg->ubuf, "hello", 5);
 }
 
 Test(rxwin, every_eighth_packet_is_acknowledged_at_once)
@@ -726,6 +757,92 @@ Test(rxwin, a_mailbox_s_close_entry_comes_after_its_messages_and_ends_the_pollin
 	box_done();
 }
 
+/* A HELLO from the peer naming box gen/idx of its file (here our own ring, which the engine
+ * maps as the peer's: hello is a HELLO of ours, captured). */
+static void rx_box_hello(const struct cour_shm_hello *hello, uint32_t gen, uint32_t idx)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_HELLO, 0, 0, 0, 0);
+	struct cour_shm_hello x = *hello;
+
+	h.base.flags = COUR_F_PCSUM;
+	x.box_gen = gen;
+	x.box_idx = idx;
+	capwire_rx(ep, &h, &x, sizeof(x));
+}
+
+/* A box ends with its close entry. A HELLO is a datagram that may come late or again: one
+ * naming a box we closed must not open it again (its entries, read once, would be read from
+ * the start as new messages), and one naming no box must not close the box in use (the peer
+ * would go on putting entries into it). A later claim is opened. */
+Test(rxwin, a_mailbox_closed_is_not_opened_again_by_a_late_hello)
+{
+	struct cour_shm_hello hello;
+	struct cour_box_tx tx;
+	struct cour_box_ent e = { .len = 3, .stamp = 0 };
+	struct iovec piov = { .iov_base = "abc", .iov_len = 3 };
+	char got[8] = "";
+	struct iovec iov = { .iov_base = got, .iov_len = sizeof(got) };
+	uint32_t gen1;
+
+	cr_assert_eq(cour_shm_ring_create(16, 1024, &ep->pep.shm_ring, &ep->pep.shm_loc), 0);
+	capwire_clear();
+	cour_shm_hello_send(peer, 0);
+	cr_assert_eq(capwire_count(COUR_PKT_HELLO), 1);
+	memcpy(&hello, capwire_last()->payload, sizeof(hello));
+	cr_assert_eq(cour_shm_box_claim(ep->pep.shm_ring, &tx), 0);
+	gen1 = tx.gen;
+	rx_box_hello(&hello, tx.gen, tx.idx);
+	cr_assert_not_null(peer->shm, "the HELLO was not taken");
+	cr_assert_eq(ep->pep.ninboxes, 1);
+	cr_assert(cour_box_tx_live(&tx));
+	cr_assert_eq(cour_box_put(&tx, &e, &piov, 1), 0);
+	cr_assert_eq(cour_box_close_put(&tx, 0), 0);
+	cr_assert_eq(cour_msg_recv(&ep->pep, &iov, 1, FI_ADDR_UNSPEC, 0, 0, NULL, 0, false), 0);
+	cour_shm_poll(&ep->pep);
+	cr_assert_str_eq(got, "abc");
+	cr_assert_eq(ep->pep.ninboxes, 0);
+	cr_assert(cour_box_tx_unread(&tx));
+
+	/* the same HELLO again (a repeat, or one that came late) */
+	rx_box_hello(&hello, tx.gen, tx.idx);
+	cr_assert_eq(ep->pep.ninboxes, 0, "a closed box was opened again");
+	cr_assert(cour_box_tx_unread(&tx));
+	cour_shm_poll(&ep->pep);
+	cr_assert_eq(ep->pep.stats.shm_box_rx, 1, "an entry was read twice");
+	cr_assert_null(ep->pep.rxq->umsg);
+
+	/* the box goes back; a later claim is opened, and neither a HELLO naming none nor one
+	 * naming the old box ends it */
+	cour_shm_box_free(ep->pep.shm_ring, &tx);
+	cr_assert_eq(cour_shm_box_claim(ep->pep.shm_ring, &tx), 0);
+	cr_assert_neq(tx.gen, gen1);
+	rx_box_hello(&hello, tx.gen, tx.idx);
+	cr_assert_eq(ep->pep.ninboxes, 1);
+	rx_box_hello(&hello, 0, 0);
+	rx_box_hello(&hello, gen1, tx.idx);
+	cr_assert_eq(ep->pep.ninboxes, 1, "a HELLO ended the box in use");
+	cr_assert_eq(peer->inbox.gen, tx.gen);
+	cr_assert(cour_box_tx_live(&tx));
+
+	cour_shm_peer_detach(peer);
+	cr_assert_eq(ep->pep.ninboxes, 0);
+	cour_shm_box_free(ep->pep.shm_ring, &tx);
+	cour_shm_ring_close(ep->pep.shm_ring);
+	ep->pep.shm_ring = NULL;
+}
+
+/* Box generations count claims modulo 2^24 - 1, skipping 0: later is a short way ahead. */
+Test(rxwin, a_box_generation_is_later_across_the_wrap)
+{
+	cr_assert(cour_box_gen_after(1, 0));
+	cr_assert_not(cour_box_gen_after(0, 5));
+	cr_assert(cour_box_gen_after(6, 5));
+	cr_assert_not(cour_box_gen_after(5, 5));
+	cr_assert_not(cour_box_gen_after(4, 5));
+	cr_assert(cour_box_gen_after(1, COUR_BOX_GEN_MAX));
+	cr_assert_not(cour_box_gen_after(COUR_BOX_GEN_MAX, 1));
+}
+
 /* A HELLO's gap runs on the real clock: wait it out. */
 static void hello_gap_up(void)
 {
@@ -1024,6 +1141,41 @@ Test(liveness, an_ack_the_wire_refused_goes_out_at_the_next_timer)
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1);
 	cr_assert_eq(last_ack()->hdr.base.sack, 0x1);
 	cr_assert_not(peer->ack_needed);
+}
+
+/* A same-host peer is dead on evidence when its process has exited (its pidfd is readable);
+ * a descriptor that is not a pidfd any more (poll answers POLLNVAL) is no evidence: it is
+ * dropped and the peer left to its silence. */
+Test(liveness, only_an_exited_process_makes_a_same_host_peer_gone)
+{
+	pid_t child;
+	int fd;
+
+	peer->pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	cr_assert_geq(peer->pidfd, 0);
+	cr_assert_not(cour_shm_peer_gone(peer), "a live process counted as exited");
+	close(peer->pidfd);
+
+	child = fork();
+	cr_assert_geq(child, 0);
+	if (!child)
+		_exit(0);
+	peer->pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	cr_assert_geq(peer->pidfd, 0);
+	for (int i = 0; i < 2000 && !cour_shm_peer_gone(peer); i++)
+		usleep(1000);
+	cr_assert(cour_shm_peer_gone(peer), "an exited process (not reaped) counted as alive");
+	cr_assert_eq(waitpid(child, NULL, 0), child);
+	cr_assert(cour_shm_peer_gone(peer), "an exited process (reaped) counted as alive");
+	close(peer->pidfd);
+
+	fd = open("/dev/null", O_RDONLY);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	peer->pidfd = fd;                       /* closed: poll says POLLNVAL */
+	cr_assert_not(cour_shm_peer_gone(peer), "a closed descriptor taken for an exit");
+	cr_assert_eq(peer->pidfd, -1);
+	cr_assert_not(cour_shm_peer_gone(peer));
 }
 
 Test(liveness, an_idle_peer_leaves_the_active_list)

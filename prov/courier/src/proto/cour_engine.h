@@ -378,7 +378,7 @@ void cour_shm_hello_again(struct cour_peer *peer);
 static inline bool cour_shm_hello_pending(const struct cour_peer *peer)
 {
 	return peer->hello_tries && peer->hello_tries < COUR_HELLO_TRIES &&
-	       (!peer->peer_mapped || (peer->box.gen && !peer->box.live));
+	       (!peer->peer_mapped || (peer->box.gen && !peer->box.closing && !peer->box.live));
 }
 void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *h);
 void cour_shm_peer_detach(struct cour_peer *peer);

@@ -156,6 +156,7 @@ struct cour_peer {
 	/* mailboxes (wire/cour_shm_box.h): ours to it in our file, its to us in its file */
 	struct cour_box_tx   box;
 	struct cour_box_rx   inbox;
+	uint32_t             inbox_last;      /* the gen of its last box we opened (0: none) */
 	uint32_t             ring_puts;       /* packets we put into its ring (a box entry's stamp) */
 	uint32_t             box_want;        /* small messages sent through its ring (a box of
 					       * ours after COUR_BOX_AFTER of them) */

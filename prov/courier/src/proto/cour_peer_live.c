@@ -58,7 +58,7 @@ static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
 		  "operations (sessions %08x/%08x, tx_una %u tx_next %u rx_next %u held %u, "
 		  "head type %u tries %u sent %" PRIu64 " us ago, srtt %" PRIu64 " rto %" PRIu64
 		  " us, last ack %" PRIu64 " us ago, last heard %" PRIu64 " us ago, lists %c%c%c%c, "
-		  "shm %d)\n", cour_addr_str(&peer->addr, str, sizeof(str)),
+		  "shm %d pid %u)\n", cour_addr_str(&peer->addr, str, sizeof(str)),
 		  gone ? "its process exited (after waiting " :
 		  refused ? "its host says nothing listens at its address any more (ICMP port "
 			    "unreachable; silent for " : "no answer for ",
@@ -70,7 +70,7 @@ static void cour_peer_unreachable(struct cour_peer *peer, uint64_t quiet_us)
 		  peer->rto_us, cour_us_since(now, peer->last_ack_us),
 		  cour_us_since(now, peer->last_heard_us), peer->ctrlq ? 'c' : '-',
 		  peer->txq ? 'q' : '-', peer->tx_inflight ? 'i' : '-', peer->tx_wait ? 'w' : '-',
-		  peer->shm != NULL);
+		  peer->shm != NULL, peer->shm ? peer->shm_pid : 0);
 	peer->ep->stats.peers_unreachable++;
 	cour_peer_reset(peer, COUR_E_UNREACHABLE);
 }

@@ -446,10 +446,10 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		 * (NOWAIT: an MPI_Send that libfabric's inject took, whose answer comes next): an
 		 * ACK of its own was a datagram each way on the path, 4.5 us of a 16 KiB
 		 * ping-pong's 18.5 between two namespaces at MTU 1500, and the answer carries it. */
-		bool last = (h->type == COUR_PKT_EAGER || h->type == COUR_PKT_RDATA) &&
-			    !cour_pkt_has_more(&hdr->msg, len);
+		bool has_more = cour_pkt_has_more(&hdr->msg, len);
+		bool last = (h->type == COUR_PKT_EAGER || h->type == COUR_PKT_RDATA) && !has_more;
 		bool nowait = last && (h->flags & COUR_F_NOWAIT);
-		bool more = (train && cour_pkt_has_more(&hdr->msg, len)) || nowait;
+		bool more = (train && has_more) || nowait;
 		uint32_t every = more ? COUR_MAX((uint32_t)COUR_ACK_EVERY,
 						 COUR_MIN((uint32_t)COUR_ACK_TRAIN, w / 4)) :
 					COUR_ACK_EVERY;

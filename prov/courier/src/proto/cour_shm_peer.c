@@ -134,17 +134,22 @@ static void cour_shm_inbox_close(struct cour_peer *peer)
 }
 
 /* The peer named a box of its file for us (its HELLO): poll it, and say so in its control line,
- * which is what lets the peer use it. A HELLO naming none, or another one, ends the old. */
+ * which is what lets the peer use it. Only a later claim than the last box we opened: a HELLO
+ * is a datagram that may come late or again, and one naming a box we closed (its close entry
+ * read) would have us read its entries a second time from the start, as new messages. A box
+ * ends with its close entry, never with a HELLO: a HELLO that named none ended a box the peer
+ * still put entries into. A later claim ends the old box, which the peer gave up first. */
 static void cour_shm_inbox_open(struct cour_peer *peer, const struct cour_shm_hello *h)
 {
 	struct cour_pep *ep = peer->ep;
 
-	if (peer->inbox.gen == h->box_gen && peer->inbox.idx == h->box_idx)
+	if (!cour_box_gen_after(h->box_gen, peer->inbox_last))
 		return;
 	cour_shm_inbox_close(peer);
-	if (!h->box_gen || ep->ninboxes == COUR_BOX_COUNT ||
+	if (ep->ninboxes == COUR_BOX_COUNT ||
 	    cour_shm_box_open(peer->shm, h->box_idx, h->box_gen, &peer->inbox))
 		return;
+	peer->inbox_last = h->box_gen;
 	ep->inboxes[ep->ninboxes++] = peer;
 }
 
@@ -175,6 +180,7 @@ static void cour_shm_box_release(struct cour_pep *ep, struct cour_peer *peer)
 void cour_shm_peer_detach(struct cour_peer *peer)
 {
 	cour_shm_inbox_close(peer);
+	peer->inbox_last = 0;                   /* (a new ring counts its claims anew) */
 	cour_shm_box_release(peer->ep, peer);
 	peer->push_held_us = 0;
 	peer->box_want = 0;
@@ -202,6 +208,7 @@ void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
 	struct iovec iov = { .iov_base = &hello, .iov_len = sizeof(hello) };
 
 	memset(&hello, 0, sizeof(hello));
+	pthread_once(&cour_host_once, cour_host_id_init);   /* (cour_shm_ep_open did, mostly) */
 	memcpy(hello.host, cour_host_id, sizeof(hello.host));
 	hello.pid = ep->shm_loc.pid;
 	hello.fd = ep->shm_loc.fd;
@@ -212,9 +219,12 @@ void cour_shm_hello_send(struct cour_peer *peer, uint32_t flags)
 	hello.flags = flags;
 	if (peer->shm)
 		hello.flags |= COUR_HELLO_MAPPED | (peer->cma_off ? 0 : COUR_HELLO_PULLS);
-	/* our mailbox for it, if it needs one (cour_shm_box_want): it polls it once it reads this */
-	hello.box_gen = peer->box.gen;
-	hello.box_idx = peer->box.idx;
+	/* our mailbox for it, if it needs one (cour_shm_box_want): it polls it once it reads this;
+	 * not one we are closing, which the peer may have closed already */
+	if (!peer->box.closing) {
+		hello.box_gen = peer->box.gen;
+		hello.box_idx = peer->box.idx;
+	}
 	memset(&hdr.base, 0, sizeof(hdr.base));
 	hdr.base.type = COUR_PKT_HELLO;
 	hdr.base.flags = COUR_F_PCSUM;
@@ -307,12 +317,27 @@ answer:
 		cour_shm_hello_send(peer, (h->flags & COUR_HELLO_MAPPED) ? 0 : COUR_HELLO_REPLY);
 }
 
-/* Has the peer's process exited? Only asked when the peer owes us something. */
+/* Has the peer's process exited? Only asked when the peer owes us something. A pidfd is
+ * readable once its process has exited; poll() also answers 1 for a descriptor that is not
+ * open (POLLNVAL) or in error, which says nothing of the peer: that is logged, the pidfd
+ * dropped, and the peer left to the silence timeout. */
 bool cour_shm_peer_gone(struct cour_peer *peer)
 {
 	struct pollfd pfd = { .fd = peer->pidfd, .events = POLLIN };
+	char str[80];
 
-	return peer->pidfd >= 0 && poll(&pfd, 1, 0) == 1;
+	if (peer->pidfd < 0 || poll(&pfd, 1, 0) != 1)
+		return false;
+	if (COUR_LIKELY(pfd.revents == POLLIN || pfd.revents == (POLLIN | POLLHUP)))
+		return true;
+	COUR_WARN(FI_LOG_EP_CTRL, "peer %s (pid %u): its pidfd %d polls 0x%x, not an exit: no "
+		  "longer watched (its silence still counts)\n",
+		  cour_addr_str(&peer->addr, str, sizeof(str)), peer->shm_pid, peer->pidfd,
+		  (unsigned)pfd.revents);
+	if (!(pfd.revents & POLLNVAL))
+		close(peer->pidfd);
+	peer->pidfd = -1;
+	return false;
 }
 
 /* The peer sleeps on its socket: an ACK over UDP wakes it (an ordinary, valid packet, so a

@@ -111,6 +111,15 @@ static inline uint64_t cour_box_word(uint32_t gen, uint64_t pos)
 	       ((pos + 1) & ((1ull << COUR_BOX_POS_BITS) - 1));
 }
 
+/* Is box generation a later claim than b (0: none)? Generations count claims modulo
+ * COUR_BOX_GEN_MAX, skipping 0. */
+static inline bool cour_box_gen_after(uint32_t a, uint32_t b)
+{
+	uint32_t d = (a - b) & COUR_BOX_GEN_MAX;
+
+	return a && (!b || (d && d < (COUR_BOX_GEN_MAX + 1) / 2));
+}
+
 static inline uint32_t cour_box_lines_of(uint32_t len)
 {
 	return (uint32_t)((sizeof(struct cour_box_ent) + len + COUR_BOX_LINE - 1) / COUR_BOX_LINE);
