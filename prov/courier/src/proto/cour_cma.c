@@ -18,7 +18,11 @@
  */
 #include "proto/cour_engine.h"
 
+#include <inttypes.h>
+#include <pthread.h>
+#include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 /*
  * How long an operation must be to go by single copy to a shared-memory peer.
@@ -51,6 +55,56 @@
 #define COUR_CMA_ANSWER_MIN (32u << 10)
 #define COUR_RING_SLOW_MBPS 32000u
 
+/*
+ * The put rate does not see what a pull costs before it copies a byte: the system call and
+ * the pinning of the span's pages. A few hundred ns on bare metal; in a VM whose guest page
+ * tables go through the hypervisor every system call took about 1 us and a pull about 1.8 us
+ * more than its copy (4 KiB 2.0 us, 32 KiB 3.4, 128 KiB 6.4), and the ring won a lone message
+ * up to 128 KiB: Open MPI's 32 KiB latency 3.5-3.9 us against 6.6-7.0, a 16 KiB halo 1.1-3.2
+ * against 7.1-8.8 (docs/performance.md, One host). Where a pull costs COUR_PULL_DEAR_NS or more
+ * before its copy, a lone message goes by single copy only from COUR_CMA_DEAR_MIN. Measured
+ * once per process, on its own pages (the same call and pinning), at the first endpoint open.
+ */
+#define COUR_PULL_DEAR_NS   1500u
+#define COUR_CMA_DEAR_MIN   (128u << 10)
+
+static uint64_t cour_pull_fixed_ns;   /* 0: not measured, or the kernel refused */
+static pthread_once_t cour_pull_once = PTHREAD_ONCE_INIT;
+
+static void cour_pull_measure(void)
+{
+	char src[256], dst[sizeof(src)];
+	struct iovec l = { .iov_base = dst, .iov_len = sizeof(dst) };
+	struct iovec r = { .iov_base = src, .iov_len = sizeof(src) };
+	uint64_t best = UINT64_MAX;
+
+	memset(src, 0x5a, sizeof(src));
+	for (int i = 0; i < 6; i++) {
+		uint64_t t0 = cour_now_ns();
+
+		if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)sizeof(src))
+			return;
+		/* (the first calls warm the path up) */
+		if (i >= 2)
+			best = COUR_MIN(best, cour_now_ns() - t0);
+	}
+	cour_pull_fixed_ns = best;
+	COUR_INFO(FI_LOG_EP_CTRL, "a pull costs %" PRIu64 " ns before its copy%s\n", best,
+		  best >= COUR_PULL_DEAR_NS ? ": same-host messages below 128 KiB go through the "
+		  "rings" : "");
+}
+
+void cour_cma_measure(void)
+{
+	pthread_once(&cour_pull_once, cour_pull_measure);
+}
+
+/* Is a pull dear here? (FI_COURIER_SHM_LONE, set, decides for tests) */
+static inline bool cour_cma_pull_dear(void)
+{
+	return cour_params.shm_lone < 0 && cour_pull_fixed_ns >= COUR_PULL_DEAR_NS;
+}
+
 /* Do this endpoint's copies into rings cross between caches? (FI_COURIER_SHM_LONE decides
  * for tests) */
 static bool cour_cma_ring_slow(const struct cour_pep *ep)
@@ -78,6 +132,8 @@ static size_t cour_cma_msg_min(const struct cour_peer *peer, size_t count)
 		return SIZE_MAX;
 	if (peer->rts_cma || !cour_cma_ring_slow(peer->ep))
 		return COUR_CMA_MSG_MIN;
+	if (cour_cma_pull_dear())
+		return COUR_CMA_DEAR_MIN;
 	return peer->msg_sent ? COUR_CMA_ANSWER_MIN : COUR_CMA_LONE_MIN;
 }
 

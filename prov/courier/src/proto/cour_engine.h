@@ -441,6 +441,7 @@ bool cour_shm_arm(struct cour_pep *ep);         /* before sleeping: false if pac
 void cour_shm_disarm(struct cour_pep *ep);
 
 /* ---- proto/cour_cma.c: single copy with same-host peers ---- */
+void   cour_cma_measure(void);        /* what a pull costs here, once per process */
 bool   cour_cma_rma_usable(const struct cour_peer *peer, size_t len, size_t count);
 bool   cour_cma_msg_usable(const struct cour_peer *peer, size_t len, size_t count);
 /* The longest message of count iovecs sent with flags that goes eager now: longer ones go as

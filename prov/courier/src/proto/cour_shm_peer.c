@@ -97,6 +97,7 @@ int cour_shm_ep_open(struct cour_pep *ep)
 		return 0;
 	}
 	pthread_once(&cour_host_once, cour_host_id_init);
+	cour_cma_measure();
 	ret = cour_shm_ring_create(COUR_SHM_CELLS, COUR_SHM_CELL, &ep->shm_ring, &ep->shm_loc);
 	if (ret) {
 		/* UDP reaches every peer: losing shm costs speed, not function */
