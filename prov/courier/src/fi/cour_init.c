@@ -41,6 +41,7 @@ struct cour_params cour_params = {
 	.auth_skew_s = 60,
 	.cma_refuse_after = -1,
 	.shm_lone = -1,
+	.pull_ns = -1,
 	.wire = NULL,
 	.shm = 1,
 	.shm_push = 1,
@@ -224,6 +225,11 @@ static void cour_params_define(void)
 		"For tests: a same-host message of 16 KiB to 256 KiB alone on its way to its "
 		"peer goes by single copy: 1 always, 0 never, -1 when this endpoint's copies "
 		"into rings run slower than 32 GB/s (default: %d)", p->shm_lone);
+	fi_param_define(&cour_prov, "pull_ns", FI_PARAM_INT,
+		"For tests: what a single copy costs before it copies a byte, in ns, instead of "
+		"the cost measured at the first endpoint open; from 1500 a message alone goes by "
+		"single copy only from 128 KiB, also under FI_COURIER_SHM_LONE=1 (default: %d, "
+		"measured)", p->pull_ns);
 	fi_param_define(&cour_prov, "lease_hold", FI_PARAM_INT,
 		"For tests: milliseconds an initiator waits, holding the lease, before copying "
 		"its half of a shared RMA, as a descheduled process would (default: %d)",
@@ -301,6 +307,7 @@ static void cour_params_define(void)
 	fi_param_get_bool(&cour_prov, "shm_push", &p->shm_push);
 	cour_param_int("cma_refuse_after", &p->cma_refuse_after, -1, INT32_MAX);
 	cour_param_int("shm_lone", &p->shm_lone, -1, 1);
+	cour_param_int("pull_ns", &p->pull_ns, -1, 1000000);
 	cour_param_int("lease_hold", &p->lease_hold_ms, 0, 60000);
 	fi_param_get_str(&cour_prov, "auth_key_file", &p->auth_key_file);
 	cour_param_int("auth_skew", &p->auth_skew_s, 1, 24 * 3600);

@@ -99,9 +99,12 @@ void cour_cma_measure(void)
 	pthread_once(&cour_pull_once, cour_pull_measure);
 }
 
-/* Is a pull dear here? (FI_COURIER_SHM_LONE, set, decides for tests) */
+/* Is a pull dear here? (for tests, FI_COURIER_PULL_NS says; FI_COURIER_SHM_LONE, set, is a
+ * test that means the ring's rate alone) */
 static inline bool cour_cma_pull_dear(void)
 {
+	if (cour_params.pull_ns >= 0)
+		return (uint32_t)cour_params.pull_ns >= COUR_PULL_DEAR_NS;
 	return cour_params.shm_lone < 0 && cour_pull_fixed_ns >= COUR_PULL_DEAR_NS;
 }
 

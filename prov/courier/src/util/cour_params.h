@@ -45,6 +45,7 @@ struct cour_params {
 	int      cma_refuse_after; /* tests: single copies past this many fail as refused; -1 */
 	int      shm_lone;         /* tests: a lone 16-256 KiB message by single copy: 1 always,
 				    * 0 never, -1 (default) when the ring's copies are slow */
+	int      pull_ns;          /* tests: a pull's fixed cost in ns, -1 (default): measured */
 	int      lease_hold_ms;    /* tests: an initiator holds a shared RMA's lease this long */
 	char    *auth_key_file;    /* the job's secret when the application passes no auth_key */
 	int      auth_skew_s;      /* clock difference tolerated in authenticated datagrams */
