@@ -108,10 +108,10 @@ bool cour_credit_take(struct cour_peer *peer, struct cour_txe *txe)
 			return false;
 		}
 	}
-	/* A single-copy rendezvous completes the moment it is matched: behind one whose data
-	 * may still come in packets (a short RTS, even one offering single copy, or a plain one
-	 * sent before the peer's ring was mapped) it goes plain too, its data behind the
-	 * other's */
+	/* A single-copy rendezvous completes the moment it is matched (split, once our half is
+	 * in: cour_msg_proto.c keeps those in order): behind one whose data may still come in
+	 * packets (a short RTS, even one offering single copy, or a plain one sent before the
+	 * peer's ring was mapped) it goes plain too, its data behind the other's */
 	if (txe->op_type == COUR_PKT_RTS) {
 		if (COUR_UNLIKELY(plain_ahead))
 			txe->hdr_flags &= (uint16_t)~COUR_F_CMA;

@@ -241,7 +241,8 @@ struct cour_txe *cour_rma_find_op(struct cour_peer *peer, uint32_t id);
 void cour_rma_mr_closing(struct cour_pdom *pdom, const struct cour_region *mr);
 
 /* ---- proto/cour_rma_split.c: big RMA with a same-host peer, copied by both sides ---- */
-#define COUR_SPLIT_MIN (256u << 10)         /* messages and RMA from this size on */
+#define COUR_SPLIT_MIN (256u << 10)         /* RMA from this size on */
+#define COUR_MSG_SPLIT_MIN (128u << 10)     /* messages (proto/cour_msg_proto.c) */
 /* Target, for a checked single-copy WRITE or READ_REQ: true if it is now shared */
 bool cour_rma_split_try(struct cour_peer *peer, const struct cour_pkt_hdr *hdr, char *dst,
 			struct cour_region *mr);

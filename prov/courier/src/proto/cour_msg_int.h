@@ -55,12 +55,14 @@ static inline void cour_rdv_add(struct cour_pep *ep, struct cour_rxmsg *m)
 {
 	HASH_ADD(hh, ep->rdv_by_id, rx_id, sizeof(m->rx_id), m);
 	m->peer->rx_rdv_pending++;
+	m->peer->rx_split_pending += m->split != 0;
 }
 
 static inline void cour_rdv_del(struct cour_pep *ep, struct cour_rxmsg *m)
 {
 	HASH_DEL(ep->rdv_by_id, m);
 	m->peer->rx_rdv_pending--;
+	m->peer->rx_split_pending -= m->split != 0;
 }
 
 /* credits of received messages (cour_credit.c) */

@@ -126,8 +126,18 @@ static void cour_rx_copy(struct cour_rxmsg *m, uint64_t off, const char *src, si
  * the receive completes, so nothing can free it meanwhile), and we pull the first half; its
  * RDATA|CMA, or plain RDATA packets if it cannot, brings the rest. Not for delivery-complete
  * sends: the sender would complete before our half is in.
+ * The CTS goes before our pull, so that both copies run at once. A pull refused then (the
+ * first one to this peer, or a policy changed since) leaves a hole, [0, split): our DONE says
+ * so and the sender fills it too (cour_tx_split_fill). No pull is tried first to find out:
+ * where a system call costs a microsecond or two, that probe was a fifth of a 256 KiB
+ * ping-pong (docs/performance.md, One host).
+ * From COUR_MSG_SPLIT_MIN (128 KiB): there a pull of the whole message took 6.6-8.2 us and
+ * halves with the CTS's round trip won, an Open MPI ping-pong 1.1-1.3x.
+ * A split message completes only when the sender's half is in, not when it is matched, so a
+ * later message of the peer's could complete first: behind an RTS|CMA the sender sends those
+ * of this length by single copy too (cour_cma_msg_min), and while a split waits for its half
+ * no RTS|CMA of that peer is pulled whole (it splits, or goes plain: its data comes behind).
  */
-#define COUR_SPLIT_PROBE 4096
 static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 			      const struct iovec *iov, size_t n)
 {
@@ -139,14 +149,8 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 	/* (nor while a single copy of ours waits for the peer: it pulls from us meanwhile, as
 	 * in a halo exchange, and each side pulling its whole message keeps both busy without
 	 * the split's extra round trip: mpi_bench halo 256 KiB, 1.2x) */
-	if (n != 1 || m->accept_len < COUR_SPLIT_MIN || (m->hdr_flags & COUR_F_DC) ||
+	if (n != 1 || m->accept_len < COUR_MSG_SPLIT_MIN || (m->hdr_flags & COUR_F_DC) ||
 	    !peer->peer_pulls || peer->rts_cma)
-		return false;
-	/* Once the split CTS is out, our half has no way back: a refusal then would fail the
-	 * receive. So the first page comes first; refused, the whole rendezvous falls back. */
-	first.iov_base = iov[0].iov_base;
-	first.iov_len = COUR_SPLIT_PROBE;
-	if (cour_cma_pull(peer, &first, 1, m->cma_addr, COUR_SPLIT_PROBE))
 		return false;
 	txe = cour_ctrl_txe(peer, COUR_PKT_CTS, m->msg_id, ep->next_rx_id, COUR_F_CMA);
 	if (!txe)
@@ -160,12 +164,10 @@ static bool cour_rx_cma_split(struct cour_peer *peer, struct cour_rxmsg *m,
 	txe->raddr = (uint64_t)(uintptr_t)iov[0].iov_base + m->split;
 	cour_peer_enqueue(peer, txe);               /* in its ring before we start copying */
 	cour_msg_credit_return(peer, m);            /* the RTS itself is consumed */
-	first.iov_base = (char *)iov[0].iov_base + COUR_SPLIT_PROBE;
-	first.iov_len = m->split - COUR_SPLIT_PROBE;
-	rc = cour_cma_pull(peer, &first, 1, m->cma_addr + COUR_SPLIT_PROBE,
-			   m->split - COUR_SPLIT_PROBE);
-	/* refused after all (in the moment since the probe): the sender writes that part too,
-	 * and says so with an RDATA|CMA at COUR_SPLIT_PROBE */
+	first.iov_base = iov[0].iov_base;
+	first.iov_len = m->split;
+	rc = cour_cma_pull(peer, &first, 1, m->cma_addr, m->split);
+	/* refused: the sender writes our part too, and says so with an RDATA|CMA at 0 */
 	m->split_hole = rc == -FI_EPERM;
 	m->hole_filled = 0;
 	m->split_failed = rc && !m->split_hole;
@@ -186,8 +188,8 @@ static bool cour_rx_cma_pull(struct cour_peer *peer, struct cour_rxmsg *m)
 	n = cour_iov_slice(m->rxe->iov, m->rxe->iov_count, m->slice_off, m->accept_len, iov);
 	if (cour_rx_cma_split(peer, m, iov, n))
 		return true;
-	if (peer->cma_off)
-		return false;           /* its probe was just refused */
+	if (peer->rx_split_pending)
+		return false;           /* it would complete before the split ahead of it */
 	if (m->accept_len && cour_cma_pull(peer, iov, n, m->cma_addr, m->accept_len))
 		return false;
 	m->received = m->accept_len;
@@ -359,7 +361,8 @@ void cour_msg_discard(struct cour_pep *ep, struct cour_rxmsg *m, bool consumed)
  * copy away behind a short one) holds the peer's later ones back until a receive takes it:
  * adopted, a later one would be whole when its receive is posted and complete at once, while
  * the first one's data only then starts to come, out of the order they were sent in. One by
- * single copy holds nothing back: it completes when matched.
+ * single copy holds nothing back: it completes when matched (split, before any later one of
+ * its length: cour_rx_cma_split).
  */
 static void cour_rts_adopt(struct cour_peer *peer, struct cour_rxmsg *m)
 {
@@ -709,19 +712,18 @@ static void cour_handle_rdata(struct cour_peer *peer, const struct cour_pkt_hdr 
 		return;
 	}
 	if (m && m->peer == peer && m->split_hole && (hdr->base.flags & COUR_F_CMA) &&
-	    hdr->msg.offset == COUR_SPLIT_PROBE && !plen) {
+	    hdr->msg.offset == 0 && !plen) {
 		/* the sender wrote the part of our half we were refused (or could not) */
 		m->split_hole = false;
 		m->split_failed = hdr->msg.data != 0;
 		goto complete;
 	}
 	if (m && m->peer == peer && m->split_hole && !(hdr->base.flags & COUR_F_CMA) &&
-	    hdr->msg.offset == COUR_SPLIT_PROBE + m->hole_filled &&
-	    plen <= m->split - hdr->msg.offset) {
+	    hdr->msg.offset == m->hole_filled && plen <= m->split - hdr->msg.offset) {
 		/* ...or, refused too, sends it in packets (in order, below m->received) */
 		cour_rx_copy(m, hdr->msg.offset, payload, plen);
 		m->hole_filled += plen;
-		m->split_hole = COUR_SPLIT_PROBE + m->hole_filled < m->split;
+		m->split_hole = m->hole_filled < m->split;
 		goto complete;
 	}
 	if (!m || m->peer != peer || hdr->msg.offset != m->received ||
@@ -760,13 +762,13 @@ complete:
 	cour_pool_put(&ep->rxmsg_pool, m);
 }
 
-/* The receiver of a split copy was refused its own half: write [COUR_SPLIT_PROBE, split_at)
- * into its buffer too, and tell it (a bare RDATA|CMA at COUR_SPLIT_PROBE; data: failed). If
- * we are refused as well, send that part in plain RDATA packets, from a copy: the send
- * completes now, as the receiver no longer reads our buffer. */
+/* The receiver of a split copy was refused its own half: write [0, split_at) into its buffer
+ * too, and tell it (a bare RDATA|CMA at 0; data: failed). If we are refused as well, send
+ * that part in plain RDATA packets, from a copy: the send completes now, as the receiver no
+ * longer reads our buffer. */
 static void cour_tx_split_fill(struct cour_peer *peer, struct cour_txe *txe)
 {
-	uint64_t len = txe->split_at - COUR_SPLIT_PROBE;
+	uint64_t len = txe->split_at;
 	struct iovec iov[COUR_IOV_MAX];
 	struct cour_txe *n = cour_ctrl_txe(peer, COUR_PKT_RDATA, txe->msg_id, txe->rx_id,
 					   COUR_F_CMA);
@@ -775,27 +777,27 @@ static void cour_tx_split_fill(struct cour_peer *peer, struct cour_txe *txe)
 
 	if (!n)
 		return;             /* the receive waits for its peer timeout */
-	cnt = cour_iov_slice(txe->iov, txe->iov_count, COUR_SPLIT_PROBE, len, iov);
+	cnt = cour_iov_slice(txe->iov, txe->iov_count, 0, len, iov);
 	if (peer->shm && !peer->cma_off)
-		rc = cour_cma_push(peer, iov, cnt, txe->split_base + COUR_SPLIT_PROBE, len);
+		rc = cour_cma_push(peer, iov, cnt, txe->split_base, len);
 	n->notice = true;
 	n->msg_len = txe->msg_len;
-	if (rc == -FI_EPERM && (n->snap = malloc(txe->split_at))) {
+	if (rc == -FI_EPERM && (n->snap = malloc(len))) {
 		/* byte i of the message at snap + i: packets carry their message offsets */
-		char *to = (char *)n->snap + COUR_SPLIT_PROBE;
+		char *to = n->snap;
 		for (size_t k = 0; k < cnt; to += iov[k].iov_len, k++)
 			memcpy(to, iov[k].iov_base, iov[k].iov_len);
 		n->hdr_flags = 0;
 		n->iov[0].iov_base = n->snap;
-		n->iov[0].iov_len = txe->split_at;
+		n->iov[0].iov_len = len;
 		n->iov_count = 1;
-		n->built = COUR_SPLIT_PROBE;
-		n->total_len = txe->split_at;
+		n->built = 0;
+		n->total_len = len;
 		cour_peer_enqueue(peer, n);
 		return;
 	}
-	n->built = COUR_SPLIT_PROBE;            /* the header's offset... */
-	n->total_len = COUR_SPLIT_PROBE;        /* ...and no payload */
+	n->built = 0;                           /* the header's offset... */
+	n->total_len = 0;                       /* ...and no payload */
 	n->data = rc ? COUR_E_REMOTE : 0;
 	cour_peer_enqueue(peer, n);
 }

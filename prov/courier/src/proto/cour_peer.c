@@ -76,6 +76,7 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->ack_deadline = 0;
 	peer->rx_cur = NULL;
 	peer->rx_rdv_pending = 0;
+	peer->rx_split_pending = 0;
 	peer->rx_rts_held = 0;
 	peer->rma_rx_id = 0;
 	peer->rma_rx_err = 0;

@@ -134,6 +134,7 @@ struct cour_peer {
 	uint32_t             rma_rx_id;       /* the WRITE whose fragments are arriving */
 	int                  rma_rx_err;      /* ... refused already (prov_errno): ignore the rest */
 	uint32_t             rx_rdv_pending;  /* our CTSes still waiting for the peer's RDATA */
+	uint32_t             rx_split_pending; /* ...of them, split copies (its half to come) */
 	uint32_t             rx_rts_held;     /* its RTS|WANT unexpected and not adopted: its
 					       * later ones wait too (cour_rts_adopt) */
 

@@ -241,9 +241,10 @@ void cour_shm_ring_forget_pages(struct cour_shm_ring *r);
 
 /* ---- the shared layout (for the static_asserts, and for tests that corrupt it) ---- */
 #define COUR_SHM_MAGIC   0x474e495220524f43ull   /* "COR RING" as little-endian bytes */
-#define COUR_SHM_VERSION 9u      /* 3: windows; 4: state words apart; 5: small packets in slots;
+#define COUR_SHM_VERSION 10u     /* 3: windows; 4: state words apart; 5: small packets in slots;
 				  * 6: the tag behind the packet; 7: mailboxes; 8: laps in the
-				  * state words; 9: a box's close entry (cour_shm_box.h) */
+				  * state words; 9: a box's close entry (cour_shm_box.h); 10: a
+				  * split message's refused part starts at 0 (cour_msg_proto.c) */
 #define COUR_SHM_SLOT    256u    /* a position's state word, lengths, tag and small packet */
 
 #define COUR_SHM_SEQ_SHIFT   24
