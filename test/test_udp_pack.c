@@ -381,7 +381,7 @@ Test(udp_pack, broken_packs_are_dropped_whole)
 	uint16_t v;
 	static const char *const cases[] = {
 		"count 0", "count past the datagram", "a length of 0", "a length past the table",
-		"a byte left over", "byte 1 not 0", "a reserved byte not 0",
+		"a byte left over", "byte 1 neither 0 nor PADDED", "a reserved byte not 0",
 		"shorter than its header",
 	};
 
@@ -409,7 +409,7 @@ Test(udp_pack, broken_packs_are_dropped_whole)
 			raw[tbl] = 0;
 			len++;
 			break;
-		case 5: raw[1] = 1; break;
+		case 5: raw[1] = COUR_WIRE_PACK_PADDED << 1; break;
 		case 6: raw[6] = 1; break;
 		case 7: len = COUR_WIRE_PACK_HDR + 1; break;
 		}
@@ -425,4 +425,102 @@ Test(udp_pack, broken_packs_are_dropped_whole)
 	cr_expect_eq(ends[1].nseen, 6);
 	cr_expect_eq(ends[1].seen[3].id, 20);
 	cr_expect_eq(ends[1].seen[5].id, 22);
+}
+
+/* A padded pack (byte 1 PADDED) may have zeros between its packets and its length table: it
+ * is taken, and its packets come up with their own lengths. */
+Test(udp_pack, a_padded_pack_is_taken_with_its_packets_own_lengths)
+{
+	static const size_t lens[2] = { 64, 37 };
+	size_t len = make_pack(30, lens, 2), tbl = len - 4, gap = 300;
+
+	open_end(&ends[0], false, false);
+	open_end(&ends[1], false, false);
+	raw[1] = COUR_WIRE_PACK_PADDED;
+	memmove(raw + tbl + gap, raw + tbl, 4);
+	memset(raw + tbl, 0, gap);
+	deliver_raw(len + gap, 2);
+	cr_assert_eq(ends[1].nseen, 2, "%zu of 2 packets", ends[1].nseen);
+	check_seen(&ends[1], 30, lens, 2);
+	cr_expect_eq(ends[1].w.stats.rx_bad, 0);
+	cr_expect_eq(ends[1].w.stats.packs_rcvd, 1);
+}
+
+/*
+ * A message's last datagram is short, and a GSO run ended there: with a datagram of the run's
+ * size for the same address after it, it leaves as a pack padded to that size, and the run
+ * goes on. It arrives as the packet it was, its length its own. Not when the zeros would cost
+ * more than an eighth of the run, nor for datagrams so big that few make a run.
+ */
+static void padded_run(void)
+{
+	/* 5 full, a short one (padded), 5 full, a short one (the run's end) */
+	static const size_t lens[12] = { 1400, 1400, 1400, 1400, 1400, 900, 1400, 1400, 1400,
+					 1400, 1400, 700 };
+	/* a short one whose zeros would cost more than an eighth of the run */
+	static const size_t costly[3] = { 1400, 200, 1400 };
+	/* datagrams of 5000 bytes (13 make a run) */
+	static const size_t big[3] = { 5000, 4000, 5000 };
+
+	open_end(&ends[0], true, false);
+	open_end(&ends[1], false, true);
+	for (uint32_t i = 0; i < 12; i++)
+		queue(&ends[0], &ends[1], i, lens[i]);
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	cr_expect_eq(ends[0].w.stats.pads, 1);
+	cr_expect_eq(ends[0].w.stats.gso_sends, 1);
+	cr_expect_eq(ends[0].w.stats.gso_segs, 12);
+	cr_expect_eq(ends[0].w.stats.tx_pkts, 12);
+	receive(&ends[1], 12);
+	check_seen(&ends[1], 0, lens, 12);
+	cr_expect_eq(ends[1].w.stats.gro_trains, 1);
+	cr_expect_eq(ends[1].w.stats.gro_segs, 12);
+	cr_expect_eq(ends[1].w.stats.packs_rcvd, 1);
+	cr_expect_eq(ends[1].w.stats.rx_pkts, 12);
+	cr_expect_eq(ends[1].w.stats.rx_bad, 0);
+	if (ends[1].w.mac) {
+		struct cour_mac_counts c;
+
+		cour_mac_counts(ends[1].w.mac, &c);
+		cr_expect_eq(c.forged, 0);
+	}
+
+	/* FI_COURIER_UDP_PACK=0: no packed datagrams, padded ones neither */
+	cour_params.udp_pack = 0;
+	ends[1].nseen = 0;
+	ends[0].w.stats.pads = ends[0].w.stats.gso_sends = 0;
+	for (uint32_t i = 0; i < 12; i++)
+		queue(&ends[0], &ends[1], 100 + i, lens[i]);
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	cr_expect_eq(ends[0].w.stats.pads, 0);
+	cr_expect_eq(ends[0].w.stats.gso_sends, 2, "6 + 6");
+	receive(&ends[1], 12);
+	check_seen(&ends[1], 100, lens, 12);
+	cour_params.udp_pack = 1;
+
+	for (int k = 0; k < 2; k++) {
+		const size_t *l = k ? big : costly;
+
+		ends[1].nseen = 0;
+		ends[0].w.stats.pads = ends[0].w.stats.gso_sends = 0;
+		for (uint32_t i = 0; i < 3; i++)
+			queue(&ends[0], &ends[1], 50 + i, l[i]);
+		cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+		cr_expect_eq(ends[0].w.stats.pads, 0, "%zu", l[1]);
+		cr_expect_eq(ends[0].w.stats.gso_sends, 1, "%zu + %zu, then %zu alone", l[0],
+			     l[1], l[2]);
+		receive(&ends[1], 3);
+		check_seen(&ends[1], 50, l, 3);
+	}
+}
+
+Test(udp_pack, a_short_datagram_before_a_full_one_is_padded_into_the_run)
+{
+	padded_run();
+}
+
+Test(udp_pack, keyed_a_padded_datagram_is_signed_as_sent)
+{
+	wire_key = "test_udp_pack's job key";
+	padded_run();
 }

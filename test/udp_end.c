@@ -166,6 +166,7 @@ void udp_end_setup(void)
 	wire_key = NULL;
 	cour_params.sockbuf = 4u << 20;
 	cour_params.gso_segs = 64;
+	cour_params.udp_pack = 1;       /* (the default: short datagrams are padded into runs) */
 }
 
 void udp_end_teardown(void)

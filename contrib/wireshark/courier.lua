@@ -20,6 +20,7 @@ local courier = Proto("courier", "courier RDM transport")
 
 local WIRE_VERSION = 5
 local PACK_MARK, PACK_HDR = 0xc5, 8  -- a packed datagram: mark, 0, count, 0 (4 bytes), packets
+local PACK_PADDED = 1                -- byte 1 of a padded pack: zeros before the length table
 local BASE_LEN, OP_LEN = 32, 80
 local MAC_LEN = 32          -- authentication trailer, when flag MAC is set (UDP only)
 local SACK_EXT_MAX = 512    -- bytes of an ACK's extended SACK bitmap
@@ -303,9 +304,10 @@ local function pad8(n) return math.ceil(n / 8) * 8 end
 local function pack_layout(tvb, pinfo)
 	local len, cap = tvb:reported_len(), tvb:len()
 	if len < PACK_HDR + BASE_LEN + 2 or cap < PACK_HDR + 4 or tvb(0, 1):uint() ~= PACK_MARK or
-	   tvb(1, 1):uint() ~= 0 or tvb(4, 4):le_uint() ~= 0 or path_of(pinfo) == "shm" then
+	   tvb(1, 1):uint() > PACK_PADDED or tvb(4, 4):le_uint() ~= 0 or path_of(pinfo) == "shm" then
 		return nil
 	end
+	local padded = tvb(1, 1):uint() == PACK_PADDED
 	local n = tvb(2, 2):le_uint()
 	local body = len
 	if tvb(PACK_HDR, 1):uint() ~= WIRE_VERSION then return nil end
@@ -320,7 +322,8 @@ local function pack_layout(tvb, pinfo)
 		offs[#offs + 1], lens[#lens + 1] = off, l
 		off = off + pad8(l)
 	end
-	if off ~= tbl then return nil end
+	-- (padded: zeros up to the table, so that a GSO run went on past it)
+	if off ~= tbl and not padded then return nil end
 	return body, n, lens, offs
 end
 

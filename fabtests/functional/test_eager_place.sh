@@ -7,7 +7,10 @@
 # (GRO trains), of 9000 and of lo's own 64 KiB (FI_COURIER_MTU):
 #   1. a stream of 16 KiB, 64 KiB and 200 KiB messages (all eager), every byte checked (-v):
 #      at least 80% of the server's datagrams must have been read in place (with 64 KiB
-#      packets, some: a short run there sends many messages as RTS, short of credit);
+#      packets, some: a short run there sends many messages as RTS, short of credit; with
+#      1472 B packets 60%, and the client must have padded datagrams (udp_pads): a GSO run
+#      goes on past a message's end, and the next message's pieces in that train come
+#      through a packet buffer);
 #   2. msg_basic (every send and receive form, receives of 3 iovecs, 100 messages sent
 #      before their receives), msg_errors (truncated and discarded receives) and stream_verify (receives posted larger, their spare bytes
 #      checked untouched; sizes across every protocol edge) must pass.
@@ -40,6 +43,14 @@ for mtu in 1472 8972 0; do
 	echo "$me: packets of $mtu B (0: 65000): $placed of the server's $pkts datagrams read in place"
 	want=$((pkts * 8 / 10))
 	[ "$mtu" = 0 ] && want=1
+	if [ "$mtu" = 1472 ]; then
+		# a message's last datagram is padded and the GSO run goes on into the next
+		# message, whose pieces in that train come through a packet buffer
+		pads=$(stat "$out/stream$mtu/client.out" udp_pads)
+		echo "$me: packets of $mtu B: the client padded $pads datagrams into GSO runs"
+		[ "${pads:-0}" -gt 0 ] || { echo "$me: FAIL: no datagram padded"; exit 1; }
+		want=$((pkts * 6 / 10))
+	fi
 	[ "$pkts" -gt 0 ] && [ "$placed" -ge "$want" ] ||
 		{ echo "$me: FAIL: eager data went through packet buffers"; exit 1; }
 	run "basic$mtu" msg_basic

@@ -17,7 +17,8 @@
 #      client's capture the ones in the server's, sequence numbers 0..N-1.
 #   4. packets crafted by trace_craft.py with known values (an extended SACK, authentication
 #      trailers, an atomic, a refused RMA, HELLO, CM, RESET, IPv6, a retransmission, a ring
-#      packet with the MAC flag and no trailer, a packed datagram, one that is not courier):
+#      packet with the MAC flag and no trailer, a packed datagram, a padded one of one
+#      packet, one that is not courier):
 #      every field decodes to what was written.
 # Every datagram of all runs must be decoded as courier, with no malformed packet and no Lua
 # error, and tcpdump must read every packet of each capture. Skipped (77) without tshark: scripts/install-deps.sh installs it.
@@ -310,6 +311,7 @@ if command -v python3 >/dev/null 2>&1; then
 1|0x0400||7||||||||||||||||||||||||||||
 16|0x0003|0|11|||42|||||||0x0000000000000005|0x0000000000000066|3|0x0000000000000000|3||||||||||||||
 3 3|0x2401 0x0507|8 5|9 9|||11 9|3||||||0x0000000000000099 0x00000000feedface|0x0000000000000000 0x0000000000001234|5 10|0x0000000000000000 0x0000000000000000|5 10|||||||||0x00000000000000cc|9|cccccccccccccccccccccccccccccccc|2||
+3|0x0001|12|9|||12|||||||0x0000000000000077|0x0000000000000000|6|0x0000000000000000|6||||||||||||||
 EOF
 	if ! cmp -s "$tmp/craft.got" "$tmp/craft.want"; then
 		diff "$tmp/craft.want" "$tmp/craft.got"
@@ -323,6 +325,7 @@ EOF
 		"$(count "$craft" 'frame.number == 10 && courier')" 0
 	expect "crafted: malformed" "$(count "$craft" "_ws.malformed || _ws.lua.error || courier.bad")" 0
 	expect "crafted: packed datagrams of 2" "$(count "$craft" 'courier.pack.count == 2')" 1
+	expect "crafted: a padded packed datagram of 1" "$(count "$craft" 'courier.pack.count == 1')" 1
 	expect "crafted: the pack's Info" "$(ts "$craft" -Y 'courier.pack.count' | grep -c '\[pack of 2\] EAGER seq=8 .*; EAGER seq=5 .*retransmission of #2')" 1
 else
 	echo "test_trace: no python3: crafted packets not checked"

@@ -3,7 +3,8 @@
 values, one of each kind a run does not easily make (an ACK with an extended SACK bitmap and
 an authentication trailer, a HELLO with one, an atomic, a refused RMA, CM, RESET, a datagram
 over IPv6, a retransmission, a ring packet with the MAC flag and no trailer, a packed
-datagram of two packets with a trailer, one of them a retransmission) and one UDP datagram
+datagram of two packets with a trailer, one of them a retransmission, a padded packed datagram
+of one) and one UDP datagram
 that is not courier. test_trace.sh reads it
 back through contrib/wireshark/courier.lua and compares every field with what is written here
 (the layout is prov/courier/src/proto/cour_wire_fmt.h's; this file is independent of the C
@@ -123,7 +124,12 @@ def main(path):
     pad = lambda x: x + b"\0" * (-len(x) % 8)
     add(struct.pack("<BBHI", 0xc5, 0, 2, 0) + pad(a) + pad(b) + struct.pack("<HH", len(a), len(b)) +
         mac(0xcc, 9, 1700000002, bytes([0xcc] * 16)))
-    ifaces = [0] * 10 + [1, 1, 0]
+    # 14 a padded packed datagram (byte 1: 1): one EAGER, the last piece of its message, then
+    # zeros up to the length table, so that the GSO run it left in went on past it
+    c = base(EAGER, F_TAGGED, seq=12, ack=9) + op(msg_id=12, tag=0x77, total_len=6) + b"padded"
+    body = struct.pack("<BBHI", 0xc5, 1, 1, 0) + pad(c)
+    add(body + b"\0" * (200 - 2 - len(body)) + struct.pack("<H", len(c)))
+    ifaces = [0] * 10 + [1, 1, 0, 0]
 
     out = block(0x0a0d0d0a, struct.pack("<IHHq", 0x1a2b3c4d, 1, 0, -1) + opt(0, b""))
     for name in (b"courier-udp", b"courier-shm"):

@@ -147,6 +147,8 @@ struct fi_courier_stats {
 					     * RTS of no greater length, to keep their order */
 	uint64_t shm_split_rx;              /* same-host messages received by split copy
 					     * (each process copied a part) */
+	uint64_t udp_pads;                  /* short datagrams sent padded (a packed datagram
+					     * of one) so that a GSO run goes on past them */
 };
 
 struct fi_courier_ops_ep {

@@ -29,6 +29,7 @@ static void cour_ep_stats_locked(struct cour_ep *ep, struct fi_courier_stats *s)
 	s->udp_packs = w->packs;
 	s->udp_packed = w->packed;
 	s->udp_packs_rcvd = w->packs_rcvd;
+	s->udp_pads = w->pads;
 	s->bell_rcvd = w->bell_rcvd;
 	s->peers = ep->pep.peer_count;
 	cour_fault_counts(&ep->pep.wire, &f);
@@ -156,10 +157,10 @@ void cour_ep_print_stats(struct cour_ep *ep)
 		fprintf(stderr, "courier stats %s: udp_gso %" PRIu64 " udp_gro %" PRIu64
 			" udp_gso_sends %" PRIu64 " udp_gso_segs %" PRIu64 " udp_gro_trains %" PRIu64
 			" udp_gro_segs %" PRIu64 " rx_sock_drops %" PRIu64 " udp_packs %" PRIu64
-			" udp_packed %" PRIu64 " udp_packs_rcvd %" PRIu64 "\n", str, s.udp_gso,
-			s.udp_gro, s.udp_gso_sends, s.udp_gso_segs, s.udp_gro_trains,
-			s.udp_gro_segs, s.rx_sock_drops, s.udp_packs, s.udp_packed,
-			s.udp_packs_rcvd);
+			" udp_packed %" PRIu64 " udp_packs_rcvd %" PRIu64 " udp_pads %" PRIu64 "\n",
+			str, s.udp_gso, s.udp_gro, s.udp_gso_sends, s.udp_gso_segs,
+			s.udp_gro_trains, s.udp_gro_segs, s.rx_sock_drops, s.udp_packs,
+			s.udp_packed, s.udp_packs_rcvd, s.udp_pads);
 	fprintf(stderr, "courier stats %s: peers %" PRIu64 " win_bytes %" PRIu64 " win_grows %"
 		PRIu64 " win_frees %" PRIu64 "\n", str, s.peers, s.win_bytes, s.win_grows,
 		s.win_frees);

@@ -90,7 +90,8 @@ void cour_wire_unpack(struct cour_wire *w, char *buf, size_t len,
 		goto bad;
 	memcpy(&n, buf + 2, sizeof(n));
 	memcpy(&zero, buf + 4, sizeof(zero));
-	if (buf[1] || zero || !n || len < COUR_WIRE_PACK_HDR + 2 * (size_t)n)
+	if ((buf[1] & ~COUR_WIRE_PACK_PADDED) || zero || !n ||
+	    len < COUR_WIRE_PACK_HDR + 2 * (size_t)n)
 		goto bad;
 	tbl = len - 2 * (size_t)n;
 	for (uint16_t i = 0; i < n; i++) {
@@ -99,7 +100,7 @@ void cour_wire_unpack(struct cour_wire *w, char *buf, size_t len,
 			goto bad;
 		off += cour_wire_pad8(l);
 	}
-	if (off != tbl)
+	if (off != tbl && !(buf[1] & COUR_WIRE_PACK_PADDED))
 		goto bad;
 	w->stats.packs_rcvd++;
 	w->stats.rx_pkts += n - 1u;

@@ -40,11 +40,19 @@
  * hands each packet up on its own, borrowed (as a GRO train's). Layout, trailer excluded:
  *
  *   0: COUR_WIRE_PACK_MARK (no packet of the engine starts with it: its version byte is
- *      small), 1: 0, 2-3: count n (little-endian), 4-7: 0;
+ *      small), 1: 0 or COUR_WIRE_PACK_PADDED, 2-3: count n (little-endian), 4-7: 0;
  *   8: the n packets, each padded with zeros to a multiple of 8 (so every one is aligned);
+ *   with PADDED, zeros up to the table;
  *   the last 2n bytes: the n packets' lengths, unpadded, little-endian.
  *
  * A packed datagram that breaks this layout is dropped whole (rx_bad).
+ *
+ * Padded datagrams. A GSO run is datagrams of one size but its last, and a stream's message
+ * ends with a short one: a run cut at every message's end sends each message in a GSO call
+ * of its own (and the receiver reads a train of its own). Where a datagram of the run's size
+ * for the same address follows, the short one leaves as a PADDED pack of one, of the run's
+ * size, and the run goes on (cour_udp_tx.c, cour_udp_pad); only for datagrams small enough
+ * that COUR_WIRE_PAD_RUN of them fit a run, as at MTU 1500.
  *
  * The same-host path is not a wire of this table: the ring (wire/cour_shm_ring.h) is reliable
  * and ordered and refuses a packet when full, and the engine drives it per peer
@@ -83,6 +91,9 @@
 #define COUR_WIRE_PACK_CNT   64
 #define COUR_WIRE_PACK_BYTES 16384
 #define COUR_WIRE_PACK_ARENA 65536
+/* byte 1 of a padded pack, and the fewest datagrams of a size a run must hold to be padded */
+#define COUR_WIRE_PACK_PADDED 1
+#define COUR_WIRE_PAD_RUN    16
 
 struct cour_wire;
 struct cour_trace;
@@ -132,6 +143,7 @@ struct cour_wire_stats {
 	uint64_t sock_drops;          /* dropped by the kernel: receive buffer full (SO_RXQ_OVFL) */
 	uint64_t packs, packed;       /* packed datagrams sent, and the packets they carried */
 	uint64_t packs_rcvd;          /* packed datagrams received whole */
+	uint64_t pads;                /* short datagrams padded to continue a GSO run */
 	uint64_t bell_rcvd;           /* datagrams the doorbell socket took (cour_udp.c) */
 };
 
