@@ -448,9 +448,11 @@ Test(udp_pack, a_padded_pack_is_taken_with_its_packets_own_lengths)
 
 /*
  * A message's last datagram is short, and a GSO run ended there: with a datagram of the run's
- * size for the same address after it, it leaves as a pack padded to that size, and the run
- * goes on. It arrives as the packet it was, its length its own. Not when the zeros would cost
- * more than an eighth of the run, nor for datagrams so big that few make a run.
+ * size for the same address after it that may join (queued with a pack bound), it leaves as
+ * a pack padded to that size, and the run goes on. It arrives as the packet it was, its
+ * length its own. Not when the zeros would cost more than an eighth of the run, nor before a
+ * datagram that may not join (a piece of a message that fills runs of its own, the engine
+ * says), nor for datagrams so big that few make a run.
  */
 static void padded_run(void)
 {
@@ -465,7 +467,7 @@ static void padded_run(void)
 	open_end(&ends[0], true, false);
 	open_end(&ends[1], false, true);
 	for (uint32_t i = 0; i < 12; i++)
-		queue(&ends[0], &ends[1], i, lens[i]);
+		queue_pack(&ends[0], &ends[1], i, lens[i], 1472);
 	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
 	cr_expect_eq(ends[0].w.stats.pads, 1);
 	cr_expect_eq(ends[0].w.stats.gso_sends, 1);
@@ -490,7 +492,7 @@ static void padded_run(void)
 	ends[1].nseen = 0;
 	ends[0].w.stats.pads = ends[0].w.stats.gso_sends = 0;
 	for (uint32_t i = 0; i < 12; i++)
-		queue(&ends[0], &ends[1], 100 + i, lens[i]);
+		queue_pack(&ends[0], &ends[1], 100 + i, lens[i], 1472);
 	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
 	cr_expect_eq(ends[0].w.stats.pads, 0);
 	cr_expect_eq(ends[0].w.stats.gso_sends, 2, "6 + 6");
@@ -498,13 +500,29 @@ static void padded_run(void)
 	check_seen(&ends[1], 100, lens, 12);
 	cour_params.udp_pack = 1;
 
+	/* 3 full, a short one, then full ones the engine does not let join (the pieces of a
+	 * message that makes runs of its own): not padded */
+	size_t fills[50];
+
+	ends[1].nseen = 0;
+	ends[0].w.stats.pads = ends[0].w.stats.gso_sends = 0;
+	for (uint32_t i = 0; i < 50; i++) {
+		fills[i] = i == 3 ? 900 : 1400;
+		queue_pack(&ends[0], &ends[1], 150 + i, fills[i], i < 4 ? 1472 : 0);
+	}
+	cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
+	cr_expect_eq(ends[0].w.stats.pads, 0);
+	cr_expect_eq(ends[0].w.stats.gso_sends, 2, "3 + 900, then 46");
+	receive(&ends[1], 50);
+	check_seen(&ends[1], 150, fills, 50);
+
 	for (int k = 0; k < 2; k++) {
 		const size_t *l = k ? big : costly;
 
 		ends[1].nseen = 0;
 		ends[0].w.stats.pads = ends[0].w.stats.gso_sends = 0;
 		for (uint32_t i = 0; i < 3; i++)
-			queue(&ends[0], &ends[1], 50 + i, l[i]);
+			queue_pack(&ends[0], &ends[1], 50 + i, l[i], 65000);
 		cr_assert_eq(ends[0].w.ops->flush(&ends[0].w), 0);
 		cr_expect_eq(ends[0].w.stats.pads, 0, "%zu", l[1]);
 		cr_expect_eq(ends[0].w.stats.gso_sends, 1, "%zu + %zu, then %zu alone", l[0],

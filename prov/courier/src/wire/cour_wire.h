@@ -13,7 +13,9 @@
  *             checksum included) is copied; the payload iov must stay valid until the next
  *             flush. A full batch is flushed first. pack > 0: the wire may carry it with
  *             the small datagrams queued next to it for the same address in one packed
- *             datagram of at most pack bytes (below); 0: alone;
+ *             datagram of at most pack bytes (below), and, too big for that, may pad a
+ *             short datagram before it so that a GSO run goes on into it (Padded
+ *             datagrams); 0: alone, and nothing before it padded;
  *   flush     hand the batch over; datagrams the wire refuses are lost as far as the engine
  *             is concerned (its retransmit timer recovers them) and w->tx_blocked is set;
  *   poll      read up to COUR_WIRE_RX_BATCH datagrams and hand each to w->rx->packet;
@@ -50,9 +52,9 @@
  * Padded datagrams. A GSO run is datagrams of one size but its last, and a stream's message
  * ends with a short one: a run cut at every message's end sends each message in a GSO call
  * of its own (and the receiver reads a train of its own). Where a datagram of the run's size
- * for the same address follows, the short one leaves as a PADDED pack of one, of the run's
- * size, and the run goes on (cour_udp_tx.c, cour_udp_pad); only for datagrams small enough
- * that COUR_WIRE_PAD_RUN of them fit a run, as at MTU 1500.
+ * for the same address follows that may join it (queue's pack), the short one leaves as a
+ * PADDED pack of one, of the run's size, and the run goes on (cour_udp_tx.c, cour_udp_pad);
+ * only for datagrams small enough that COUR_WIRE_PAD_RUN of them fit a run, as at MTU 1500.
  *
  * The same-host path is not a wire of this table: the ring (wire/cour_shm_ring.h) is reliable
  * and ordered and refuses a packet when full, and the engine drives it per peer
@@ -232,6 +234,7 @@ struct cour_wire {
 	struct cour_mac_trailer tx_trl[COUR_WIRE_TX_BATCH];   /* with a key */
 	uint32_t             tx_len[COUR_WIRE_TX_BATCH];  /* datagram bytes, header included */
 	uint32_t             tx_pack[COUR_WIRE_TX_BATCH]; /* the queue's pack bound; 0: alone */
+	bool                 tx_join[COUR_WIRE_TX_BATCH]; /* may follow a padded datagram */
 	uint32_t             tx_count;
 	/* packing: the open pack (the queue's last entry, still growing; UINT32_MAX: none), its
 	 * packets' lengths, and where packs are built (COUR_WIRE_PACK_ARENA bytes, allocated at
