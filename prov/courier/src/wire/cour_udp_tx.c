@@ -52,6 +52,28 @@ static void cour_udp_pack_copy(char *at, const void *hdr, size_t hdr_len,
 	memset(at, 0, cour_wire_pad8(len) - len);
 }
 
+/* Entry i's datagram (len bytes, no trailer) copied into the arena at start as the first
+ * packet of a pack whose byte 1 is flags, and the entry pointed there: the pack, or NULL
+ * (no arena). The caller writes the count and the length table. */
+static char *cour_udp_pack_open(struct cour_wire *w, uint32_t i, size_t start, size_t len,
+				uint8_t flags)
+{
+	struct msghdr *m = &w->tx_msgs[i].msg_hdr;
+	char *p;
+
+	if (!w->pack_arena && !(w->pack_arena = malloc(COUR_WIRE_PACK_ARENA)))
+		return NULL;
+	p = w->pack_arena + start;
+	memset(p, 0, COUR_WIRE_PACK_HDR);
+	p[0] = (char)COUR_WIRE_PACK_MARK;
+	p[1] = (char)flags;
+	cour_udp_pack_copy(p + COUR_WIRE_PACK_HDR, w->tx_iov[i][0].iov_base,
+			   w->tx_iov[i][0].iov_len, &w->tx_iov[i][1], m->msg_iovlen - 1, len);
+	w->tx_iov[i][0].iov_base = p;
+	m->msg_iovlen = 1;
+	return p;
+}
+
 /*
  * Put a datagram of len bytes into the pack that the queue's last entry is or becomes, if it
  * goes to the same address, both may be packed, and it fits: true when it joined. The last
@@ -84,21 +106,12 @@ static bool cour_udp_pack_join(struct cour_wire *w, const void *sa, socklen_t sa
 
 		start = cour_wire_pad8(w->pack_used);
 		size = COUR_WIRE_PACK_HDR + cour_wire_pad8(first) + cour_wire_pad8(len) + 4;
-		if (size > limit || start + size > COUR_WIRE_PACK_ARENA)
+		if (size > limit || start + size > COUR_WIRE_PACK_ARENA ||
+		    !(p = cour_udp_pack_open(w, last, start, first, 0)))
 			return false;
-		if (!w->pack_arena && !(w->pack_arena = malloc(COUR_WIRE_PACK_ARENA)))
-			return false;
-		p = w->pack_arena + start;
-		memset(p, 0, COUR_WIRE_PACK_HDR);
-		p[0] = (char)COUR_WIRE_PACK_MARK;
-		cour_udp_pack_copy(p + COUR_WIRE_PACK_HDR, w->tx_iov[last][0].iov_base,
-				   w->tx_iov[last][0].iov_len, &w->tx_iov[last][1],
-				   m->msg_iovlen - 1, first);
 		w->pack_lens[0] = (uint16_t)first;
 		w->pack_n = 1;
 		w->pack_open = last;
-		w->tx_iov[last][0].iov_base = p;
-		m->msg_iovlen = 1;
 		w->tx_pack[last] = limit;
 		w->stats.packs++;
 		w->stats.packed++;
@@ -193,7 +206,6 @@ static bool cour_udp_pad(struct cour_wire *w, uint32_t first, uint32_t i, uint32
 {
 	size_t tl = w->mac ? COUR_MAC_LEN : 0, len = w->tx_len[i] - tl, out = size - tl;
 	size_t start = cour_wire_pad8(w->pack_used);
-	struct msghdr *m = &w->tx_msgs[i].msg_hdr;
 	uint16_t n = 1, l = (uint16_t)len;
 	char *p;
 
@@ -205,21 +217,13 @@ static bool cour_udp_pad(struct cour_wire *w, uint32_t first, uint32_t i, uint32
 	    start + out > COUR_WIRE_PACK_ARENA ||
 	    !cour_udp_same_dest(&w->tx_msgs[first].msg_hdr, &w->tx_msgs[i + 1].msg_hdr))
 		return false;
-	if (!w->pack_arena && !(w->pack_arena = malloc(COUR_WIRE_PACK_ARENA)))
+	if (!(p = cour_udp_pack_open(w, i, start, len, COUR_WIRE_PACK_PADDED)))
 		return false;
-	p = w->pack_arena + start;
-	memset(p, 0, COUR_WIRE_PACK_HDR);
-	p[0] = (char)COUR_WIRE_PACK_MARK;
-	p[1] = COUR_WIRE_PACK_PADDED;
 	memcpy(p + 2, &n, sizeof(n));
-	cour_udp_pack_copy(p + COUR_WIRE_PACK_HDR, w->tx_iov[i][0].iov_base,
-			   w->tx_iov[i][0].iov_len, &w->tx_iov[i][1], m->msg_iovlen - 1, len);
 	memset(p + COUR_WIRE_PACK_HDR + cour_wire_pad8(len), 0,
 	       out - COUR_WIRE_PACK_HDR - cour_wire_pad8(len) - 2);
 	memcpy(p + out - 2, &l, sizeof(l));
-	w->tx_iov[i][0].iov_base = p;
 	w->tx_iov[i][0].iov_len = out;
-	m->msg_iovlen = 1;
 	w->tx_len[i] = size;
 	w->tx_pack[i] = 0;
 	w->pack_used = (uint32_t)(start + out);
