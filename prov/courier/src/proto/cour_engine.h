@@ -318,21 +318,21 @@ static inline void cour_wire_queue(struct cour_pep *ep, struct cour_peer *peer,
 				   struct cour_pkt_hdr *hdr, size_t hdr_len,
 				   const struct iovec *iov, size_t iovcnt)
 {
-	uint32_t per_run = COUR_WIRE_GSO_BYTES / peer->mtu;
+	uint32_t mtu = peer->mtu;
 	size_t len = hdr_len;
+	bool join;
 
 	for (size_t k = 0; k < iovcnt; k++)
 		len += iov[k].iov_len;
-	cour_hdr_finish(peer, hdr, hdr_len, iov, iovcnt);
-	/* the wire may pack it with the peer's next small packets, up to the peer's MTU; a
-	 * piece of a message that fits one GSO run may join the run before it (a short
+	/* a piece of a message that fits one GSO run may join the run before it (a short
 	 * datagram there padded): a longer message's pieces make runs of their own, and the
 	 * receiver would copy those the run before carried */
+	join = mtu > COUR_PKT_HDR_LEN && hdr->msg.total_len <=
+	       (uint64_t)(COUR_WIRE_GSO_BYTES / mtu) * (mtu - COUR_PKT_HDR_LEN);
+	cour_hdr_finish(peer, hdr, hdr_len, iov, iovcnt);
+	/* the wire may pack it with the peer's next small packets, up to the peer's MTU */
 	ep->wire.ops->queue(&ep->wire, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt,
-			    cour_params.udp_pack && (hdr->msg.total_len <=
-			    (uint64_t)per_run * (peer->mtu - COUR_PKT_HDR_LEN) ||
-			    len <= COUR_WIRE_PACK_PKT) ?
-			    peer->mtu : 0);
+			    cour_params.udp_pack && (join || len <= COUR_WIRE_PACK_PKT) ? mtu : 0);
 }
 
 #define COUR_FLUSH_HIST 16
