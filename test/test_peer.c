@@ -266,6 +266,42 @@ Test(rxwin, mid_message_pieces_of_a_train_wait_the_last_one_does_not)
 	ep->pep.wire.rx_train_len = 0;
 }
 
+/* The count-based ACK inside a train is for the sender's window: not worth a datagram when
+ * less than the count is left of the message, whose last piece draws one at the pass end */
+Test(rxwin, no_mid_message_ack_when_the_rest_is_shorter_than_the_count)
+{
+	static char msg[200 * CAPWIRE_ROOM];
+	const uint32_t room = CAPWIRE_ROOM;
+
+	capwire_close(ep);
+	cour_params.window = 256;                 /* the count: a quarter window, 64 */
+	cour_params.ack_delay_us = 100000;
+	cour_params.credits = cour_params.credits_max = 1024;
+	ep = capwire_open(FI_MSG | FI_TAGGED);
+	peer = capwire_peer(ep);
+	ep->pep.wire.rx_borrowed = true;          /* (as the UDP wire sets it inside a train) */
+	ep->pep.wire.rx_train_len = 65000;
+	/* 100 pieces: the 64th leaves 36, fewer than the count */
+	for (uint32_t s = 0; s < 70; s++)
+		rx_frag(s, 1, 100 * room, s * room, msg + s * room, room);
+	cour_ep_timers(&ep->pep, cour_now_us());  /* the end of the pass */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 0, "a mid-message ACK with 36 pieces left");
+	for (uint32_t s = 70; s < 100; s++)
+		rx_frag(s, 1, 100 * room, s * room, msg + s * room, room);
+	cour_ep_timers(&ep->pep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1, "the last piece was not acknowledged");
+	cr_assert_eq(last_ack()->hdr.base.ack, 100);
+
+	/* 140 pieces: at the 64th, 76 are left, more than the count: the window needs it */
+	for (uint32_t s = 100; s < 170; s++)
+		rx_frag(s, 2, 140 * room, (s - 100) * room, msg + (s - 100) * room, room);
+	cour_ep_timers(&ep->pep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2, "no mid-message ACK with 76 pieces left");
+	cr_assert_eq(last_ack()->hdr.base.ack, 170);
+	ep->pep.wire.rx_borrowed = false;
+	ep->pep.wire.rx_train_len = 0;
+}
+
 Test(rxwin, a_message_reassembles_from_fragments_out_of_order)
 {
 	char msg[2000];

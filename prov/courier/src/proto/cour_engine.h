@@ -327,8 +327,7 @@ static inline void cour_wire_queue(struct cour_pep *ep, struct cour_peer *peer,
 	/* a piece of a message that fits one GSO run may join the run before it (a short
 	 * datagram there padded): a longer message's pieces make runs of their own, and the
 	 * receiver would copy those the run before carried */
-	join = mtu > COUR_PKT_HDR_LEN && hdr->msg.total_len <=
-	       (uint64_t)(COUR_WIRE_GSO_BYTES / mtu) * (mtu - COUR_PKT_HDR_LEN);
+	join = mtu > COUR_PKT_HDR_LEN && hdr->msg.total_len <= peer->run_bytes;
 	cour_hdr_finish(peer, hdr, hdr_len, iov, iovcnt);
 	/* the wire may pack it with the peer's next small packets, up to the peer's MTU */
 	ep->wire.ops->queue(&ep->wire, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt,

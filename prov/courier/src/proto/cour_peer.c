@@ -181,7 +181,7 @@ struct cour_peer *cour_peer_by_addr_locked(struct cour_pep *ep, const struct cou
 	peer->fi_addr = FI_ADDR_NOTAVAIL;
 	peer->av_gen = UINT64_MAX;
 	peer->pidfd = -1;
-	peer->mtu = cour_wire_peer_mtu(ep, addr);
+	cour_peer_mtu_set(peer, cour_wire_peer_mtu(ep, addr));
 	peer->unroutable = !peer->mtu;
 	cour_peer_state_init(peer);
 	HASH_ADD(hh, ep->peers, addr, sizeof(peer->addr), peer);
@@ -461,13 +461,6 @@ static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64
 		peer->rto_deadline = now + peer->rto_us;
 		cour_ep_timer_at(peer->ep, peer->rto_deadline);
 	}
-	/* the newest packet: the tail probe watches it (cour_peer_tail_probe), and the
-	 * question for a late ACK (cour_peer_nudge) */
-	if (peer->srtt_us && !peer->via_shm) {
-		cour_ep_timer_at(peer->ep, now + cour_peer_probe_wait(peer));
-		if (cour_params.nudge_us && !peer->nudged)
-			cour_ep_timer_at(peer->ep, now + cour_peer_nudge_wait(peer));
-	}
 
 	/* single-packet types are built once; data types when every byte is in a packet */
 	bool more = txe->built < txe->total_len;
@@ -506,6 +499,7 @@ void cour_peer_push(struct cour_peer *peer)
 	if (peer->shm && !peer->via_shm && !cour_peer_sending(peer))
 		peer->via_shm = true;
 	now = peer->via_shm ? cour_ep_clock_refresh(ep, false) : cour_now_us();
+	uint32_t first = peer->tx_next;
 	while (peer->ctrlq && cour_peer_window_open(peer))
 		cour_peer_build(peer, peer->ctrlq, now);
 	while (peer->txq && cour_peer_window_open(peer)) {
@@ -516,6 +510,13 @@ void cour_peer_push(struct cour_peer *peer)
 			break;
 		while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
 			;
+	}
+	/* the newest packet: the tail probe watches it (cour_peer_tail_probe), and the
+	 * question for a late ACK (cour_peer_nudge); every packet of this push left at now */
+	if (peer->tx_next != first && peer->srtt_us && !peer->via_shm) {
+		cour_ep_timer_at(ep, now + cour_peer_probe_wait(peer));
+		if (cour_params.nudge_us && !peer->nudged)
+			cour_ep_timer_at(ep, now + cour_peer_nudge_wait(peer));
 	}
 	if ((peer->ctrlq || peer->txq) && !cour_peer_window_open(peer) && !peer->shm_blocked) {
 		ep->stats.window_stalls++;

@@ -11,6 +11,7 @@
 #include "proto/cour_cc.h"
 #include "proto/cour_wire_fmt.h"
 #include "wire/cour_shm_ring.h"
+#include "wire/cour_wire.h"
 
 #include <sys/socket.h>
 #include <uthash.h>
@@ -57,6 +58,8 @@ struct cour_peer {
 	fi_addr_t            fi_addr;         /* cached reverse lookup; see av_gen */
 	uint64_t             av_gen;
 	uint32_t             mtu;             /* payload bytes per packet for this peer */
+	uint32_t             run_bytes;       /* message bytes one GSO run of mtu-sized packets
+					       * carries (cour_peer_mtu_set) */
 	uint8_t              unroutable;      /* 1: the wire cannot send there (peer_mtu 0):
 					       * its operations fail at once; 2: and said so */
 
@@ -185,6 +188,15 @@ static inline struct cour_txpkt *cour_txslot(const struct cour_peer *peer, uint3
 static inline struct cour_rxslot *cour_rxslot_of(const struct cour_peer *peer, uint32_t seq)
 {
 	return &peer->rxwin[seq & (peer->rxcap - 1)];
+}
+
+/* The peer's packet size, and what a GSO run of such packets carries: asked of every packet
+ * queued (cour_wire_queue), so worked out here once rather than divided there. */
+static inline void cour_peer_mtu_set(struct cour_peer *peer, uint32_t mtu)
+{
+	peer->mtu = mtu;
+	peer->run_bytes = mtu > COUR_PKT_HDR_LEN ?
+			  (COUR_WIRE_GSO_BYTES / mtu) * (mtu - (uint32_t)COUR_PKT_HDR_LEN) : 0;
 }
 
 /* Room in the send ring for packet tx_next (grows it); false: at FI_COURIER_WINDOW or no

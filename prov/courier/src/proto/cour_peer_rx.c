@@ -453,7 +453,13 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		uint32_t every = more ? COUR_MAX((uint32_t)COUR_ACK_EVERY,
 						 COUR_MIN((uint32_t)COUR_ACK_TRAIN, w / 4)) :
 					COUR_ACK_EVERY;
-		bool due = peer->rx_held || peer->rx_since_ack >= every;
+		/* ...but not when less than that is left of the message: its last piece draws
+		 * the ACK soon anyway, and one datagram more on the receiver then lands right
+		 * when the last train does (a 256 KiB ping-pong at MTU 1500: 4 us of its tail) */
+		bool due = peer->rx_held ||
+			   (peer->rx_since_ack >= every &&
+			    (!more || nowait || hdr->msg.total_len - hdr->msg.offset -
+			     (len - COUR_PKT_HDR_LEN) > (uint64_t)every * (len - COUR_PKT_HDR_LEN)));
 		/* A message's last piece while packets of ours to the peer are in flight: the two
 		 * crossed (a halo exchange: both send, then both wait for their sends), so no
 		 * answer of ours comes to carry the ACK, and each side waited the ACK delay

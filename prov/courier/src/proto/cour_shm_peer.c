@@ -300,7 +300,8 @@ void cour_shm_hello_handle(struct cour_peer *peer, const struct cour_shm_hello *
 	peer->shm_pid = h->pid;
 	peer->shm_nonce = h->nonce;
 	peer->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)h->pid, 0);
-	peer->mtu = COUR_MIN(cour_shm_ring_payload_max(peer->shm), (uint32_t)COUR_MAX_PKT);
+	cour_peer_mtu_set(peer, COUR_MIN(cour_shm_ring_payload_max(peer->shm),
+					 (uint32_t)COUR_MAX_PKT));
 	/* nothing unacknowledged: the ring at once (else cour_peer_push, once all is) */
 	peer->via_shm = !cour_peer_sending(peer);
 	ep->stats.shm_peers++;
