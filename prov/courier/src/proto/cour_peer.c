@@ -773,9 +773,10 @@ int cour_pep_open(struct cour_pep *ep, struct cour_pdom *pdom, const struct cour
 	if (!ep->rxq)
 		ep->rxq = &ep->own_rxq;
 	cour_pool_init(&ep->rxmsg_pool, sizeof(struct cour_rxmsg), 64, 0);
-	/* inject copies, and the operands of atomics (with their compare values) */
-	cour_pool_init(&ep->inject_pool,
-		       COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES), 64,
+	/* inject copies, and the operands of atomics (with their compare values); grown about
+	 * a MiB at a time, as each object's first word is written when a chunk is added */
+	size_t inj = COUR_MAX(cour_params.inject_size, 2 * COUR_ATOMIC_MAX_BYTES);
+	cour_pool_init(&ep->inject_pool, inj, COUR_MAX((size_t)4, ((size_t)1 << 20) / inj),
 		       cour_params.tx_size);
 	cour_pool_init(&ep->rxbuf_pool, ep->rxbuf_size, COUR_RX_BATCH, 1024);
 	cour_wire_init(&ep->wire, ops, &cour_ep_wire_rx, ep, &ep->rxbuf_pool, ep->rxbuf_size);
