@@ -169,7 +169,7 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 		return 0;
 	/* An inject bigger than a ring cell to a same-host peer goes into the peer's ring
 	 * straight from the caller's buffer, in this call, as any send there would: a copy
-	 * into an inject buffer first made a 32 KiB MPI_Send 1.2-2x slower on one host. Only
+	 * into an inject buffer first made a 32 KiB MPI_Send 1.1-2.4x slower on one host. Only
 	 * when it goes eagerly, nothing queued ahead and the credit there (short of it, it
 	 * would go as an RTS that names the caller's buffer for the peer to read later); a
 	 * message the ring did not take whole is copied, into the buffer held ready here,
