@@ -225,15 +225,10 @@ Test(rxwin, out_of_order_packets_of_a_gro_train_get_one_ack_at_the_end_of_the_pa
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2);
 }
 
-/* Inside a GRO train, pieces with more of their message behind them wait for a quarter of the
- * window or the ACK delay; a message's last piece is acknowledged at the end of the progress
- * pass, as every train's packets were before (its sender may be waiting for the completion) */
-Test(rxwin, mid_message_pieces_of_a_train_wait_the_last_one_does_not)
+/* A fresh endpoint whose packets arrive inside a GRO train: a window of 256 (the count, a
+ * quarter window, is 64), no ACK by the delay while a test runs, credits enough */
+static void in_train(void)
 {
-	static char msg[24 * CAPWIRE_ROOM];
-	const uint32_t room = CAPWIRE_ROOM;
-
-	/* a quarter window of 64; no ACK by the delay while the test runs; credits enough */
 	capwire_close(ep);
 	cour_params.window = 256;
 	cour_params.ack_delay_us = 100000;
@@ -242,6 +237,17 @@ Test(rxwin, mid_message_pieces_of_a_train_wait_the_last_one_does_not)
 	peer = capwire_peer(ep);
 	ep->pep.wire.rx_borrowed = true;          /* (as the UDP wire sets it inside a train) */
 	ep->pep.wire.rx_train_len = 65000;
+}
+
+/* Inside a GRO train, pieces with more of their message behind them wait for a quarter of the
+ * window or the ACK delay; a message's last piece is acknowledged at the end of the progress
+ * pass, as every train's packets were before (its sender may be waiting for the completion) */
+Test(rxwin, mid_message_pieces_of_a_train_wait_the_last_one_does_not)
+{
+	static char msg[24 * CAPWIRE_ROOM];
+	const uint32_t room = CAPWIRE_ROOM;
+
+	in_train();
 	for (uint32_t s = 0; s < 11; s++)
 		rx_frag(s, 1, 12 * room, s * room, msg + s * room, room);
 	cour_ep_timers(&ep->pep, cour_now_us());  /* the end of the pass */
@@ -273,14 +279,7 @@ Test(rxwin, no_mid_message_ack_when_the_rest_is_shorter_than_the_count)
 	static char msg[200 * CAPWIRE_ROOM];
 	const uint32_t room = CAPWIRE_ROOM;
 
-	capwire_close(ep);
-	cour_params.window = 256;                 /* the count: a quarter window, 64 */
-	cour_params.ack_delay_us = 100000;
-	cour_params.credits = cour_params.credits_max = 1024;
-	ep = capwire_open(FI_MSG | FI_TAGGED);
-	peer = capwire_peer(ep);
-	ep->pep.wire.rx_borrowed = true;          /* (as the UDP wire sets it inside a train) */
-	ep->pep.wire.rx_train_len = 65000;
+	in_train();
 	/* 100 pieces: the 64th leaves 36, fewer than the count */
 	for (uint32_t s = 0; s < 70; s++)
 		rx_frag(s, 1, 100 * room, s * room, msg + s * room, room);

@@ -51,6 +51,15 @@ static void sl_rec(double t0, int kind, long bytes, int flags, unsigned vlen)
 	sl_evs[sl_n++] = (struct sl_ev){ t0, sl_now(), kind, flags, bytes, vlen };
 }
 
+static long sl_mmsg_bytes(const struct mmsghdr *v, int n)
+{
+	long bytes = 0;
+
+	for (int i = 0; i < n; i++)
+		bytes += v[i].msg_len;
+	return bytes;
+}
+
 /* the next definition of name: the real call */
 static void *sl_real(void **slot, const char *name)
 {
@@ -80,12 +89,9 @@ int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	double t = sl_now();
 	int r = f(fd, v, n, flags);
 	int e = errno;
-	long bytes = 0;
 
-	for (int i = 0; i < r; i++)
-		bytes += v[i].msg_len;
 	if (r > 0)
-		sl_rec(t, 2, bytes, flags, (unsigned)r);
+		sl_rec(t, 2, sl_mmsg_bytes(v, r), flags, (unsigned)r);
 	errno = e;
 	return r;
 }
@@ -114,12 +120,9 @@ int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timesp
 	double t = sl_now();
 	int r = f(fd, v, n, flags, tmo);
 	int e = errno;
-	long bytes = 0;
 
-	for (int i = 0; i < r; i++)
-		bytes += v[i].msg_len;
 	if (r > 0)
-		sl_rec(t, 4, bytes, flags, (unsigned)r);
+		sl_rec(t, 4, sl_mmsg_bytes(v, r), flags, (unsigned)r);
 	else
 		sl_empty++;
 	errno = e;
