@@ -194,7 +194,7 @@ int  cour_txe_get(struct cour_pep *ep, fi_addr_t dest, const char *what, struct 
 		  struct cour_txe **txe);
 /* The data txe sends: the caller's iovecs, or (inject) a copy; -FI_EAGAIN without a buffer. */
 int  cour_txe_set_data(struct cour_pep *ep, struct cour_txe *txe, const struct iovec *iov,
-		       size_t count, size_t len, bool inject);
+		       size_t count, bool inject);
 int  cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
 		   uint64_t tag, uint64_t data, void *context, uint64_t flags, uint64_t cq_flags);
 int  cour_msg_recv(struct cour_pep *ep, const struct iovec *iov, size_t count, fi_addr_t src,

@@ -81,21 +81,33 @@ int cour_txe_get(struct cour_pep *ep, fi_addr_t dest, const char *what, struct c
 	return cour_txe_alloc(ep, txe);
 }
 
+/* The bytes of iov copied into buf (an inject buffer): txe reads them from there on. Packets
+ * already built hold offsets into the message, not addresses, so they follow. (iov may be
+ * txe->iov itself: it is read whole before txe->iov[0] is written.) */
+static void cour_txe_own_copy(struct cour_txe *txe, char *buf, const struct iovec *iov,
+			      size_t count)
+{
+	size_t off = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	txe->inject_buf = buf;
+	txe->iov[0].iov_base = buf;
+	txe->iov[0].iov_len = off;
+	txe->iov_count = 1;
+}
+
 int cour_txe_set_data(struct cour_pep *ep, struct cour_txe *txe, const struct iovec *iov,
-		      size_t count, size_t len, bool inject)
+		      size_t count, bool inject)
 {
 	if (inject) {
-		char *p = txe->inject_buf = cour_pool_get(&ep->inject_pool);
+		char *buf = cour_pool_get(&ep->inject_pool);
 
-		if (!p)
+		if (!buf)
 			return -FI_EAGAIN;
-		for (size_t i = 0; i < count; i++) {
-			memcpy(p, iov[i].iov_base, iov[i].iov_len);
-			p += iov[i].iov_len;
-		}
-		txe->iov[0].iov_base = txe->inject_buf;
-		txe->iov[0].iov_len = len;
-		txe->iov_count = 1;
+		cour_txe_own_copy(txe, buf, iov, count);
 		return 0;
 	}
 	if (count)       /* iov may be NULL for an empty message */
@@ -115,22 +127,6 @@ static bool cour_txe_listed(const struct cour_peer *peer, const struct cour_txe 
 			if (t == txe)
 				return true;
 	return false;
-}
-
-/* The caller's bytes, copied into buf (an inject buffer): txe reads them from there on. The
- * packets built so far hold offsets into the message, not addresses, so they follow. */
-static void cour_txe_own_copy(struct cour_txe *txe, char *buf)
-{
-	size_t off = 0;
-
-	for (uint32_t i = 0; i < txe->iov_count; i++) {
-		memcpy(buf + off, txe->iov[i].iov_base, txe->iov[i].iov_len);
-		off += txe->iov[i].iov_len;
-	}
-	txe->inject_buf = buf;
-	txe->iov[0].iov_base = buf;
-	txe->iov[0].iov_len = off;
-	txe->iov_count = 1;
 }
 
 int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
@@ -174,9 +170,8 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	 * would go as an RTS that names the caller's buffer for the peer to read later); a
 	 * message the ring did not take whole is copied, into the buffer held ready here,
 	 * before we return. */
-	bool ring_direct = (flags & FI_INJECT) && peer->via_shm && !peer->txq && !peer->ctrlq &&
-			   !peer->shm_blocked && len <= cour_params.eager_max &&
-			   !(flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) &&
+	bool ring_direct = (flags & FI_INJECT) && peer->via_shm &&
+			   cour_peer_ring_clear(peer, flags) && len <= cour_params.eager_max &&
 			   cour_credit_short(peer, len);
 
 	if (ring_direct && !(spare = cour_pool_get(&ep->inject_pool)))
@@ -214,7 +209,7 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 		txe->rx_id = ep->tx_rx_ctx;
 		txe->hdr_flags |= COUR_F_RXCTX;
 	}
-	if (cour_txe_set_data(ep, txe, iov, count, len, (flags & FI_INJECT) && !ring_direct)) {
+	if (cour_txe_set_data(ep, txe, iov, count, (flags & FI_INJECT) && !ring_direct)) {
 		cour_pool_put(&ep->txe_pool, txe);
 		ep->tx_outstanding--;
 		return -FI_EAGAIN;
@@ -242,7 +237,7 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 	if (spare) {
 		/* (a packet of ours that found the ring full keeps it listed) */
 		if (cour_txe_listed(peer, txe))
-			cour_txe_own_copy(txe, spare);
+			cour_txe_own_copy(txe, spare, txe->iov, txe->iov_count);
 		else
 			cour_pool_put(&ep->inject_pool, spare);
 	}

@@ -176,6 +176,16 @@ static inline bool cour_peer_sending(const struct cour_peer *peer)
 	return peer->tx_una != peer->tx_next;
 }
 
+/* May a send to a same-host peer go into its ring now, ahead of the engine? Only while nothing
+ * sequenced waits to be put before it (queues empty, ring not refusing) and it asks no
+ * fence or delivery complete, which take the engine's path. The short path and the direct
+ * inject both ask this (cour_shm_peer.c, cour_msg_post.c). */
+static inline bool cour_peer_ring_clear(const struct cour_peer *peer, uint64_t flags)
+{
+	return !peer->txq && !peer->ctrlq && !peer->shm_blocked &&
+	       !(flags & (FI_DELIVERY_COMPLETE | FI_FENCE));
+}
+
 /*
  * Windows sized by use (proto/cour_peer_win.c): a peer's rings hold what it has in flight,
  * not FI_COURIER_WINDOW slots from its first packet. Indexing is seq & (cap - 1).

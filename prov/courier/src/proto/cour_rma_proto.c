@@ -85,7 +85,7 @@ int cour_rma_post(struct cour_pep *ep, uint8_t type, const struct iovec *iov, si
 	memset(txe, 0, sizeof(*txe));
 	txe->owner = ep->tx_owner;
 	txe->group = ep->tx_group;
-	if (cour_txe_set_data(ep, txe, iov, count, len, flags & FI_INJECT)) {
+	if (cour_txe_set_data(ep, txe, iov, count, flags & FI_INJECT)) {
 		cour_pool_put(&ep->txe_pool, txe);
 		return -FI_EAGAIN;
 	}

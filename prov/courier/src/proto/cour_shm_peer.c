@@ -537,8 +537,7 @@ static bool cour_short_box(struct cour_pep *ep, struct cour_peer *peer, const st
 /* May a message of len bytes go as SHORT to this peer now? Its credit cost, or 0. */
 static inline uint32_t cour_short_cost(struct cour_peer *peer, size_t len, uint64_t flags)
 {
-	if (peer->txq || peer->ctrlq || peer->shm_blocked ||
-	    (flags & (FI_DELIVERY_COMPLETE | FI_FENCE)) ||
+	if (!cour_peer_ring_clear(peer, flags) ||
 	    len + COUR_PKT_HDR_LEN > peer->mtu || len > cour_cma_eager_max(peer, 1, flags))
 		return 0;
 	return cour_credit_short(peer, len);
