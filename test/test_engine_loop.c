@@ -1185,6 +1185,92 @@ Test(engine_loop, an_inject_is_acknowledged_by_the_answer_a_send_at_once)
 	cr_assert_eq(stats_of(0).retrans_timeout, rto, "the ACK came after the timer");
 }
 
+/* A waited message (fi_tsend) of eight packets, the count that sends an ACK at once, from a
+ * peer whose messages the receiver answered within the ACK delay: the answer carries the ACK,
+ * and the sender's completion waits for it. An answer that does not come within the delay
+ * makes the ACK go by the timer, and the next message is acknowledged at once again. (Only
+ * where no credit grant can come between, the ACKs are counted: a grant is an ACK too.) */
+Test(engine_loop, a_waited_message_answered_at_once_has_its_ack_carried_by_the_answer)
+{
+	struct op rx[5] = { 0 }, tx[5] = { 0 }, back_rx[2] = { 0 }, back_tx[2] = { 0 };
+	size_t len, room;
+	char *a, *r, *small, *back;
+	uint64_t t0, acks;
+
+	cour_params.window = 256;           /* a quarter window (64) above the eight */
+	/* no ACK by the delay unless the test waits for it, and no liveness probe (0.1 s) while
+	 * it does, whose answer would be an ACK */
+	cour_params.ack_delay_us = 60000;
+	cour_params.rto_min_us = 5000000;   /* ...nor a resend's */
+	cour_params.rto_max_us = 5000000;
+	/* ...nor a credit grant's, nor congestion control's: each message's eight packets leave
+	 * at once */
+	cour_params.credits = 4096;
+	cour_params.cc = 0;
+	net_open(2, NULL, 0);
+	room = 1472 - COUR_PKT_HDR_LEN;     /* the loop wire's packets (COUR_LOOP_MTU) */
+	len = 8 * room;
+	a = tx_buf(len, 1);
+	r = rx_buf(len);
+	small = tx_buf(8, 2);
+	back = rx_buf(8);
+
+	/* sessions first: their opening packets are acknowledged at once */
+	POST(fi_trecv(net.t[1].ep, back, 8, NULL, net.t[0].fa, 6, 0, &rx[0]));
+	POST(fi_tinject(net.t[0].ep, small, 8, net.t[1].fa, 6));
+	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 6, 0, &rx[1]));
+	POST(fi_tinject(net.t[1].ep, small, 8, net.t[0].fa, 6));
+	WAIT_UNTIL(rx[0].done && rx[1].done && tx_idle(0) && tx_idle(1), WAIT_MS);
+	memset(rx, 0, sizeof(rx));
+
+	/* nothing answered yet: acknowledged at once */
+	acks = stats_of(1).acks_sent;
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 7, 0, &rx[0]));
+	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 7, &tx[0]));
+	t0 = cour_now_us();
+	WAIT_UNTIL(rx[0].done && tx[0].done, WAIT_MS);
+	cr_assert_lt(ELAPSED_MS(t0), 50, "the first message's sender waited for the ACK delay");
+	expect_msg(&rx[0], FI_RECV | FI_TAGGED, len, 7, 0, r, len, 1, "the first message");
+	cr_assert_eq(stats_of(1).acks_sent, acks + 1);
+
+	/* ...and answered at once */
+	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 8, 0, &back_rx[0]));
+	POST(fi_tsend(net.t[1].ep, small, 8, NULL, net.t[0].fa, 8, &back_tx[0]));
+	WAIT_UNTIL(back_rx[0].done && back_tx[0].done, WAIT_MS);
+
+	/* the next one's ACK waits for the answer */
+	acks = stats_of(1).acks_sent;
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 9, 0, &rx[1]));
+	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 9, &tx[1]));
+	WAIT_UNTIL(rx[1].done, WAIT_MS);
+	expect_msg(&rx[1], FI_RECV | FI_TAGGED, len, 9, 0, r, len, 1, "the second message");
+	pump_for(20);
+	cr_assert_not(tx[1].done, "the second message was acknowledged before the answer");
+	cr_assert_eq(stats_of(1).acks_sent, acks, "an ACK of its own went before the answer");
+	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 10, 0, &back_rx[1]));
+	POST(fi_tsend(net.t[1].ep, small, 8, NULL, net.t[0].fa, 10, &back_tx[1]));
+	WAIT_UNTIL(tx[1].done && back_rx[1].done, WAIT_MS);
+	expect_ok(&tx[1], FI_SEND | FI_TAGGED, "the second message's send");
+	expect_msg(&back_rx[1], FI_RECV | FI_TAGGED, 8, 10, 1, back, 8, 2, "the answer");
+	cr_assert_eq(stats_of(1).acks_sent, acks, "the answer did not carry the ACK");
+
+	/* no answer: the delay bounds the wait ... */
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 11, 0, &rx[2]));
+	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 11, &tx[2]));
+	t0 = cour_now_us();
+	WAIT_UNTIL(rx[2].done && tx[2].done, WAIT_MS);
+	cr_assert_geq(ELAPSED_MS(t0), 50, "the unanswered message's ACK did not wait");
+	expect_ok(&tx[2], FI_SEND | FI_TAGGED, "the unanswered message's send");
+
+	/* ...and the next message is acknowledged at once again */
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 12, 0, &rx[3]));
+	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 12, &tx[3]));
+	t0 = cour_now_us();
+	WAIT_UNTIL(rx[3].done && tx[3].done, WAIT_MS);
+	cr_assert_lt(ELAPSED_MS(t0), 50, "a message after an unanswered one waited for the delay");
+	expect_msg(&rx[3], FI_RECV | FI_TAGGED, len, 12, 0, r, len, 1, "the fourth message");
+}
+
 /* fi_tsendmsg/fi_trecvmsg of nothing, with no iov at all: legal, and a complete message. */
 Test(engine_loop, zero_length_without_iov)
 {

@@ -129,6 +129,14 @@ static bool cour_txe_listed(const struct cour_peer *peer, const struct cour_txe 
 	return false;
 }
 
+/* A message of ours to the peer after a waited one of its own ended: an answer if within the
+ * ACK delay, and then the last ACK of its next one waits for ours (cour_ep_rx_packet). */
+static void cour_peer_answered(struct cour_peer *peer)
+{
+	peer->answers = cour_now_us() - peer->ans_wait_us <= (uint64_t)cour_params.ack_delay_us;
+	peer->ans_wait_us = 0;
+}
+
 int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
 		  uint64_t tag, uint64_t data, void *context, uint64_t flags, uint64_t cq_flags)
 {
@@ -232,6 +240,8 @@ int cour_msg_send(struct cour_pep *ep, const struct iovec *iov, size_t count, fi
 		else if (cour_tx_unwatched(ep, cq_flags))
 			txe->hdr_flags |= COUR_F_NOWAIT;   /* its ACK can wait for our peer's answer */
 	}
+	if (COUR_UNLIKELY(peer->ans_wait_us))
+		cour_peer_answered(peer);
 	peer->msg_sent = true;
 	cour_peer_enqueue(peer, txe);
 	if (spare) {

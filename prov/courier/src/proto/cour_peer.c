@@ -70,6 +70,9 @@ static void cour_peer_state_init(struct cour_peer *peer)
 	peer->credits_sent = 0;
 	peer->rx_units = 0;
 	peer->ack_needed = false;
+	peer->ack_for_answer = false;
+	peer->answers = false;
+	peer->ans_wait_us = 0;
 	peer->rx_since_ack = 0;
 	peer->rx_stamp_ns = 0;
 	peer->ack_late_us = 0;
@@ -566,6 +569,10 @@ void cour_peer_send_ack_via(struct cour_peer *peer, uint16_t flags, bool over_ud
 		if (iov.iov_len * 8 <= COUR_SACK_BITS)
 			iov.iov_len = 0;        /* the header says it all */
 	}
+	/* an ACK of its own while one waited for our answer: none came in time (the ACK delay
+	 * ran out, or the sender asked): the next last piece is acknowledged at its pass end */
+	if (peer->ack_for_answer)
+		peer->answers = false;
 	memset(&hdr.base, 0, sizeof(hdr.base));
 	hdr.base.type = COUR_PKT_ACK;
 	hdr.base.flags = flags;
@@ -907,6 +914,7 @@ void cour_hdr_finish_fields(struct cour_peer *peer, struct cour_pkt_hdr *hdr)
 				hdr->base.flags |= COUR_F_HELD;
 		}
 		peer->ack_needed = false;
+		peer->ack_for_answer = false;
 		peer->rx_since_ack = 0;
 	}
 	hdr->base.version = COUR_WIRE_VERSION;

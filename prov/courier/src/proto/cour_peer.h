@@ -133,6 +133,11 @@ struct cour_peer {
 	uint32_t             ack_late_us;     /* ...until a packet of ours first acknowledged it
 					       * (0: unknown): what a DUP ACK reports */
 	uint64_t             ack_deadline;
+	uint64_t             ans_wait_us;     /* a waited message of the peer's ended then, and
+					       * no message of ours went back since (0: none) */
+	bool                 answers;         /* ours went back within the ACK delay: the last
+					       * ACK of its next one rides on our answer */
+	bool                 ack_for_answer;  /* the delayed ACK pending waits for that answer */
 	struct cour_rxmsg   *rx_cur;          /* eager message being reassembled */
 	uint32_t             rma_rx_id;       /* the WRITE whose fragments are arriving */
 	int                  rma_rx_err;      /* ... refused already (prov_errno): ignore the rest */
