@@ -1185,17 +1185,45 @@ Test(engine_loop, an_inject_is_acknowledged_by_the_answer_a_send_at_once)
 	cr_assert_eq(stats_of(0).retrans_timeout, rto, "the ACK came after the timer");
 }
 
-/* A waited message (fi_tsend) of eight packets, the count that sends an ACK at once, from a
- * peer whose messages the receiver answered within the ACK delay: the answer carries the ACK,
- * and the sender's completion waits for it. An answer that does not come within the delay
- * makes the ACK go by the timer, and the next message is acknowledged at once again. (Only
- * where no credit grant can come between, the ACKs are counted: a grant is an ACK too.) */
+/* One big message from endpoint 0 to 1 (tag), its answer posted first at 0 (want_answer), and
+ * the time it took until both ends completed, in ms. */
+static long big_send(char *a, char *r, size_t len, uint64_t tag, bool want_answer,
+		     char *back, struct op *rx, struct op *tx, struct op *back_rx)
+{
+	uint64_t t0;
+
+	if (want_answer)
+		POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, tag + 1, 0, back_rx));
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, tag, 0, rx));
+	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, tag, tx));
+	t0 = cour_now_us();
+	WAIT_UNTIL(rx->done, WAIT_MS);
+	expect_msg(rx, FI_RECV | FI_TAGGED, len, tag, 0, r, len, 1, "a big message");
+	WAIT_UNTIL(tx->done, WAIT_MS);
+	expect_ok(tx, FI_SEND | FI_TAGGED, "a big message's send");
+	return ELAPSED_MS(t0);
+}
+
+/* Endpoint 1's answer to big_send(tag): 8 bytes, tag + 1. */
+static void answer(char *small, char *back, uint64_t tag, struct op *back_tx, struct op *back_rx)
+{
+	POST(fi_tsend(net.t[1].ep, small, 8, NULL, net.t[0].fa, tag + 1, back_tx));
+	WAIT_UNTIL(back_rx->done, WAIT_MS);
+	expect_msg(back_rx, FI_RECV | FI_TAGGED, 8, tag + 1, 1, back, 8, 2, "the answer");
+}
+
+/* A waited message (fi_tsend) of eight packets, the count that sends an ACK at once, whose
+ * sender has a receive posted for the answer (READY), from a peer whose messages the receiver
+ * answered within the ACK delay: the answer carries the ACK, and the sender's completion
+ * waits for it. Without the posted receive it is acknowledged at once: the answer would
+ * arrive unexpected. An answer that does not come within the delay makes the ACK go by the
+ * timer, and the next message is acknowledged at once again. */
 Test(engine_loop, a_waited_message_answered_at_once_has_its_ack_carried_by_the_answer)
 {
-	struct op rx[5] = { 0 }, tx[5] = { 0 }, back_rx[2] = { 0 }, back_tx[2] = { 0 };
+	struct op rx[6] = { 0 }, tx[6] = { 0 }, brx[6] = { 0 }, btx[6] = { 0 };
 	size_t len, room;
 	char *a, *r, *small, *back;
-	uint64_t t0, acks;
+	uint64_t acks;
 
 	cour_params.window = 256;           /* a quarter window (64) above the eight */
 	/* no ACK by the delay unless the test waits for it, and no liveness probe (0.1 s) while
@@ -1223,52 +1251,44 @@ Test(engine_loop, a_waited_message_answered_at_once_has_its_ack_carried_by_the_a
 	WAIT_UNTIL(rx[0].done && rx[1].done && tx_idle(0) && tx_idle(1), WAIT_MS);
 	memset(rx, 0, sizeof(rx));
 
-	/* nothing answered yet: acknowledged at once */
+	/* nothing answered yet: acknowledged at once; then answered at once */
 	acks = stats_of(1).acks_sent;
-	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 7, 0, &rx[0]));
-	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 7, &tx[0]));
-	t0 = cour_now_us();
-	WAIT_UNTIL(rx[0].done && tx[0].done, WAIT_MS);
-	cr_assert_lt(ELAPSED_MS(t0), 50, "the first message's sender waited for the ACK delay");
-	expect_msg(&rx[0], FI_RECV | FI_TAGGED, len, 7, 0, r, len, 1, "the first message");
+	cr_assert_lt(big_send(a, r, len, 10, true, back, &rx[0], &tx[0], &brx[0]), 50,
+		     "the first message's sender waited for the ACK delay");
 	cr_assert_eq(stats_of(1).acks_sent, acks + 1);
+	answer(small, back, 10, &btx[0], &brx[0]);
 
-	/* ...and answered at once */
-	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 8, 0, &back_rx[0]));
-	POST(fi_tsend(net.t[1].ep, small, 8, NULL, net.t[0].fa, 8, &back_tx[0]));
-	WAIT_UNTIL(back_rx[0].done && back_tx[0].done, WAIT_MS);
-
-	/* the next one's ACK waits for the answer */
+	/* the next one's ACK waits for the answer, which carries it */
 	acks = stats_of(1).acks_sent;
-	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 9, 0, &rx[1]));
-	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 9, &tx[1]));
+	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 21, 0, &brx[1]));
+	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 20, 0, &rx[1]));
+	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 20, &tx[1]));
 	WAIT_UNTIL(rx[1].done, WAIT_MS);
-	expect_msg(&rx[1], FI_RECV | FI_TAGGED, len, 9, 0, r, len, 1, "the second message");
+	expect_msg(&rx[1], FI_RECV | FI_TAGGED, len, 20, 0, r, len, 1, "the second message");
 	pump_for(20);
 	cr_assert_not(tx[1].done, "the second message was acknowledged before the answer");
 	cr_assert_eq(stats_of(1).acks_sent, acks, "an ACK of its own went before the answer");
-	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 10, 0, &back_rx[1]));
-	POST(fi_tsend(net.t[1].ep, small, 8, NULL, net.t[0].fa, 10, &back_tx[1]));
-	WAIT_UNTIL(tx[1].done && back_rx[1].done, WAIT_MS);
+	answer(small, back, 20, &btx[1], &brx[1]);
+	WAIT_UNTIL(tx[1].done, WAIT_MS);
 	expect_ok(&tx[1], FI_SEND | FI_TAGGED, "the second message's send");
-	expect_msg(&back_rx[1], FI_RECV | FI_TAGGED, 8, 10, 1, back, 8, 2, "the answer");
 	cr_assert_eq(stats_of(1).acks_sent, acks, "the answer did not carry the ACK");
 
+	/* no receive posted for the answer: acknowledged at once, the peer answers or not */
+	cr_assert_lt(big_send(a, r, len, 30, false, back, &rx[2], &tx[2], &brx[2]), 50,
+		     "a message whose answer would be unexpected waited for the delay");
+	cr_assert_eq(stats_of(1).acks_sent, acks + 1);
+	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 31, 0, &brx[2]));
+	answer(small, back, 30, &btx[2], &brx[2]);
+
 	/* no answer: the delay bounds the wait ... */
-	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 11, 0, &rx[2]));
-	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 11, &tx[2]));
-	t0 = cour_now_us();
-	WAIT_UNTIL(rx[2].done && tx[2].done, WAIT_MS);
-	cr_assert_geq(ELAPSED_MS(t0), 50, "the unanswered message's ACK did not wait");
-	expect_ok(&tx[2], FI_SEND | FI_TAGGED, "the unanswered message's send");
+	cr_assert_geq(big_send(a, r, len, 40, true, back, &rx[3], &tx[3], &brx[3]), 50,
+		      "the unanswered message's ACK did not wait");
+	answer(small, back, 40, &btx[3], &brx[3]);
 
 	/* ...and the next message is acknowledged at once again */
-	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 12, 0, &rx[3]));
-	POST(fi_tsend(net.t[0].ep, a, len, NULL, net.t[1].fa, 12, &tx[3]));
-	t0 = cour_now_us();
-	WAIT_UNTIL(rx[3].done && tx[3].done, WAIT_MS);
-	cr_assert_lt(ELAPSED_MS(t0), 50, "a message after an unanswered one waited for the delay");
-	expect_msg(&rx[3], FI_RECV | FI_TAGGED, len, 12, 0, r, len, 1, "the fourth message");
+	cr_assert_lt(big_send(a, r, len, 50, true, back, &rx[4], &tx[4], &brx[4]), 50,
+		     "a message after an unanswered one waited for the delay");
+	answer(small, back, 50, &btx[4], &brx[4]);
 }
 
 /* fi_tsendmsg/fi_trecvmsg of nothing, with no iov at all: legal, and a complete message. */

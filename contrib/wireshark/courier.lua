@@ -53,9 +53,10 @@ local FLAGS = {
 	{ "DUP",     "on ACK: a packet delivered already arrived again (a needless resend)" },
 	{ "HELD",    "the ACK this packet carries is late: not a congestion sample" },
 	{ "NOWAIT",  "nothing at the sender waits for this message's ACK: it may wait for the answer" },
+	{ "READY",   "the sender has a receive posted for the answer: the ACK may ride on it" },
 }
 local F_PCSUM, F_CMA, F_PUSHED, F_RXCTX, F_PART, F_MAC = 3, 5, 6, 8, 9, 10
-local FLAGS_LIMIT = 16384   -- bits above NOWAIT are unknown: not courier
+local FLAGS_LIMIT = 32768   -- bits above READY are unknown: not courier
 
 local function bit(v, n) return math.floor(v / 2 ^ n) % 2 == 1 end
 

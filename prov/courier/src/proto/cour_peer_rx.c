@@ -466,18 +466,20 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		 * (mpi_bench halo 8 B across veth: 21.5 us against ob1+tcp's 13.2). A
 		 * ping-pong's ping finds its answer's predecessor acknowledged: it still waits. */
 		bool crossed = last && !nowait && cour_peer_sending(peer);
-		/* The last piece of a waited message of several from a peer whose messages we
-		 * answer at once (a ping-pong, a request and its reply): the answer carries the
-		 * ACK, as it does a message's of fewer pieces than the count. An ACK of its own
-		 * put a datagram on the receiver's path between the message and the answer (5-7
-		 * us of a 32 KiB ping-pong's 17-27 between two namespaces at MTU 1500), while the
-		 * sender only waited. It waits the ACK delay at most; if that runs out, or the
-		 * sender asks, the peer's last pieces are acknowledged at the pass end again
-		 * until an answer comes back within the delay (cour_peer_answered). Not past half
-		 * a window unacknowledged, and not for one-packet messages, whose stream needs
-		 * the count for its window. */
-		bool for_answer = last && hdr->msg.offset && !nowait && !crossed &&
-				  !peer->rx_held && !peer->shm && !(h->flags & COUR_F_DC);
+		/* The last piece of a waited message of several whose sender has a receive posted
+		 * for our answer (READY), from a peer whose messages we answer at once (a
+		 * ping-pong, a request and its reply): the answer carries the ACK, as it does a
+		 * message's of fewer pieces than the count. An ACK of its own put a datagram on
+		 * the receiver's path between the message and the answer (5-7 us of a 32 KiB
+		 * ping-pong's 17-27 between two namespaces at MTU 1500), while the sender only
+		 * waited. It waits the ACK delay at most; if that runs out, or the sender asks,
+		 * the peer's last pieces are acknowledged at the pass end again until an answer
+		 * comes back within the delay (cour_peer_answered). Not past half a window
+		 * unacknowledged, and not for one-packet messages, whose stream needs the count
+		 * for its window. */
+		bool for_answer = last && hdr->msg.offset && (h->flags & COUR_F_READY) &&
+				  !nowait && !crossed && !peer->rx_held && !peer->shm &&
+				  !(h->flags & COUR_F_DC);
 		bool defer = false;
 
 		if (for_answer) {

@@ -178,7 +178,11 @@ enum {
 				    * counter): its last piece is acknowledged as a piece with
 				    * more behind it, with the ACK delay or on our next packet,
 				    * not at once (proto/cour_peer_rx.c). Version 5 */
-	COUR_F_ALL     = (1 << 14) - 1
+	COUR_F_READY   = 1 << 14,  /* on EAGER, RTS and RDATA: a receive of its sender's is
+				    * posted that the receiver's answer could match, so its
+				    * ACK may ride on the answer without making the answer
+				    * unexpected (docs/protocol.md, Reliability) */
+	COUR_F_ALL     = (1 << 15) - 1
 };
 
 struct cour_base_hdr {
