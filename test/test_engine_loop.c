@@ -1116,6 +1116,19 @@ Test(engine_loop, cancel_posted_receive)
 	expect_msg(&rx[3], FI_RECV | FI_TAGGED, 100, 5, 0, r3, 100, 9, "after cancel");
 }
 
+/* Endpoints 0 and 1 open their sessions with an 8-byte inject each way (small, into back):
+ * the opening packets are acknowledged at once, so a test's ACK counts start after them. */
+static void open_sessions(char *small, char *back)
+{
+	struct op rx[2] = { 0 };
+
+	POST(fi_trecv(net.t[1].ep, back, 8, NULL, net.t[0].fa, 6, 0, &rx[0]));
+	POST(fi_tinject(net.t[0].ep, small, 8, net.t[1].fa, 6));
+	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 6, 0, &rx[1]));
+	POST(fi_tinject(net.t[1].ep, small, 8, net.t[0].fa, 6));
+	WAIT_UNTIL(rx[0].done && rx[1].done && tx_idle(0) && tx_idle(1), WAIT_MS);
+}
+
 /* A message whose sender waits for nothing (fi_tinject: no completion, no counter; the MPI_Send
  * of a message up to inject_size) is acknowledged by the receiver's answer, or after the ACK
  * delay, not when its last piece arrives; one whose sender reports a completion (the FI_INJECT
@@ -1139,14 +1152,8 @@ Test(engine_loop, an_inject_is_acknowledged_by_the_answer_a_send_at_once)
 	small = tx_buf(8, 2);
 	back = rx_buf(8);
 
-	/* sessions first: their opening packets are acknowledged at once */
-	POST(fi_trecv(net.t[1].ep, back, 8, NULL, net.t[0].fa, 6, 0, &rx[0]));
-	POST(fi_tinject(net.t[0].ep, small, 8, net.t[1].fa, 6));
-	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 6, 0, &rx[1]));
-	POST(fi_tinject(net.t[1].ep, small, 8, net.t[0].fa, 6));
-	WAIT_UNTIL(rx[0].done && rx[1].done && tx_idle(0) && tx_idle(1), WAIT_MS);
+	open_sessions(small, back);
 	acks = stats_of(1).acks_sent;
-	memset(rx, 0, sizeof(rx));
 
 	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 7, 0, &rx[0]));
 	POST(fi_tinject(net.t[0].ep, a, len, net.t[1].fa, 7));
@@ -1243,13 +1250,7 @@ Test(engine_loop, a_waited_message_answered_at_once_has_its_ack_carried_by_the_a
 	small = tx_buf(8, 2);
 	back = rx_buf(8);
 
-	/* sessions first: their opening packets are acknowledged at once */
-	POST(fi_trecv(net.t[1].ep, back, 8, NULL, net.t[0].fa, 6, 0, &rx[0]));
-	POST(fi_tinject(net.t[0].ep, small, 8, net.t[1].fa, 6));
-	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 6, 0, &rx[1]));
-	POST(fi_tinject(net.t[1].ep, small, 8, net.t[0].fa, 6));
-	WAIT_UNTIL(rx[0].done && rx[1].done && tx_idle(0) && tx_idle(1), WAIT_MS);
-	memset(rx, 0, sizeof(rx));
+	open_sessions(small, back);
 
 	/* nothing answered yet: acknowledged at once; then answered at once */
 	acks = stats_of(1).acks_sent;
