@@ -1116,17 +1116,26 @@ Test(engine_loop, cancel_posted_receive)
 	expect_msg(&rx[3], FI_RECV | FI_TAGGED, 100, 5, 0, r3, 100, 9, "after cancel");
 }
 
-/* Endpoints 0 and 1 open their sessions with an 8-byte inject each way (small, into back):
- * the opening packets are acknowledged at once, so a test's ACK counts start after them. */
-static void open_sessions(char *small, char *back)
+/* Two endpoints for the ACK tests: messages of 8 loop-wire packets (the count that sends an
+ * ACK at once) from a to r, 8-byte answers from small to back; their sessions opened by an
+ * inject each way first, whose opening packets are acknowledged at once, so that a test's ACK
+ * counts start after them. Returns the message length. */
+static size_t ack_pair_open(char **a, char **r, char **small, char **back)
 {
 	struct op rx[2] = { 0 };
+	size_t len = 8 * (1472 - COUR_PKT_HDR_LEN);  /* the loop wire's packets (COUR_LOOP_MTU) */
 
-	POST(fi_trecv(net.t[1].ep, back, 8, NULL, net.t[0].fa, 6, 0, &rx[0]));
-	POST(fi_tinject(net.t[0].ep, small, 8, net.t[1].fa, 6));
-	POST(fi_trecv(net.t[0].ep, back, 8, NULL, net.t[1].fa, 6, 0, &rx[1]));
-	POST(fi_tinject(net.t[1].ep, small, 8, net.t[0].fa, 6));
+	net_open(2, NULL, 0);
+	*a = tx_buf(len, 1);
+	*r = rx_buf(len);
+	*small = tx_buf(8, 2);
+	*back = rx_buf(8);
+	POST(fi_trecv(net.t[1].ep, *back, 8, NULL, net.t[0].fa, 6, 0, &rx[0]));
+	POST(fi_tinject(net.t[0].ep, *small, 8, net.t[1].fa, 6));
+	POST(fi_trecv(net.t[0].ep, *back, 8, NULL, net.t[1].fa, 6, 0, &rx[1]));
+	POST(fi_tinject(net.t[1].ep, *small, 8, net.t[0].fa, 6));
 	WAIT_UNTIL(rx[0].done && rx[1].done && tx_idle(0) && tx_idle(1), WAIT_MS);
+	return len;
 }
 
 /* A message whose sender waits for nothing (fi_tinject: no completion, no counter; the MPI_Send
@@ -1137,22 +1146,14 @@ static void open_sessions(char *small, char *back)
 Test(engine_loop, an_inject_is_acknowledged_by_the_answer_a_send_at_once)
 {
 	struct op rx[4] = { 0 }, tx[2] = { 0 };
-	size_t len, room;
+	size_t len;
 	char *a, *r, *small, *back;
 	uint64_t t0, acks, rto;
 
 	cour_params.window = 256;           /* a quarter window (64) above the eight */
 	cour_params.ack_delay_us = 300000;  /* no ACK by the delay unless the test waits for it */
-	net_open(2, NULL, 0);
-	room = 1472 - COUR_PKT_HDR_LEN;     /* the loop wire's packets (COUR_LOOP_MTU) */
-	len = 8 * room;
+	len = ack_pair_open(&a, &r, &small, &back);
 	cr_assert_leq(len, cour_params.inject_size);
-	a = tx_buf(len, 1);
-	r = rx_buf(len);
-	small = tx_buf(8, 2);
-	back = rx_buf(8);
-
-	open_sessions(small, back);
 	acks = stats_of(1).acks_sent;
 
 	POST(fi_trecv(net.t[1].ep, r, len, NULL, net.t[0].fa, 7, 0, &rx[0]));
@@ -1228,7 +1229,7 @@ static void answer(char *small, char *back, uint64_t tag, struct op *back_tx, st
 Test(engine_loop, a_waited_message_answered_at_once_has_its_ack_carried_by_the_answer)
 {
 	struct op rx[6] = { 0 }, tx[6] = { 0 }, brx[6] = { 0 }, btx[6] = { 0 };
-	size_t len, room;
+	size_t len;
 	char *a, *r, *small, *back;
 	uint64_t acks;
 
@@ -1242,15 +1243,7 @@ Test(engine_loop, a_waited_message_answered_at_once_has_its_ack_carried_by_the_a
 	 * at once */
 	cour_params.credits = 4096;
 	cour_params.cc = 0;
-	net_open(2, NULL, 0);
-	room = 1472 - COUR_PKT_HDR_LEN;     /* the loop wire's packets (COUR_LOOP_MTU) */
-	len = 8 * room;
-	a = tx_buf(len, 1);
-	r = rx_buf(len);
-	small = tx_buf(8, 2);
-	back = rx_buf(8);
-
-	open_sessions(small, back);
+	len = ack_pair_open(&a, &r, &small, &back);
 
 	/* nothing answered yet: acknowledged at once; then answered at once */
 	acks = stats_of(1).acks_sent;
