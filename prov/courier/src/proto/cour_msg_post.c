@@ -155,7 +155,8 @@ static bool cour_answer_ready(struct cour_pep *ep, fi_addr_t dest, bool tagged)
  * ACK delay, and then the last ACK of its next one waits for ours (cour_ep_rx_packet). */
 static void cour_peer_answered(struct cour_peer *peer)
 {
-	peer->answers = cour_now_us() - peer->ans_wait_us <= (uint64_t)cour_params.ack_delay_us;
+	peer->answers = (uint32_t)cour_now_us() - peer->ans_wait_us <=
+			(uint32_t)cour_params.ack_delay_us;
 	peer->ans_wait_us = 0;
 }
 

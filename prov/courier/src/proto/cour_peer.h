@@ -126,18 +126,20 @@ struct cour_peer {
 	bool                 ack_needed;
 	bool                 msg_sent;        /* a message of ours went to the peer since its
 					       * last one came: the next does not answer one */
+	bool                 answers;         /* ours went back within the ACK delay after its
+					       * last waited one: the last ACK of the next rides
+					       * on our answer (proto/cour_peer_rx.c) */
+	bool                 ack_for_answer;  /* the delayed ACK pending waits for that answer */
 	uint32_t             rx_since_ack;
 	uint64_t             rx_stamp_ns;     /* when the kernel took the newest packet delivered
 					       * in order (wire->rx_stamp_ns), 0: unknown; an
 					       * ACK tells the sender how long we held it */
 	uint32_t             ack_late_us;     /* ...until a packet of ours first acknowledged it
 					       * (0: unknown): what a DUP ACK reports */
+	uint32_t             ans_wait_us;     /* a waited message of the peer's ended then (the
+					       * clock's low bits, never 0), and no message of
+					       * ours went back since (0: none) */
 	uint64_t             ack_deadline;
-	uint64_t             ans_wait_us;     /* a waited message of the peer's ended then, and
-					       * no message of ours went back since (0: none) */
-	bool                 answers;         /* ours went back within the ACK delay: the last
-					       * ACK of its next one rides on our answer */
-	bool                 ack_for_answer;  /* the delayed ACK pending waits for that answer */
 	struct cour_rxmsg   *rx_cur;          /* eager message being reassembled */
 	uint32_t             rma_rx_id;       /* the WRITE whose fragments are arriving */
 	int                  rma_rx_err;      /* ... refused already (prov_errno): ignore the rest */

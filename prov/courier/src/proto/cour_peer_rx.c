@@ -483,7 +483,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		bool defer = false;
 
 		if (for_answer) {
-			peer->ans_wait_us = now;
+			peer->ans_wait_us = (uint32_t)now | 1;
 			defer = peer->answers && peer->rx_since_ack < w / 2;
 			if (defer)
 				due = false;
