@@ -1277,11 +1277,11 @@ Test(engine_loop, a_waited_message_answered_at_once_has_its_ack_carried_by_the_a
 	/* no answer: the delay bounds the wait ... */
 	cr_assert_geq(big_send(a, r, len, 40, true, back, &rx[3], &tx[3], &brx[3]), 50,
 		      "the unanswered message's ACK did not wait");
-	answer(small, back, 40, &btx[3], &brx[3]);
 
-	/* ...and the next message is acknowledged at once again */
+	/* ...and the next message, the last still unanswered, is acknowledged at once */
 	cr_assert_lt(big_send(a, r, len, 50, true, back, &rx[4], &tx[4], &brx[4]), 50,
 		     "a message after an unanswered one waited for the delay");
+	answer(small, back, 40, &btx[3], &brx[3]);
 	answer(small, back, 50, &btx[4], &brx[4]);
 }
 
