@@ -449,17 +449,6 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		bool has_more = cour_pkt_has_more(&hdr->msg, len);
 		bool last = (h->type == COUR_PKT_EAGER || h->type == COUR_PKT_RDATA) && !has_more;
 		bool nowait = last && (h->flags & COUR_F_NOWAIT);
-		bool more = (train && has_more) || nowait;
-		uint32_t every = more ? COUR_MAX((uint32_t)COUR_ACK_EVERY,
-						 COUR_MIN((uint32_t)COUR_ACK_TRAIN, w / 4)) :
-					COUR_ACK_EVERY;
-		/* ...but not when less than that is left of the message: its last piece draws
-		 * the ACK soon anyway, and one datagram more on the receiver then lands right
-		 * when the last train does (a 256 KiB ping-pong at MTU 1500: 4 us of its tail) */
-		bool due = peer->rx_held ||
-			   (peer->rx_since_ack >= every &&
-			    (!more || nowait || hdr->msg.total_len - hdr->msg.offset -
-			     (len - COUR_PKT_HDR_LEN) > (uint64_t)every * (len - COUR_PKT_HDR_LEN)));
 		/* A message's last piece while packets of ours to the peer are in flight: the two
 		 * crossed (a halo exchange: both send, then both wait for their sends), so no
 		 * answer of ours comes to carry the ACK, and each side waited the ACK delay
@@ -468,26 +457,33 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		bool crossed = last && !nowait && cour_peer_sending(peer);
 		/* The last piece of a waited message of several whose sender has a receive posted
 		 * for our answer (READY), from a peer whose messages we answer at once (a
-		 * ping-pong, a request and its reply): the answer carries the ACK, as it does a
-		 * message's of fewer pieces than the count. An ACK of its own put a datagram on
-		 * the receiver's path between the message and the answer (5-7 us of a 32 KiB
+		 * ping-pong, a request and its reply): acknowledged as an inject's is (NOWAIT),
+		 * so the answer carries the ACK. An ACK of its own put a datagram on the
+		 * receiver's path between the message and the answer (5-7 us of a 32 KiB
 		 * ping-pong's 17-27 between two namespaces at MTU 1500), while the sender only
-		 * waited. It waits the ACK delay at most; if that runs out, or the sender asks,
-		 * the peer's last pieces are acknowledged at the pass end again until an answer
-		 * comes back within the delay (cour_peer_answered). Not past half a window
-		 * unacknowledged, and not for one-packet messages, whose stream needs the count
-		 * for its window. */
+		 * waited. If the ACK goes alone meanwhile (the ACK delay ran out, the count of a
+		 * stream came, the sender asked), the peer's last pieces are acknowledged at the
+		 * pass end again until an answer comes back within the delay (cour_peer_answered).
+		 * Not for one-packet messages, whose stream needs the count for its window. */
 		bool for_answer = last && hdr->msg.offset && (h->flags & COUR_F_READY) &&
 				  !nowait && !crossed && !peer->rx_held && !peer->shm &&
 				  !(h->flags & COUR_F_DC);
-		bool defer = false;
+		bool defer = for_answer && peer->answers;
+		bool waits = nowait || defer;       /* a last piece whose ACK may wait */
+		bool more = (train && has_more) || waits;
+		uint32_t every = more ? COUR_MAX((uint32_t)COUR_ACK_EVERY,
+						 COUR_MIN((uint32_t)COUR_ACK_TRAIN, w / 4)) :
+					COUR_ACK_EVERY;
+		/* ...but not when less than that is left of the message: its last piece draws
+		 * the ACK soon anyway, and one datagram more on the receiver then lands right
+		 * when the last train does (a 256 KiB ping-pong at MTU 1500: 4 us of its tail) */
+		bool due = peer->rx_held ||
+			   (peer->rx_since_ack >= every &&
+			    (!more || waits || hdr->msg.total_len - hdr->msg.offset -
+			     (len - COUR_PKT_HDR_LEN) > (uint64_t)every * (len - COUR_PKT_HDR_LEN)));
 
-		if (for_answer) {
+		if (for_answer)
 			peer->ans_wait_us = (uint32_t)now | 1;
-			defer = peer->answers && peer->rx_since_ack < w / 2;
-			if (defer)
-				due = false;
-		}
 		if (peer->shm || (!train && due)) {
 			cour_peer_send_ack_via(peer, 0, !ep->rx_borrowed);
 		} else if ((train && due) || crossed) {
