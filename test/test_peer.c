@@ -32,6 +32,18 @@ TestSuite(session, .init = setup, .fini = teardown, .timeout = 20);
 TestSuite(liveness, .init = setup, .fini = teardown, .timeout = 20);
 
 /* One fragment of message msg_id at offset off of a total_len-byte message, as seq. */
+static void rx_frag_flags(uint32_t seq, uint32_t msg_id, uint64_t total_len, uint64_t off,
+			  const char *payload, size_t len, uint16_t flags)
+{
+	struct cour_pkt_hdr h = capwire_hdr(peer, COUR_PKT_EAGER, seq, 0, 0, 8);
+
+	h.base.flags |= flags;
+	h.msg.msg_id = msg_id;
+	h.msg.total_len = total_len;
+	h.msg.offset = off;
+	capwire_rx(ep, &h, payload, len);
+}
+
 static void rx_frag(uint32_t seq, uint32_t msg_id, uint64_t total_len, uint64_t off,
 		    const char *payload, size_t len)
 {
@@ -297,6 +309,48 @@ Test(rxwin, no_mid_message_ack_when_the_rest_is_shorter_than_the_count)
 	cour_ep_timers(&ep->pep, cour_now_us());
 	cr_assert_eq(capwire_count(COUR_PKT_ACK), 2, "no mid-message ACK with 76 pieces left");
 	cr_assert_eq(last_ack()->hdr.base.ack, 170);
+	ep->pep.wire.rx_borrowed = false;
+	ep->pep.wire.rx_train_len = 0;
+}
+
+/* The last piece of a waited message whose sender has a receive posted for the answer (READY),
+ * from a peer we answer at once: its ACK waits for the answer, the ACK delay counted from that
+ * piece. A message of many trains alone in the count (a ping-pong's) waits with a tail of up to
+ * two counts after its last count ACK; one behind an earlier message still unacknowledged (a
+ * stream's) is acknowledged by the count at the pass end, and that ACK, alone, ends the
+ * deferral for the peer. */
+Test(rxwin, a_long_message_alone_waits_for_the_answer_a_stream_gets_the_count)
+{
+	static char msg[100 * CAPWIRE_ROOM];
+	const uint32_t room = CAPWIRE_ROOM;
+	uint64_t t;
+
+	in_train();
+	peer->answers = true;               /* (as cour_peer_answered learns it) */
+	/* 100 pieces: no mid-message ACK (36 left at the 64th), then a pause */
+	for (uint32_t s = 0; s < 99; s++)
+		rx_frag_flags(s, 1, 100 * room, s * room, msg + s * room, room, COUR_F_READY);
+	cr_assert(peer->ack_needed);
+	usleep(3000);
+	t = cour_now_us();
+	rx_frag_flags(99, 1, 100 * room, 99 * room, msg + 99 * room, room, COUR_F_READY);
+	cour_ep_timers(&ep->pep, cour_now_us());  /* the end of the pass */
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 0,
+		     "the last piece of a message alone was acknowledged before the answer");
+	cr_assert(peer->ack_needed && peer->ack_for_answer);
+	cr_assert_geq(peer->ack_deadline, t + cour_params.ack_delay_us,
+		      "the ACK delay ran from the message's first piece, not its last");
+	cr_assert(peer->answers);
+
+	/* 20 more pieces: 120 unacknowledged, under two counts, but of two messages */
+	for (uint32_t s = 100; s < 120; s++)
+		rx_frag_flags(s, 2, 20 * room, (s - 100) * room, msg + (s - 100) * room, room,
+			      COUR_F_READY);
+	cour_ep_timers(&ep->pep, cour_now_us());
+	cr_assert_eq(capwire_count(COUR_PKT_ACK), 1, "a stream's count sent no ACK");
+	cr_assert_eq(last_ack()->hdr.base.ack, 120);
+	cr_assert_not(peer->answers, "the count's ACK went alone, yet the deferral goes on");
+	cr_assert_eq(ep->pep.rxq->umsg ? 1 : 0, 1);
 	ep->pep.wire.rx_borrowed = false;
 	ep->pep.wire.rx_train_len = 0;
 }

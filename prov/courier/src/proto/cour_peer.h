@@ -147,6 +147,7 @@ struct cour_peer {
 	uint32_t             rx_split_pending; /* ...of them, split copies (its half to come) */
 	uint32_t             rx_rts_held;     /* its RTS|WANT unexpected and not adopted: its
 					       * later ones wait too (cour_rts_adopt) */
+	uint32_t             rx_msg_seq;      /* the first piece of its newest message */
 
 	/* same host (proto/cour_shm_peer.c): the peer's ring, mapped once its HELLO arrived */
 	struct cour_shm_ring *shm;

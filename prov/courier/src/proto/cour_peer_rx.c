@@ -447,7 +447,9 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		 * ACK of its own was a datagram each way on the path, 4.5 us of a 16 KiB
 		 * ping-pong's 18.5 between two namespaces at MTU 1500, and the answer carries it. */
 		bool has_more = cour_pkt_has_more(&hdr->msg, len);
-		bool last = (h->type == COUR_PKT_EAGER || h->type == COUR_PKT_RDATA) && !has_more;
+		bool data = h->type == COUR_PKT_EAGER || h->type == COUR_PKT_RDATA;
+		bool last = data && !has_more;
+		bool first = data && !hdr->msg.offset;
 		bool nowait = last && (h->flags & COUR_F_NOWAIT);
 		/* A message's last piece while packets of ours to the peer are in flight: the two
 		 * crossed (a halo exchange: both send, then both wait for their sends), so no
@@ -474,6 +476,17 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		uint32_t every = more ? COUR_MAX((uint32_t)COUR_ACK_EVERY,
 						 COUR_MIN((uint32_t)COUR_ACK_TRAIN, w / 4)) :
 					COUR_ACK_EVERY;
+		/* A deferred last piece may end a message of many trains, whose tail after its
+		 * last count ACK is up to two counts (the rule below holds the count back near a
+		 * message's end). When nothing of an earlier message is unacknowledged (a
+		 * ping-pong's, not a stream's) that tail waits for the answer too, up to three
+		 * quarters of the window: with one count, every message of 64 pieces or more
+		 * (88 KiB at MTU 1500) drew an ACK of its own again (4.5 us of a 256 KiB
+		 * ping-pong's tail); a stream, whose deferral then ended later, lost bandwidth. */
+		if (first)
+			peer->rx_msg_seq = h->seq;
+		if (defer && cour_seq_ge(peer->rx_next - peer->rx_since_ack, peer->rx_msg_seq))
+			every = COUR_MIN(2 * every + 1, w / 4 * 3);
 		/* ...but not when less than that is left of the message: its last piece draws
 		 * the ACK soon anyway, and one datagram more on the receiver then lands right
 		 * when the last train does (a 256 KiB ping-pong at MTU 1500: 4 us of its tail) */
@@ -490,8 +503,13 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			/* (while holes are held, too: one SACK for the train, not one a packet) */
 			cour_peer_ack_at_pass_end(peer, now);
 		} else if (peer->rx_since_ack) {
-			/* (an answer the handler sent already carried the ACK) */
-			if (!peer->ack_needed) {
+			/* (an answer the handler sent already carried the ACK) The delay runs from
+			 * the first packet the ACK covers, but for a last piece that waits for
+			 * the answer from that piece: the answer has the whole delay. From the
+			 * first, it ran out in the last train of any message that took longer (a
+			 * 256 KiB ping-pong at MTU 1500 in the machine's slower state, 100 us a
+			 * hop: an ACK alone, 5.5 us of the tail, and the deferral off). */
+			if (!peer->ack_needed || defer) {
 				peer->ack_needed = true;
 				peer->ack_deadline = now + (uint64_t)cour_params.ack_delay_us;
 				cour_ep_timer_at(ep, peer->ack_deadline);
