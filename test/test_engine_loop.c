@@ -568,6 +568,41 @@ Test(engine_loop, clean_transfer_all_sizes_in_order)
 		      s0.retrans_probe + s1.retrans_probe);
 }
 
+/* A message of many packets from iovecs scattered in memory, with boundaries inside packets
+ * and an iovec shorter than a packet's header: each packet takes its slice from the right
+ * iovecs (a run of them is built in one loop, cour_peer_build_run), eager and by rendezvous,
+ * between two hosts (as far as the engine knows: no shared memory, no single copy). */
+Test(engine_loop, a_message_of_many_packets_from_scattered_iovecs_arrives_whole)
+{
+	const size_t cut[] = { 3001, 5, 9000, 1 };      /* the rest is the last iovec */
+	size_t lens[2] = { 41 * 1000 + 7, cour_params.eager_max + 3333 };
+	struct op tx[2] = { 0 }, rx[2] = { 0 };
+
+	cour_params.shm = 0;        /* no single copy: the endpoints share a process */
+	net_open(2, NULL, 0);
+	for (int k = 0; k < 2; k++) {
+		size_t len = lens[k], off = 0;
+		char *whole = tx_buf(len, 40 + (uint64_t)k), *r = rx_buf(len);
+		struct iovec iov[5];
+
+		for (int i = 0; i < 5; i++) {
+			size_t l = i < 4 ? cut[i] : len - off;
+
+			iov[i].iov_base = talloc(l + 64);  /* (apart from each other) */
+			memcpy(iov[i].iov_base, whole + off, l);
+			iov[i].iov_len = l;
+			off += l;
+		}
+		memset(whole, 0, len);                  /* only the iovecs hold the data */
+		POST(fi_trecv(net.t[1].ep, r, len, NULL, FI_ADDR_UNSPEC, 50 + k, 0, &rx[k]));
+		POST(fi_tsendv(net.t[0].ep, iov, NULL, 5, net.t[1].fa, 50 + k, &tx[k]));
+		WAIT_UNTIL(tx[k].done && rx[k].done, WAIT_MS);
+		expect_ok(&tx[k], FI_SEND | FI_TAGGED, "a scattered send");
+		expect_msg(&rx[k], FI_RECV | FI_TAGGED, len, 50 + k, 0, r, len, 40 + (uint64_t)k,
+			   "a scattered message");
+	}
+}
+
 /* get_stats fills the caller's struct as the caller knows it: an older program's smaller one
  * up to its end and not a byte beyond, a newer one's counters courier lacks with zeros. */
 Test(engine_loop, stats_sized_to_the_callers_struct)

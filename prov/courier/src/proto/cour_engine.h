@@ -312,26 +312,35 @@ void cour_hdr_seal(struct cour_pep *ep, struct cour_pkt_hdr *hdr, size_t hdr_len
 /* What the endpoint's wire hands up (proto/cour_peer_rx.c). */
 extern const struct cour_wire_rx_ops cour_ep_wire_rx;
 
+/* A piece of a message that fits one GSO run may join the run before it (a short datagram
+ * there padded): a longer message's pieces make runs of their own, and the receiver would
+ * copy those the run before carried. */
+static inline bool cour_wire_joins(const struct cour_peer *peer, uint64_t msg_len)
+{
+	return peer->mtu > COUR_PKT_HDR_LEN && msg_len <= peer->run_bytes;
+}
+
+/* What the wire may pack a datagram of len bytes into (cour_wire_ops.queue's pack): up to the
+ * peer's MTU with the peer's next small packets, or 0. */
+static inline uint32_t cour_wire_pack_limit(const struct cour_peer *peer, bool join, size_t len)
+{
+	return cour_params.udp_pack && (join || len <= COUR_WIRE_PACK_PKT) ? peer->mtu : 0;
+}
+
 /* A sequenced packet to the peer over the wire: hdr (the window slot's copy) is finished in
  * place, the wire copies it. */
 static inline void cour_wire_queue(struct cour_pep *ep, struct cour_peer *peer,
 				   struct cour_pkt_hdr *hdr, size_t hdr_len,
 				   const struct iovec *iov, size_t iovcnt)
 {
-	uint32_t mtu = peer->mtu;
 	size_t len = hdr_len;
-	bool join;
+	bool join = cour_wire_joins(peer, hdr->msg.total_len);
 
 	for (size_t k = 0; k < iovcnt; k++)
 		len += iov[k].iov_len;
-	/* a piece of a message that fits one GSO run may join the run before it (a short
-	 * datagram there padded): a longer message's pieces make runs of their own, and the
-	 * receiver would copy those the run before carried */
-	join = mtu > COUR_PKT_HDR_LEN && hdr->msg.total_len <= peer->run_bytes;
 	cour_hdr_finish(peer, hdr, hdr_len, iov, iovcnt);
-	/* the wire may pack it with the peer's next small packets, up to the peer's MTU */
 	ep->wire.ops->queue(&ep->wire, &peer->sa, peer->sa_len, hdr, hdr_len, iov, iovcnt,
-			    cour_params.udp_pack && (join || len <= COUR_WIRE_PACK_PKT) ? mtu : 0);
+			    cour_wire_pack_limit(peer, join, len));
 }
 
 #define COUR_FLUSH_HIST 16

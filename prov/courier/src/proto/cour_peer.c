@@ -421,62 +421,6 @@ static const bool cour_pkt_has_payload[COUR_PKT_TYPE_MAX] = {
 	[COUR_PKT_ATOMIC] = true,
 };
 
-/* Build the next packet of txe into the window; false when txe has nothing more to build. */
-static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64_t now)
-{
-	struct cour_txpkt *slot = cour_txslot(peer, peer->tx_next);   /* window_open made room */
-	uint32_t room = peer->mtu - (uint32_t)COUR_PKT_HDR_LEN;
-	uint64_t len = 0;
-
-	if (cour_pkt_has_payload[txe->op_type])
-		len = COUR_MIN(txe->total_len - txe->built, (uint64_t)room);
-
-	memset(&slot->hdr, 0, sizeof(slot->hdr));
-	slot->hdr.base.type = txe->op_type;
-	slot->hdr.base.flags = txe->hdr_flags;
-	slot->hdr.base.seq = peer->tx_next;
-	slot->hdr.msg.msg_id = txe->msg_id;
-	slot->hdr.msg.rx_id = txe->rx_id;
-	slot->hdr.msg.tag = txe->tag;
-	slot->hdr.msg.data = txe->data;
-	slot->hdr.msg.total_len = txe->msg_len;
-	/* single copy: the peer moves the bytes itself, from or to this address */
-	slot->hdr.msg.offset = (txe->hdr_flags & COUR_F_CMA) && txe->iov_count &&
-			       txe->op_type != COUR_PKT_RDATA ?
-			       (uint64_t)(uintptr_t)txe->iov[0].iov_base : txe->built;
-	slot->hdr.msg.raddr = txe->raddr;
-	slot->txe = txe;
-	slot->offset = txe->built;
-	slot->len = (uint32_t)len;
-	slot->tries = 0;
-	slot->sacked = false;
-
-	if (!cour_peer_sending(peer))
-		peer->last_ack_us = now;    /* the silence clock starts with the first packet out */
-	if (!peer->via_shm)
-		cour_cc_sending(&peer->cc, cour_peer_pipe(peer), now);
-	peer->tx_next++;
-	peer->inflight_bytes += len + COUR_PKT_HDR_LEN;
-	txe->built += len;
-	txe->pkts_out++;
-	cour_slot_send(peer, slot, now);
-	if (!peer->rto_deadline) {
-		peer->rto_deadline = now + peer->rto_us;
-		cour_ep_timer_at(peer->ep, peer->rto_deadline);
-	}
-
-	/* single-packet types are built once; data types when every byte is in a packet */
-	bool more = txe->built < txe->total_len;
-	if (!more) {
-		cour_txe_move(txe, &peer->tx_inflight);
-		txe->state = COUR_TXE_WAIT_ACK;
-	}
-	/* after the move: releasing the last packet may complete txe */
-	if (peer->via_shm)
-		cour_peer_shm_release(peer, now);
-	return more;
-}
-
 /* Room for one more packet. A peer whose ring we mapped while UDP packets were in flight
  * gets nothing more over UDP: once those are acknowledged (at once: a receiver acknowledges
  * a mapped peer's UDP packets without delay) everything moves to the ring. Sending on over
@@ -487,6 +431,144 @@ static bool cour_peer_window_open(struct cour_peer *peer)
 	       peer->inflight_bytes < cour_params.sockbuf / 2 && !peer->shm_blocked &&
 	       !(peer->shm && !peer->via_shm) && cour_peer_txwin_room(peer) &&
 	       cour_peer_cc_open(peer);
+}
+
+/* txe's header as every packet of it carries it, seq and offset aside; the peer's fields and
+ * the checksum are filled when a packet leaves (cour_hdr_finish). */
+static void cour_txe_hdr(const struct cour_txe *txe, struct cour_pkt_hdr *hdr)
+{
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->base.type = txe->op_type;
+	hdr->base.flags = txe->hdr_flags;
+	hdr->msg.msg_id = txe->msg_id;
+	hdr->msg.rx_id = txe->rx_id;
+	hdr->msg.tag = txe->tag;
+	hdr->msg.data = txe->data;
+	hdr->msg.total_len = txe->msg_len;
+	hdr->msg.raddr = txe->raddr;
+}
+
+/* A packet of len payload bytes from txe->built goes into the window's next slot. */
+static struct cour_txpkt *cour_peer_take_slot(struct cour_peer *peer, struct cour_txe *txe,
+					      uint64_t len)
+{
+	struct cour_txpkt *slot = cour_txslot(peer, peer->tx_next);   /* window_open made room */
+
+	slot->txe = txe;
+	slot->offset = txe->built;
+	slot->len = (uint32_t)len;
+	slot->tries = 0;
+	slot->sacked = false;
+	peer->tx_next++;
+	peer->inflight_bytes += len + COUR_PKT_HDR_LEN;
+	txe->built += len;
+	txe->pkts_out++;
+	return slot;
+}
+
+/* After txe's packets were built: once all are, it waits for their ACKs; false then. */
+static bool cour_txe_built_more(struct cour_peer *peer, struct cour_txe *txe)
+{
+	/* single-packet types are built once; data types when every byte is in a packet */
+	if (txe->built < txe->total_len)
+		return true;
+	cour_txe_move(txe, &peer->tx_inflight);
+	txe->state = COUR_TXE_WAIT_ACK;
+	return false;
+}
+
+static void cour_peer_rto_arm(struct cour_peer *peer, uint64_t now)
+{
+	if (!peer->rto_deadline) {
+		peer->rto_deadline = now + peer->rto_us;
+		cour_ep_timer_at(peer->ep, peer->rto_deadline);
+	}
+}
+
+/* Build the next packet of txe into the window; false when txe has nothing more to build. */
+static bool cour_peer_build(struct cour_peer *peer, struct cour_txe *txe, uint64_t now)
+{
+	uint32_t room = peer->mtu - (uint32_t)COUR_PKT_HDR_LEN;
+	uint64_t len = 0, off = txe->built;
+	struct cour_txpkt *slot;
+
+	if (cour_pkt_has_payload[txe->op_type])
+		len = COUR_MIN(txe->total_len - txe->built, (uint64_t)room);
+	if (!cour_peer_sending(peer))
+		peer->last_ack_us = now;    /* the silence clock starts with the first packet out */
+	if (!peer->via_shm)
+		cour_cc_sending(&peer->cc, cour_peer_pipe(peer), now);
+	slot = cour_peer_take_slot(peer, txe, len);
+	cour_txe_hdr(txe, &slot->hdr);
+	slot->hdr.base.seq = peer->tx_next - 1;
+	/* single copy: the peer moves the bytes itself, from or to this address */
+	slot->hdr.msg.offset = (txe->hdr_flags & COUR_F_CMA) && txe->iov_count &&
+			       txe->op_type != COUR_PKT_RDATA ?
+			       (uint64_t)(uintptr_t)txe->iov[0].iov_base : off;
+	cour_slot_send(peer, slot, now);
+	cour_peer_rto_arm(peer, now);
+
+	bool more = cour_txe_built_more(peer, txe);
+	/* after the move: releasing the last packet may complete txe */
+	if (peer->via_shm)
+		cour_peer_shm_release(peer, now);
+	return more;
+}
+
+/* Payload data over UDP: the packets the windows let go are built in one loop
+ * (cour_peer_build_run) */
+static bool cour_peer_runs(const struct cour_peer *peer, const struct cour_txe *txe)
+{
+	return !peer->via_shm && cour_pkt_has_payload[txe->op_type] &&
+	       !(txe->hdr_flags & COUR_F_CMA) &&
+	       txe->total_len - txe->built > peer->mtu - (uint32_t)COUR_PKT_HDR_LEN;
+}
+
+/* cour_peer_build for as many of txe's packets as the windows let go, what they share worked
+ * out once: the header but seq and offset, the peer's ACK fields (nothing arrives meanwhile),
+ * the congestion window's clock, the timer. Each packet is then a copy of that header, its
+ * checksum and the wire's queue entry: a 256 KiB message is 189 packets at MTU 1500, and
+ * building them one by one took more of a ping-pong's hop than the gaps between its GSO calls
+ * left (cour_peer_build: about 600 instructions a packet). */
+static void cour_peer_build_run(struct cour_peer *peer, struct cour_txe *txe, uint64_t now)
+{
+	struct cour_pep *ep = peer->ep;
+	uint32_t room = peer->mtu - (uint32_t)COUR_PKT_HDR_LEN;
+	bool join = cour_wire_joins(peer, txe->msg_len);
+	struct cour_pkt_hdr tmpl;
+	struct iovec iov[COUR_IOV_MAX];
+
+	if (!cour_peer_sending(peer))
+		peer->last_ack_us = now;
+	cour_cc_sending(&peer->cc, cour_peer_pipe(peer), now);
+	cour_txe_hdr(txe, &tmpl);
+	cour_hdr_finish_fields(peer, &tmpl);
+	do {
+		uint64_t len = COUR_MIN(txe->total_len - txe->built, (uint64_t)room);
+		struct cour_txpkt *slot = cour_peer_take_slot(peer, txe, len);
+		size_t n = 1;
+
+		slot->hdr = tmpl;
+		slot->hdr.base.seq = peer->tx_next - 1;
+		slot->hdr.msg.offset = slot->offset;
+		tmpl.base.flags &= (uint16_t)~COUR_F_HELD;    /* (the first says it: finish_fields) */
+		if (txe->iov_count == 1) {
+			iov[0].iov_base = (char *)txe->iov[0].iov_base + slot->offset;
+			iov[0].iov_len = len;
+		} else {
+			n = cour_iov_slice(txe->iov, txe->iov_count, slot->offset, len, iov);
+		}
+		slot->sent_us = now;
+		slot->tries = 1;
+		if (ep->wire.stamps_on)
+			cour_slot_flush_note(ep, slot, now);
+		cour_hdr_seal(ep, &slot->hdr, COUR_PKT_HDR_LEN, iov, n);
+		ep->wire.ops->queue(&ep->wire, &peer->sa, peer->sa_len, &slot->hdr,
+				    COUR_PKT_HDR_LEN, iov, n,
+				    cour_wire_pack_limit(peer, join, len + COUR_PKT_HDR_LEN));
+	} while (txe->built < txe->total_len && cour_peer_window_open(peer));
+	cour_peer_rto_arm(peer, now);
+	cour_txe_built_more(peer, txe);
 }
 
 void cour_peer_push(struct cour_peer *peer)
@@ -503,16 +585,23 @@ void cour_peer_push(struct cour_peer *peer)
 		peer->via_shm = true;
 	now = peer->via_shm ? cour_ep_clock_refresh(ep, false) : cour_now_us();
 	uint32_t first = peer->tx_next;
-	while (peer->ctrlq && cour_peer_window_open(peer))
-		cour_peer_build(peer, peer->ctrlq, now);
+	while (peer->ctrlq && cour_peer_window_open(peer)) {
+		if (cour_peer_runs(peer, peer->ctrlq))
+			cour_peer_build_run(peer, peer->ctrlq, now);   /* rendezvous data, RMA */
+		else
+			cour_peer_build(peer, peer->ctrlq, now);
+	}
 	while (peer->txq && cour_peer_window_open(peer)) {
 		struct cour_txe *txe = peer->txq;
 
 		if (txe->built == 0 && cour_pkt_needs_credit(txe->op_type) &&
 		    !cour_credit_take(peer, txe))
 			break;
-		while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
-			;
+		if (cour_peer_runs(peer, txe))
+			cour_peer_build_run(peer, txe, now);
+		else
+			while (cour_peer_build(peer, txe, now) && cour_peer_window_open(peer))
+				;
 	}
 	/* the newest packet: the tail probe watches it (cour_peer_tail_probe), and the
 	 * question for a late ACK (cour_peer_nudge); every packet of this push left at now */
