@@ -1,12 +1,15 @@
 /*
- * Shared between the sending side of reliability (cour_peer.c), the acknowledgements it gets
- * (cour_peer_ack.c) and its timers (cour_peer_live.c). Lock held for all of them.
+ * Shared between the peer (cour_peer.c), the sending side of reliability (cour_peer_tx.c), the
+ * acknowledgements it gets (cour_peer_ack.c) and its timers (cour_peer_live.c). Lock held for
+ * all of them.
  */
 #ifndef COUR_PEER_INT_H
 #define COUR_PEER_INT_H
 
 #include "proto/cour_engine.h"
 
+/* txe off the list it is on (if any) and onto the end of to (if not NULL). */
+void cour_txe_move(struct cour_txe *txe, struct cour_txe **to);
 /* (Re)send one window slot: over the peer's ring if it has one, else queued on the wire. */
 void cour_slot_send(struct cour_peer *peer, struct cour_txpkt *slot, uint64_t now);
 /* Resend, in order, what a full ring refused; false while the ring stays full. */
