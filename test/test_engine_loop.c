@@ -955,10 +955,10 @@ Test(engine_loop, unexpected_eager_and_rendezvous)
 	struct op tx[N] = { 0 }, rx[N] = { 0 };
 	char *rbuf[N];
 
-	/* room to buffer them: the 64 KiB message, more than a fresh peer's credit units, goes
-	 * as an RTS that the receiver clears into a buffer of its own; its send completes before
-	 * its receive as an eager one would */
-	cour_params.unexp_max = 1 << 20;
+	/* room to buffer them: the eager_max message, more than a fresh peer's credit units,
+	 * goes as an RTS that the receiver clears into a buffer of its own (lending twice its
+	 * units first); its send completes before its receive as an eager one would */
+	cour_params.unexp_max = 4 * em;
 	net_open(2, NULL, 0);
 	for (int k = 0; k < N; k++)
 		POST(fi_tsenddata(net.t[0].ep, tx_buf(sizes[k], 40 + k), sizes[k], NULL,
@@ -968,7 +968,7 @@ Test(engine_loop, unexpected_eager_and_rendezvous)
 	for (int k = 0; k < N; k++)
 		cr_assert_eq(tx[k].done != 0, sizes[k] <= em, "send of %zu bytes %s before its "
 			     "receive", sizes[k], tx[k].done ? "completed" : "did not complete");
-	cr_assert_eq(stats_of(0).credit_rts, 1, "the 64 KiB message costs 65 units of 16");
+	cr_assert_eq(stats_of(0).credit_rts, 1, "the eager_max message costs more units than a fresh peer has");
 	cr_assert_eq(stats_of(1).rts_adopted, 1);
 	/* receives in reverse order: matching picks out of the middle of the queue */
 	for (int k = N - 1; k >= 0; k--) {
@@ -1420,7 +1420,7 @@ Test(engine_loop, rendezvous_sender_dies_mid_transfer)
 Test(engine_loop, restarted_peer_resets_then_works)
 {
 	size_t em = cour_params.eager_max;
-	char *s = tx_buf(300000, 4), *r10 = rx_buf(3000), *r11 = rx_buf(em + 5000), name[64];
+	char *s = tx_buf(em + 5000, 4), *r10 = rx_buf(3000), *r11 = rx_buf(em + 5000), name[64];
 	struct op tx[5] = { 0 }, rx[2] = { 0 };
 	struct fi_courier_stats st;
 	size_t namelen;
@@ -1431,7 +1431,7 @@ Test(engine_loop, restarted_peer_resets_then_works)
 	net_open(2, NULL, 0);
 	namelen = net.t[1].namelen;
 	memcpy(name, net.t[1].name, namelen);
-	POST(fi_tsend(net.t[0].ep, s, 300000, NULL, net.t[1].fa, 1, &tx[0]));
+	POST(fi_tsend(net.t[0].ep, s, em + 1000, NULL, net.t[1].fa, 1, &tx[0]));   /* rendezvous */
 	tsendmsg(0, s, 1000, net.t[1].fa, 2, FI_DELIVERY_COMPLETE, &tx[1]);
 	WAIT_UNTIL(stats_of(1).unexpected_msgs == 2 && tx_idle(0), WAIT_MS);
 	ep_close(1);

@@ -188,7 +188,8 @@ static int mo_server(struct mo *m, size_t size, unsigned int *seed)
  * -F: to a same-host peer, a message of 16-32 KiB alone on its way goes as a request (RTS) by
  * single copy when it answers one of the peer's messages, else through the ring as eager
  * packets (proto/cour_cma.c; FI_COURIER_SHM_LONE=1 makes the ring count as slow). Behind a
- * plain request (X: 300 KiB in two pieces, which single copy does not take) such a request
+ * plain request (X: 600 KiB, above the default eager limit of 512 KiB, in two pieces, which
+ * single copy does not take) such a request
  * goes plain too, its data to follow its CTS. So M1, sent just after the server's message Y
  * arrived, is a plain RTS, and M2, of the same size right behind it, would be eager: whole when
  * its receive is posted, it must still complete after M1. The server posts its receives only
@@ -197,7 +198,7 @@ static int mo_server(struct mo *m, size_t size, unsigned int *seed)
  * 16 KiB, where M2 fits one ring cell and would go outside the sequence (SHORT), and at
  * 20 KiB, where it would go as EAGER packets.
  */
-#define MO_FLIP_X (300u << 10)
+#define MO_FLIP_X (600u << 10)
 #define MO_FLIP_M (20u << 10)   /* the longest of the sizes mo_flip is run with */
 
 static int mo_flip(struct mo *m, size_t msz)

@@ -6,7 +6,7 @@
 # the receiver adopts into buffers of its own when it can afford them and leaves as requests
 # when it cannot; from 128 KiB a message by single copy may be split (the receiver pulls one
 # half, the sender writes the other), and completes only when the sender's half is in, so
-# those behind it must not overtake it. Sizes 16 KiB, 64 KiB, 200 KiB, 256 KiB (the default
+# those behind it must not overtake it. Sizes 16 KiB, 64 KiB, 200 KiB, 512 KiB (the default
 # eager limit) and 1 MiB, untagged (-m) and tagged (-t):
 #   1. over UDP (FI_COURIER_SHM=0);
 #   2. through shared memory, as configured (courier only: as the provider decides);
@@ -23,7 +23,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 me=test_msg_order.sh
 . "$here/shm-common.sh"         # (its setup, pair and statistics helpers)
 shm_setup msg_order
-sizes=16k,64k,200k,256k,1m
+sizes=16k,64k,200k,512k,1m
 
 # run NAME ENV: both kinds of receive, with ENV on both sides
 run() {
