@@ -2,7 +2,7 @@
  * Incoming packets: the checks every one passes (version, type, length, checksum, session),
  * then the receive window (in-order delivery, early packets held, duplicates answered), and
  * what the endpoint's wire calls (cour_ep_wire_rx: every datagram, and the UDP wire's reading
- * in place). The sending side is cour_peer.c's.
+ * in place). The sending side is cour_peer_tx.c.
  */
 #include "proto/cour_engine.h"
 #include "proto/cour_rel.h"
@@ -289,6 +289,25 @@ static bool cour_peer_session_fresh(struct cour_pep *ep, struct cour_peer *peer,
 	return false;
 }
 
+/* Whether a packet of len bytes is part of big data streaming in over the wire, in big
+ * datagrams or GRO trains of them: the next poll reads such packets in place (RDATA, WRITE
+ * and READ_RESP from here; an eager message's once its sender is known, cour_peer_rx_packet) */
+static bool cour_ep_rx_big(struct cour_pep *ep, uint8_t type, size_t len)
+{
+	bool big = (ep->wire.rx_borrowed ? ep->wire.rx_train_len : len) >=
+		   COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed;
+
+	if (big && (type == COUR_PKT_RDATA || type == COUR_PKT_WRITE ||
+		    type == COUR_PKT_READ_RESP)) {
+		ep->wire.rx_direct = true;
+		ep->wire.rx_direct_more = true;
+	}
+	return big;
+}
+
+static void *cour_peer_rx_packet(struct cour_peer *peer, void *buf, size_t len, bool probe,
+				 bool big);
+
 void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 			const struct sockaddr_storage *sa, socklen_t sa_len)
 {
@@ -296,8 +315,6 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	struct cour_base_hdr *h = &hdr->base;
 	struct cour_peer *peer;
 	struct cour_addr from;
-	uint32_t w = (uint32_t)cour_params.window;
-	uint64_t now;
 	bool probe, msg, big;
 
 	if (COUR_UNLIKELY(len >= COUR_BASE_HDR_LEN && h->type == COUR_PKT_CM)) {
@@ -320,15 +337,7 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 	}
 	from.is_v4 = ep->wire.addr.is_v4;
 	ep->stats.rx_bytes += len;
-	/* big data streams in over the wire, in big datagrams or GRO trains of them: its next
-	 * poll reads such packets in place (an eager message's: below) */
-	big = (ep->wire.rx_borrowed ? ep->wire.rx_train_len : len) >=
-		      COUR_PKT_HDR_LEN + COUR_WIRE_DIRECT_MIN && !ep->rx_borrowed;
-	if (big && (h->type == COUR_PKT_RDATA || h->type == COUR_PKT_WRITE ||
-		    h->type == COUR_PKT_READ_RESP)) {
-		ep->wire.rx_direct = true;
-		ep->wire.rx_direct_more = true;
-	}
+	big = cour_ep_rx_big(ep, h->type, len);
 	if (h->type == COUR_PKT_DGRAM || ep->type == FI_EP_DGRAM) {
 		if (h->type == COUR_PKT_DGRAM && ep->type == FI_EP_DGRAM)
 			cour_msg_handle_dgram(ep, hdr, (char *)buf + COUR_PKT_HDR_LEN,
@@ -384,6 +393,22 @@ void *cour_ep_rx_packet(struct cour_pep *ep, void *buf, size_t len,
 		}
 		peer->remote_session = h->src_session;
 	}
+	return cour_peer_rx_packet(peer, buf, len, probe, big);
+}
+
+/* A packet from peer that passed every check of cour_ep_rx_packet (or of the train path,
+ * cour_ep_rx_placed_run): the ACK it carries, then its own meaning. probe: an ACK that asks
+ * for one back; big: part of big data streaming in (the next poll may read it in place).
+ * Returns the buffer the wire reads into next (buf, unless a packet held for later kept it). */
+static void *cour_peer_rx_packet(struct cour_peer *peer, void *buf, size_t len, bool probe,
+				 bool big)
+{
+	struct cour_pep *ep = peer->ep;
+	struct cour_pkt_hdr *hdr = buf;
+	struct cour_base_hdr *h = &hdr->base;
+	uint32_t w = (uint32_t)cour_params.window;
+	uint64_t now;
+
 	if (ep->rx_borrowed) {
 		/* from the ring, where the crc field is the peer's count of its ordered puts to
 		 * us (cour_shm_put): what it sent through its mailbox before an ordered packet
@@ -580,6 +605,40 @@ static void *cour_ep_piece_dest(struct cour_peer *peer, const struct cour_pkt_hd
 	}
 }
 
+/* Whether a header the wire read (not yet handled) is one whose payload may land in place
+ * before the handler runs, first bytes long with it: only what the handler would accept as is,
+ * since a pending READ_RESP may need the old bytes (cour_rma_order_guard). A payload under a
+ * checksum or a key's tag is checked after it landed (cour_ep_rx_placed; the wire's check of
+ * the trailer drops it if bad), so only into a receive or a read that nobody reads before it
+ * completes, never into RMA memory. */
+static bool cour_direct_hdr_ok(const struct cour_pep *ep, const void *peeked, size_t first)
+{
+	struct cour_pkt_hdr h;
+	uint32_t want;
+
+	memcpy(&h, peeked, sizeof(h));
+	want = h.base.crc;
+	if (first <= COUR_PKT_HDR_LEN || first > COUR_MAX_PKT ||
+	    h.base.version != COUR_WIRE_VERSION || (h.base.flags & ~COUR_F_ALL) ||
+	    (h.base.type != COUR_PKT_RDATA && h.base.type != COUR_PKT_READ_RESP &&
+	     h.base.type != COUR_PKT_EAGER &&
+	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & (COUR_F_PCSUM | COUR_F_MAC)))) ||
+	    (h.base.type == COUR_PKT_READ_RESP && (h.base.flags & COUR_F_CMA)))
+		return false;
+	h.base.crc = 0;
+	/* (keyed: the wire checks the tag once the datagram is read, before placed runs) */
+	return (h.base.flags & COUR_F_PCSUM) || cour_pkt_tagged(ep, &h.base) ||
+	       cour_crc32c(0, &h, COUR_PKT_HDR_LEN) == want;
+}
+
+/* ...and the next piece of peer's sequence, in its current sessions. */
+static bool cour_direct_peer_ok(const struct cour_peer *peer, const struct cour_pkt_hdr *h)
+{
+	return !peer->ctrlq && h->base.seq == peer->rx_next && h->base.src_session &&
+	       h->base.src_session == peer->remote_session &&
+	       h->base.dst_session == peer->local_session;
+}
+
 /* Where the payload of the datagram whose header the wire peeked belongs: an in-order EAGER,
  * RDATA, WRITE or READ_RESP piece with a contiguous destination, or NULL. For a GRO train
  * (run), also how many of its datagrams fit end to end from there, were they the next pieces
@@ -592,35 +651,15 @@ static void *cour_ep_rx_direct(void *arg, const void *peeked, size_t len, size_t
 	struct cour_peer *peer;
 	struct cour_addr from;
 	size_t first = run ? seg : len, plen = first - COUR_PKT_HDR_LEN;
-	uint32_t want;
 	void *dst;
 
+	if (!cour_direct_hdr_ok(ep, peeked, first) ||
+	    cour_addr_from_sockaddr(&from, sa, sa_len) != 0)
+		return NULL;
 	memcpy(&h, peeked, sizeof(h));
-	want = h.base.crc;
-	/* only what the handler would accept as is: the payload lands before it runs, and a
-	 * pending READ_RESP may need the old bytes (cour_rma_order_guard). A payload under a
-	 * checksum or a key's tag is checked after it landed (cour_ep_rx_placed, the wire's
-	 * check of the trailer drop it if bad), so only into a receive or a read that nobody
-	 * reads before it completes, never into RMA memory */
-	if (first <= COUR_PKT_HDR_LEN || first > COUR_MAX_PKT ||
-	    h.base.version != COUR_WIRE_VERSION || (h.base.flags & ~COUR_F_ALL) ||
-	    (h.base.type != COUR_PKT_RDATA && h.base.type != COUR_PKT_READ_RESP &&
-	     h.base.type != COUR_PKT_EAGER &&
-	     (h.base.type != COUR_PKT_WRITE || (h.base.flags & (COUR_F_PCSUM | COUR_F_MAC)))) ||
-	    (h.base.type == COUR_PKT_READ_RESP && (h.base.flags & COUR_F_CMA)))
-		return NULL;
-	h.base.crc = 0;
-	/* (keyed: the wire checks the tag once the datagram is read, before placed runs) */
-	if (!(h.base.flags & COUR_F_PCSUM) && !cour_pkt_tagged(ep, &h.base) &&
-	    cour_crc32c(0, &h, COUR_PKT_HDR_LEN) != want)
-		return NULL;
-	if (cour_addr_from_sockaddr(&from, sa, sa_len) != 0)
-		return NULL;
 	from.is_v4 = ep->wire.addr.is_v4;
 	peer = cour_peer_by_addr_locked(ep, &from, false);
-	if (!peer || peer->ctrlq || h.base.seq != peer->rx_next ||
-	    h.base.src_session != peer->remote_session ||
-	    h.base.dst_session != peer->local_session)
+	if (!peer || !cour_direct_peer_ok(peer, &h))
 		return NULL;
 	dst = cour_ep_piece_dest(peer, &h, plen);
 	if (!dst || !run)
@@ -702,6 +741,56 @@ static void cour_ep_rx_placed(void *arg, void *hdr, const void *payload, size_t 
 	(void)ret;
 }
 
+/*
+ * The first n datagrams of a GRO train read as header + payload in place (piece i's header
+ * hdrs[i], its payload at dst + i * plen, plen bytes but the last's, last bytes), each the
+ * piece after the one before (the wire checked, cour_ep_rx_in_run), handled in order without
+ * asking per piece what cour_ep_rx_direct and cour_ep_rx_packet ask of any datagram: the
+ * sender is looked up once, and each piece checked only for what handling the ones before
+ * could change (its peer's sequence and sessions, where its payload belongs now) and for
+ * what it carries of its own (its header's crc, its flags). A train's pieces are most of
+ * the packets a receiver handles at MTU 1500: per piece, the two lookups and checks cost
+ * about as many instructions as the handling. Returns how many were handled: the wire
+ * takes piece k (if k < n) the usual way, and the rest after it.
+ */
+static size_t cour_ep_rx_placed_run(void *arg, uint8_t (*hdrs)[COUR_WIRE_HDR_MAX], size_t n,
+				    char *dst, size_t plen, size_t last,
+				    const struct sockaddr_storage *sa, socklen_t sa_len)
+{
+	struct cour_pep *ep = arg;
+	struct cour_peer *peer;
+	struct cour_addr from;
+
+	if (cour_addr_from_sockaddr(&from, sa, sa_len) != 0)
+		return 0;
+	from.is_v4 = ep->wire.addr.is_v4;
+	peer = cour_peer_by_addr_locked(ep, &from, false);
+	if (!peer)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct cour_pkt_hdr *h = (struct cour_pkt_hdr *)hdrs[i];
+		size_t pl = i + 1 < n ? plen : last, len = COUR_PKT_HDR_LEN + pl;
+		char *at = dst + i * plen;
+
+		/* (one with a trailer at an endpoint with no key, or without the payload's crc
+		 * that FI_COURIER_CHECKSUM asks for, goes the usual way: dropped) */
+		if (!cour_direct_hdr_ok(ep, h, len) || (h->base.flags & COUR_F_MAC) ||
+		    (cour_params.checksum && !(h->base.flags & COUR_F_PCSUM)) ||
+		    !cour_direct_peer_ok(peer, h) || cour_ep_piece_dest(peer, h, pl) != at)
+			return i;
+		if (!cour_ep_placed_ok(h, at, len, true)) {
+			COUR_DROP_BAD(ep, "payload read in place failed its checksum");
+			continue;
+		}
+		ep->stats.rx_in_place++;
+		ep->stats.rx_bytes += len;
+		ep->rx_placed = true;
+		cour_peer_rx_packet(peer, h, len, false, cour_ep_rx_big(ep, h->base.type, len));
+		ep->rx_placed = false;
+	}
+	return n;
+}
+
 static void *cour_ep_wire_packet(void *arg, void *buf, size_t len,
 				 const struct sockaddr_storage *sa, socklen_t sa_len)
 {
@@ -723,6 +812,7 @@ const struct cour_wire_rx_ops cour_ep_wire_rx = {
 	.direct = cour_ep_rx_direct,
 	.in_run = cour_ep_rx_in_run,
 	.placed = cour_ep_rx_placed,
+	.placed_run = cour_ep_rx_placed_run,
 	.refused = cour_ep_wire_refused,
 	.is_handshake = cour_pkt_is_hello,
 	.hdr_len = COUR_PKT_HDR_LEN,

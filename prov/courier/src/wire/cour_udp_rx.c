@@ -184,6 +184,30 @@ static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE
 		size_t seg = COUR_MIN(gso, len - i * gso);
 		char *at = dst + i * plen;
 
+		/* unkeyed, the pieces up to the next one copied out go to the engine together */
+		if (i < run && !out[i] && !tl && w->rx->placed_run) {
+			size_t n = 1, k;
+
+			while (i + n < run && !out[i + n])
+				n++;
+			k = w->rx->placed_run(w->rx_arg, &hdrs[i], n, at, plen,
+					      COUR_MIN(gso, len - (i + n - 1) * gso) - hl, sa, sa_len);
+			w->stats.rx_pkts += k;
+			w->stats.gro_segs += k;
+			i += k;
+			if (k == n) {
+				i--;
+				continue;
+			}
+			seg = COUR_MIN(gso, len - i * gso);
+			at = dst + i * plen;
+			w->stats.rx_pkts++;
+			w->stats.gro_segs++;
+			memcpy(buf + i * gso, hdrs[i], hl);
+			memcpy(buf + i * gso + hl, at, seg - hl);
+			cour_udp_train_seg(w, buf + i * gso, seg, true, &align, sa, sa_len);
+			continue;
+		}
 		w->stats.rx_pkts++;
 		w->stats.gro_segs++;
 		if (i < run && !out[i]) {

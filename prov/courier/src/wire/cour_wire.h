@@ -124,6 +124,14 @@ struct cour_wire_rx_ops {
 	 * header holds; false when the read may have brought other bytes than the peek. */
 	void  (*placed)(void *arg, void *hdr, const void *payload, size_t len, bool checked,
 			const struct sockaddr_storage *sa, socklen_t sa_len);
+	/* Optional, and only with no key: the first n datagrams of a train read in place, each
+	 * the piece in_run said (hdrs[i], its payload at dst + i * plen, plen bytes but the
+	 * last's, last bytes), handled as placed would one by one; the engine looks up their
+	 * sender once. Returns how many it handled: piece k < n it did not take goes the way
+	 * placed refuses a piece (copied out, handled as a datagram), then the rest. */
+	size_t (*placed_run)(void *arg, uint8_t (*hdrs)[COUR_WIRE_HDR_MAX], size_t n, char *dst,
+			     size_t plen, size_t last, const struct sockaddr_storage *sa,
+			     socklen_t sa_len);
 	/* Nothing listens at sa (ICMP port unreachable): evidence the engine may weigh. */
 	void  (*refused)(void *arg, const struct sockaddr_storage *sa, socklen_t sa_len);
 	/* The fault decorator's "hello=N": is this datagram the engine's handshake? */
