@@ -153,7 +153,9 @@ static void cour_udp_train_seg(struct cour_wire *w, char *pkt, size_t len, bool 
  * after it, from held packets it releases). The bytes it left in that place belong to a
  * receive or an RMA write still in progress: the genuine piece overwrites them before anyone
  * may read them. With a key the same holds for a piece whose tag fails: it landed where only
- * the genuine piece belongs, and is dropped.
+ * the genuine piece belongs, and is dropped. Without a key, each stretch of pieces up to the
+ * next one copied out goes to the engine in one call (placed_run), which looks up their
+ * sender once; with one, each piece's tag is checked just before it is handled.
  */
 static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE_HDR_MAX],
 				  const struct cour_mac_trailer *trl, char *dst, size_t run,
@@ -194,11 +196,12 @@ static void cour_udp_train_placed(struct cour_wire *w, uint8_t (*hdrs)[COUR_WIRE
 					      COUR_MIN(gso, len - (i + n - 1) * gso) - hl, sa, sa_len);
 			w->stats.rx_pkts += k;
 			w->stats.gro_segs += k;
-			i += k;
 			if (k == n) {
-				i--;
+				i += n - 1;
 				continue;
 			}
+			/* piece i + k, refused, is copied out and handled as a datagram */
+			i += k;
 			seg = COUR_MIN(gso, len - i * gso);
 			at = dst + i * plen;
 			w->stats.rx_pkts++;
