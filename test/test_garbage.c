@@ -1031,9 +1031,11 @@ static void g_piece(char *out, const struct cour_peer *p, uint32_t seq0, uint32_
 	h.msg.data = 0xd47a;
 	h.msg.total_len = (uint64_t)TRAIN_N * TRAIN_PLEN;
 	h.msg.offset = (uint64_t)i * TRAIN_PLEN;
+	if (cour_params.checksum)
+		h.base.flags |= COUR_F_PCSUM;     /* the crc covers the payload too */
 	memcpy(out, &h, sizeof(h));
 	memcpy(out + sizeof(h), msg + i * TRAIN_PLEN, TRAIN_PLEN);
-	hdr_crc((struct cour_pkt_hdr *)out, COUR_PKT_HDR_LEN);
+	hdr_crc((struct cour_pkt_hdr *)out, cour_params.checksum ? TRAIN_SEG : COUR_PKT_HDR_LEN);
 }
 
 /* pieces [from, to) of the message in one UDP GSO call from G */
@@ -1052,7 +1054,9 @@ static void g_train(const struct cour_peer *p, uint32_t seq0, uint32_t msg_id, c
 		char *at = buf + (i - from) * TRAIN_SEG;
 
 		g_piece(at, p, seq0, msg_id, msg, i);
-		if (i == bad)
+		if (i == bad && cour_params.checksum)
+			at[COUR_PKT_HDR_LEN + 700] ^= 0x04;     /* its payload, under the crc */
+		else if (i == bad)
 			((struct cour_pkt_hdr *)at)->msg.data ^= 1u << 20;
 	}
 	c->cmsg_level = IPPROTO_UDP;
@@ -1083,7 +1087,7 @@ static void b_wait_seq(const struct cour_peer *p, uint32_t seq, uint32_t held, c
 	}
 }
 
-Test(garbage, a_piece_damaged_inside_a_train_read_in_place_is_dropped)
+static void damaged_piece_in_a_train(void)
 {
 	static char msg[TRAIN_N * TRAIN_PLEN], rbuf[TRAIN_N * TRAIN_PLEN + GUARD];
 	struct fi_courier_stats s0, s1;
@@ -1111,7 +1115,7 @@ Test(garbage, a_piece_damaged_inside_a_train_read_in_place_is_dropped)
 		     " trains, not 2", s1.udp_gro_trains - s0.udp_gro_trains);
 	cr_assert_geq(s1.rx_in_place - s0.rx_in_place, TRAIN_BAD - TRAIN_A,
 		      "only %" PRIu64 " pieces read in place",  s1.rx_in_place - s0.rx_in_place);
-	cr_assert_eq(s1.drop_bad_hdr - s0.drop_bad_hdr, 1, "%" PRIu64 " headers dropped, not "
+	cr_assert_eq(s1.drop_bad_hdr - s0.drop_bad_hdr, 1, "%" PRIu64 " pieces dropped, not "
 		     "the damaged one", s1.drop_bad_hdr - s0.drop_bad_hdr);
 	pump();
 	cr_assert_eq(rx.done, 0, "the receive completed with a piece missing");
@@ -1127,4 +1131,17 @@ Test(garbage, a_piece_damaged_inside_a_train_read_in_place_is_dropped)
 	cr_assert_eq(memcmp(rbuf, msg, sizeof(msg)), 0, "the message arrived damaged");
 	for (size_t i = sizeof(msg); i < sizeof(rbuf); i++)
 		cr_assert_eq((uint8_t)rbuf[i], 0xee, "byte %zu past the message written", i);
+}
+
+Test(garbage, a_piece_damaged_inside_a_train_read_in_place_is_dropped)
+{
+	damaged_piece_in_a_train();
+}
+
+/* The same with FI_COURIER_CHECKSUM: every piece's crc covers its payload, which is checked
+ * only once it landed in the receive; piece 15's payload has a bit flipped. */
+Test(garbage, a_payload_damaged_inside_a_train_read_in_place_is_dropped)
+{
+	cour_params.checksum = 1;
+	damaged_piece_in_a_train();
 }

@@ -584,7 +584,7 @@ void cour_hdr_seal(struct cour_pep *ep, struct cour_pkt_hdr *hdr, size_t hdr_len
 		if (!cour_params.checksum)
 			return;
 	}
-	crc = hdr_len == COUR_PKT_HDR_LEN ? cour_crc32c_80(hdr) : cour_crc32c(0, hdr, hdr_len);
+	crc = cour_crc32c(0, hdr, hdr_len);
 	if (pcsum)
 		for (size_t i = 0; i < iovcnt; i++)
 			crc = cour_crc32c(crc, iov[i].iov_base, iov[i].iov_len);

@@ -59,8 +59,7 @@ static bool cour_pkt_valid(struct cour_pep *ep, void *buf, size_t len)
 	want = h->crc;
 	h->crc = 0;
 	/* the sender chained header then payload; crc32c chains, so one pass over the datagram */
-	crc = (h->flags & COUR_F_PCSUM) || hlen != COUR_PKT_HDR_LEN ?
-	      cour_crc32c(0, buf, (h->flags & COUR_F_PCSUM) ? len : hlen) : cour_crc32c_80(buf);
+	crc = cour_crc32c(0, buf, (h->flags & COUR_F_PCSUM) ? len : hlen);
 	h->crc = want;
 	return crc == want;
 }
@@ -629,7 +628,7 @@ static bool cour_direct_hdr_ok(const struct cour_pep *ep, const void *peeked, si
 	h.base.crc = 0;
 	/* (keyed: the wire checks the tag once the datagram is read, before placed runs) */
 	return (h.base.flags & COUR_F_PCSUM) || cour_pkt_tagged(ep, &h.base) ||
-	       cour_crc32c_80(&h) == want;
+	       cour_crc32c(0, &h, COUR_PKT_HDR_LEN) == want;
 }
 
 /* ...and the next piece of peer's sequence, in its current sessions. */
@@ -712,7 +711,7 @@ static bool cour_ep_placed_ok(struct cour_pkt_hdr *hdr, const void *payload, siz
 		return true;
 
 	hdr->base.crc = 0;
-	crc = cour_crc32c_80(hdr);
+	crc = cour_crc32c(0, hdr, sizeof(*hdr));
 	if (hdr->base.flags & COUR_F_PCSUM)
 		crc = cour_crc32c(crc, payload, len - sizeof(*hdr));
 	hdr->base.crc = want;

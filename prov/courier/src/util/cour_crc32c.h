@@ -7,7 +7,5 @@
 #include <stdint.h>
 
 uint32_t cour_crc32c(uint32_t crc, const void *buf, size_t len);
-/* cour_crc32c(0, buf, 80): the size of a packet header, unrolled */
-uint32_t cour_crc32c_80(const void *buf);
 
 #endif
